@@ -1,0 +1,29 @@
+#pragma once
+// zt::run_main: the catch-all every zerotorch program wraps its main in. Any exception becomes
+// one line on stderr (`<program>: error: <message>`) and exit code 1; a LibTorch error's
+// backtrace is cut to its first line, since users need the culprit, not our stack.
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+namespace zt {
+
+template <typename Fn>
+int run_main(const char* program, Fn&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    auto nl = what.find('\n');
+    if (nl != std::string::npos) what.resize(nl);
+    std::fprintf(stderr, "%s: error: %s\n", program, what.c_str());
+    std::fflush(stderr);
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", program);
+    return 1;
+  }
+}
+
+}  // namespace zt

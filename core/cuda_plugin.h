@@ -1,0 +1,43 @@
+#pragma once
+// The CUDA plugin: libzt_cuda.so, built when ZT_WITH_CUDA is on, holds every CUDA kernel and the
+// NCCL backend. zerotorch's libraries link only LibTorch's CPU part; the plugin (which pulls in
+// libtorch_cuda, cudart and NCCL) is dlopen'ed on first use, so a CPU-only run never needs the
+// CUDA libraries and a CUDA build still runs on a machine without a GPU.
+//
+// The plugin exports one C symbol, zt_cuda_kernels(), returning the table below. Entries take raw
+// device pointers and a cudaStream_t passed as void*; they enqueue work and return at once.
+
+#include <cstdint>
+#include <string>
+
+namespace zt::cuda {
+
+// Bumped whenever the table's layout changes; a mismatched plugin is refused with a message.
+inline constexpr int kKernelsAbiVersion = 1;
+
+enum class ScalarKind : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+struct Kernels {
+  int32_t abi_version;
+  // In place: x[i] *= inv_scale for i < n (skipped when inv_scale == 1), and sets *found_inf
+  // (device int32) to 1 if any x[i] was inf or NaN before scaling. Returns a cudaError_t.
+  int32_t (*check_and_unscale)(void* x, int64_t n, ScalarKind kind, float inv_scale,
+                               int32_t* found_inf, void* stream);
+  const char* (*error_string)(int32_t cuda_error);
+  int32_t (*device_count)();
+};
+
+// True when this build has the plugin (ZT_WITH_CUDA was on).
+bool plugin_built();
+// The plugin's table, loading it on first call; nullptr when it cannot be loaded, with the
+// reason in load_error() (no plugin built, library missing, ABI mismatch).
+const Kernels* kernels();
+const std::string& load_error();
+// kernels() or a zt::Error naming why CUDA is unavailable and what asked for it.
+const Kernels& require_kernels(const char* what);
+// Any other extern "C" entry point of the plugin (e.g. an area's own factory, such as the NCCL
+// communicator's), or a zt::Error naming the symbol and why it is unavailable. Areas declare the
+// signature next to their own code; this table stays small.
+void* require_symbol(const char* name, const char* what);
+
+}  // namespace zt::cuda

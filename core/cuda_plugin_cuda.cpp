@@ -1,0 +1,42 @@
+// The plugin's entry point: fills the zt::cuda::Kernels table from the kernels compiled into
+// libzt_cuda.so. Compiled only when ZT_WITH_CUDA is on.
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include "core/cuda_plugin.h"
+
+namespace zt::cuda_kernels {
+cudaError_t check_and_unscale(void* x, int64_t n, int32_t kind, float inv_scale, int32_t* found_inf,
+                              cudaStream_t stream);
+}
+
+namespace {
+
+// nullptr means "LibTorch's current stream on the current device".
+cudaStream_t resolve(void* stream) {
+  return stream ? static_cast<cudaStream_t>(stream) : c10::cuda::getCurrentCUDAStream().stream();
+}
+
+int32_t check_and_unscale(void* x, int64_t n, zt::cuda::ScalarKind kind, float inv_scale,
+                          int32_t* found_inf, void* stream) {
+  return static_cast<int32_t>(zt::cuda_kernels::check_and_unscale(
+      x, n, static_cast<int32_t>(kind), inv_scale, found_inf, resolve(stream)));
+}
+
+const char* error_string(int32_t e) {
+  return cudaGetErrorString(static_cast<cudaError_t>(e));
+}
+
+int32_t device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+const zt::cuda::Kernels kTable = {zt::cuda::kKernelsAbiVersion, &check_and_unscale, &error_string,
+                                  &device_count};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const zt::cuda::Kernels* zt_cuda_kernels() {
+  return &kTable;
+}

@@ -1,0 +1,28 @@
+# libzt_cuda.so: every *.cu and *_cuda.cpp of the areas, for Hopper (sm_90 SASS + compute_90 PTX
+# so newer GPUs JIT it), linked against libtorch_cuda, cudart and NCCL. zt_core dlopens it on
+# first CUDA use (core/cuda_plugin.h).
+enable_language(CUDA)
+if(NOT CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+  set(CMAKE_CUDA_ARCHITECTURES 90)
+endif()
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+find_package(CUDAToolkit REQUIRED)
+find_library(ZT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 REQUIRED)
+find_path(ZT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include REQUIRED)
+
+set(_zt_cuda_srcs)
+foreach(area core parallel optim data)
+  file(GLOB_RECURSE _cu CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/${area}/*.cu"
+                                          "${CMAKE_SOURCE_DIR}/${area}/*_cuda.cpp")
+  list(APPEND _zt_cuda_srcs ${_cu})
+endforeach()
+add_library(zt_cuda MODULE ${_zt_cuda_srcs})
+target_include_directories(zt_cuda PRIVATE ${CMAKE_SOURCE_DIR} ${ZT_NCCL_INCLUDE})
+target_link_libraries(zt_cuda PRIVATE zt_core ${TORCH_LIBRARIES} CUDA::cudart ${ZT_NCCL_LIBRARY})
+target_compile_definitions(zt_cuda PRIVATE ZT_CUDA_ENABLED=1)
+set_target_properties(zt_cuda PROPERTIES BUILD_RPATH "$ORIGIN" CUDA_SEPARABLE_COMPILATION OFF)
+target_compile_options(zt_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -lineinfo>)
+zt_warnings(zt_cuda)
+
+

@@ -1,0 +1,110 @@
+# Target helpers shared by every folder. Conventions:
+#   <area>/**/*.cpp            -> the area's library (zt_<area>)
+#   except *_main.cpp          -> executables, declared by the area's CMakeLists
+#          *_cuda.cpp, *.cu    -> the CUDA plugin (zt_cuda), built only when ZT_CUDA_ENABLED
+#          files under tools/  -> executables
+
+# Warnings as errors in our own code only (LibTorch and Debian headers are SYSTEM includes).
+function(zt_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -Wno-error=deprecated-declarations>)
+endfunction()
+
+# zt_area_sources(<out-var> <dir> [<exclude-regex>]): the library sources of one area folder.
+function(zt_area_sources out dir)
+  file(GLOB_RECURSE _all CONFIGURE_DEPENDS "${dir}/*.cpp")
+  set(_keep)
+  foreach(f IN LISTS _all)
+    if(f MATCHES "_main\\.cpp$" OR f MATCHES "_cuda\\.cpp$" OR f MATCHES "/tools/")
+      continue()
+    endif()
+    if(ARGC GREATER 2 AND f MATCHES "${ARGV2}")
+      continue()
+    endif()
+    list(APPEND _keep "${f}")
+  endforeach()
+  set(${out} ${_keep} PARENT_SCOPE)
+endfunction()
+
+# zt_library(<name> DIR <dir> [EXCLUDE <regex>] [DEPS <targets>...]): the shared library of one
+# area.
+function(zt_library name)
+  cmake_parse_arguments(A "" "DIR;EXCLUDE" "DEPS" ${ARGN})
+  if(A_EXCLUDE)
+    zt_area_sources(srcs "${A_DIR}" "${A_EXCLUDE}")
+  else()
+    zt_area_sources(srcs "${A_DIR}")
+  endif()
+  if(NOT srcs)  # an area whose first sources have not landed yet
+    set(srcs "${CMAKE_CURRENT_BINARY_DIR}/${name}_empty.cpp")
+    file(WRITE "${srcs}" "// ${name} has no sources yet\n")
+  endif()
+  add_library(${name} SHARED ${srcs})
+  add_library(zt::${name} ALIAS ${name})
+  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${A_DEPS})
+  set_target_properties(${name} PROPERTIES BUILD_RPATH "$ORIGIN")
+  zt_warnings(${name})
+endfunction()
+
+# zt_executable(<name> SOURCES ... [LIBS ...]): a program in build/bin.
+function(zt_executable name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_LIBS})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
+  set_target_properties(${name} PROPERTIES BUILD_RPATH "$ORIGIN/../lib")
+  zt_warnings(${name})
+endfunction()
+
+# zt_unit_test(<name> AREA <area> SOURCES ... [LIBS ...]): one GoogleTest binary; each test case
+# becomes a ctest test labelled "unit;<area>", discovered at test time.
+function(zt_unit_test name)
+  cmake_parse_arguments(A "" "AREA;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  zt_executable(${name} SOURCES ${A_SOURCES} LIBS ${A_LIBS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+                                             ZT_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${A_AREA}."
+    PROPERTIES LABELS "unit;${A_AREA}" TIMEOUT ${A_TIMEOUT})
+endfunction()
+
+# zt_mpi_test(<name> AREA <area> NP <n>... SOURCES ... [LIBS ...]): a GoogleTest binary run under
+# `mpirun -np <n>` for each n given: real processes, labelled "multirank;<area>". The binary gets
+# its own main (it must initialise MPI or its communicator itself).
+function(zt_mpi_test name)
+  cmake_parse_arguments(A "" "AREA;TIMEOUT" "NP;SOURCES;LIBS;ARGS" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  if(NOT TARGET ${name})
+    zt_executable(${name} SOURCES ${A_SOURCES} LIBS ${A_LIBS} GTest::gtest)
+    target_compile_definitions(${name} PRIVATE ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+                                               ZT_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  endif()
+  foreach(np IN LISTS A_NP)
+    add_test(NAME ${A_AREA}.${name}.np${np}
+             COMMAND ${ZT_MPIEXEC} ${ZT_MPIEXEC_FLAGS} -np ${np} $<TARGET_FILE:${name}> ${A_ARGS})
+    set_tests_properties(${A_AREA}.${name}.np${np} PROPERTIES
+      LABELS "multirank;${A_AREA}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${np})
+  endforeach()
+endfunction()
+
+# zt_command_test(<test-name> AREA <area> KIND unit|multirank COMMAND ...): any other test,
+# e.g. a script that launches ranks through ztrun. Fails on a non-zero exit.
+function(zt_command_test name)
+  cmake_parse_arguments(A "" "AREA;KIND;TIMEOUT" "COMMAND" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  add_test(NAME ${A_AREA}.${name} COMMAND ${A_COMMAND})
+  set_tests_properties(${A_AREA}.${name} PROPERTIES LABELS "${A_KIND};${A_AREA}" TIMEOUT ${A_TIMEOUT})
+endfunction()
+
+# zt_bench(<name> SOURCES ... [LIBS ...]): a benchmark program in build/bin.
+function(zt_bench name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  zt_executable(${name} SOURCES ${A_SOURCES} LIBS ${A_LIBS})
+endfunction()

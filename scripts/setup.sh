@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs everything zerotorch needs on a fresh Debian 12 machine (run as root), idempotently:
+#  - Debian packages: compilers, CMake, OpenMPI, yaml-cpp, Boost.Program_options, GoogleTest,
+#    spdlog/fmt, SentencePiece, ccache, iproute2, and the public-domain corpora used by examples;
+#  - LibTorch from the PyPI torch wheel, in a virtualenv keyed by the torch version in a per-user
+#    cache outside the clone (ZT_VENV overrides), so fresh clones reuse it.
+# Rerunning when nothing is missing takes seconds. Prints what it does.
+set -euo pipefail
+
+TORCH_VERSION="${ZT_TORCH_VERSION:-2.11.0}"
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/zerotorch"
+ZT_VENV="${ZT_VENV:-$CACHE_ROOT/venv-torch-$TORCH_VERSION}"
+
+say() { echo "[setup] $*"; }
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  python3 python3-venv python3-pip
+  openmpi-bin libopenmpi-dev
+  libyaml-cpp-dev libboost-program-options-dev
+  libgtest-dev libgmock-dev
+  libspdlog-dev libfmt-dev
+  libsentencepiece-dev sentencepiece
+  iproute2 procps
+  bible-kjv bible-kjv-text fortunes fortunes-min
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "[setup] error: missing Debian packages (${missing[*]}) and not root; run as root" >&2
+    exit 1
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages: all ${#APT_PACKAGES[@]} present"
+fi
+
+# The wheel's libtorch_cuda.so needs cuFile, cuSPARSELt and NVSHMEM, which the wheel's own pip
+# dependencies provide, so torch is installed with its dependencies.
+py="$ZT_VENV/bin/python"
+if [ -x "$py" ] && "$py" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+  say "torch $TORCH_VERSION present in $ZT_VENV"
+else
+  say "creating virtualenv $ZT_VENV and installing torch==$TORCH_VERSION (a few GB, once per machine)"
+  mkdir -p "$(dirname "$ZT_VENV")"
+  python3 -m venv "$ZT_VENV"
+  "$ZT_VENV/bin/pip" install --quiet --upgrade pip
+  "$ZT_VENV/bin/pip" install --quiet "torch==$TORCH_VERSION"
+fi
+# Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib).
+if ! "$py" -c "import numpy, safetensors, matplotlib" 2>/dev/null; then
+  say "installing numpy, safetensors, matplotlib into $ZT_VENV"
+  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib
+fi
+say "done: Torch CMake prefix $("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')"

@@ -1,0 +1,189 @@
+#pragma once
+// zt::Engine: ZeRO stages 0-3 around any torch::nn::Module (DESIGN.md, ZeRO and Equivalence).
+//
+// A training loop reads like DeepSpeed's:
+//
+//   zt::Engine engine(model, options, comm);
+//   for (auto& batch : loader) {
+//     at::Tensor loss = engine.forward([&] { return loss_fn(model->forward(batch.x), batch.y); });
+//     engine.backward(loss);   // scales by 1/gradient_accumulation_steps, reduces gradients
+//     engine.step();           // optimizer step on the accumulation boundary only
+//   }
+//
+// Memory layout per rank (N ranks, Ψ trainable parameters, D = compute dtype, A = gradient
+// accumulation dtype, fp32 by default): trainable parameters are cut into flat buffers
+// (parallel/flat_buffer.h; at most reduce_bucket_size elements each, padded to a multiple of N);
+// rank r owns slice r of each buffer.
+//
+//   stage 0: params (D, padded Ψ), grads (A, padded Ψ), optimizer state for all of Ψ
+//   stage 1: params (D, padded Ψ), grads (A, padded Ψ), optimizer state for the owned slices
+//   stage 2: params (D, padded Ψ), grads (A, owned slices), optimizer state for the owned slices
+//   stage 3: params (D, owned slices; a unit's full buffers only while gathered), grads and
+//            optimizer state for the owned slices
+//
+// In fp32 training without offload, the fp32 master weights are the parameters themselves
+// (DESIGN.md: "In fp32 training ... K becomes 8"); otherwise a separate fp32 master of the
+// owned slice exists (counted with the optimizer state).
+//
+// Collective order: gradients are reduced bucket by bucket as autograd finishes each bucket
+// (post-accumulate-grad hooks), so communication overlaps the rest of backward. Every rank must
+// run the same graph (the same parameters receive gradients): buckets that never complete are
+// reduced at the end of backward in bucket order.
+//
+// Stage 3: parameters of a unit (a submodule named in `units`, called through zt::call_unit)
+// are gathered just before its forward and its backward and released after each; the next unit
+// is prefetched. Parameters outside every unit form the root unit, gathered for the whole of
+// forward and backward: in stage 3 run the model inside engine.forward(...).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include "optim/shard_optimizer.h"
+#include "parallel/communicator.h"
+
+namespace zt {
+
+struct EngineOptions {
+  int stage = 0;
+  int gradient_accumulation_steps = 1;
+  double gradient_clipping = 0.0;                    // max global L2 norm; 0 = off
+  int64_t reduce_bucket_size = 500'000'000;          // elements per flat buffer / bucket
+  int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
+  int64_t stage3_param_persistence_threshold = 0;    // buffers below this stay gathered
+  bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
+  at::ScalarType grad_accum_dtype = at::kFloat;
+  optim::OptimizerSpec optimizer;
+  optim::GroupHyper hyper;                     // every group's defaults; hyper.lr = base lr
+  std::vector<std::string> no_decay_patterns;  // name substrings that get weight_decay 0
+  std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
+  std::vector<std::string> units;              // submodule names that are stage-3 units
+  int max_inflight_reductions = 4;             // bounds transient gradient buckets
+};
+
+// Bytes this rank holds for model states, by the engine's own accounting.
+struct MemoryReport {
+  int64_t param_bytes = 0;            // compute parameters held persistently (shards at stage 3)
+  int64_t grad_bytes = 0;             // gradient accumulation buffers
+  int64_t optimizer_state_bytes = 0;  // optimizer state (m, v, ...) of this rank
+  int64_t master_bytes = 0;           // separate fp32 master copy (0 when params are the master)
+  int64_t gathered_param_bytes = 0;   // stage 3: full buffers currently gathered
+  int64_t peak_gathered_param_bytes = 0;
+  int64_t model_state_bytes() const {
+    return param_bytes + grad_bytes + optimizer_state_bytes + master_bytes;
+  }
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
+         std::shared_ptr<dist::Communicator> comm);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs fn (the model's forward and the loss) with the stage-3 root unit gathered.
+  at::Tensor forward(const std::function<at::Tensor()>& fn);
+  // loss.backward() with loss scaled by 1/gradient_accumulation_steps, then the end of this
+  // micro-step's gradient reduction.
+  void backward(const at::Tensor& loss);
+  // Call after every backward: steps the optimizer on the accumulation boundary only.
+  void step();
+  // True when the current micro-step (the next backward) completes an accumulation window.
+  bool is_gradient_accumulation_boundary() const;
+  // Drops gradients accumulated so far in this window.
+  void zero_grad();
+
+  double get_lr() const;
+  int64_t global_step() const { return global_step_; }
+  int64_t micro_steps() const { return micro_steps_; }
+  // Global gradient norm before clipping, of the last optimizer step.
+  double last_grad_norm() const { return last_grad_norm_; }
+  void train(bool on = true);
+  void eval() { train(false); }
+
+  MemoryReport memory() const;
+  const dist::Communicator& communicator() const { return *comm_; }
+  const EngineOptions& options() const { return options_; }
+
+  // RAII scope in which every parameter holds its full values (stage 3 gathers, others no-op),
+  // for evaluation, EMA or export in user code. With write_back, changes made to the parameters
+  // inside the scope are copied into this rank's shards (and master) when it ends; every rank
+  // must then make the same change.
+  class GatheredParameters {
+   public:
+    GatheredParameters(Engine& engine, bool write_back = false);
+    ~GatheredParameters();
+    GatheredParameters(const GatheredParameters&) = delete;
+    GatheredParameters& operator=(const GatheredParameters&) = delete;
+
+   private:
+    Engine& engine_;
+    bool write_back_;
+  };
+
+ private:
+  struct Buffer;
+  struct Unit;
+  class UnitHooksImpl;
+  class GradHook;
+  friend class GradHook;
+  friend class UnitHooksImpl;
+
+  void build_units();
+  void build_buffers();
+  void broadcast_initial_state();
+  void install_grad_hooks();
+  void on_grad_ready(size_t buffer, size_t entry, const at::Tensor& param);
+  void on_buffer_ready(size_t buffer);
+  void launch_reduction(size_t buffer);
+  void drain_reductions(size_t keep_inflight);
+  void finish_backward();
+  void optimizer_step();
+  double global_grad_norm_squared();
+  std::vector<optim::GroupRange> groups_for(const Buffer& b, double lr) const;
+  at::Tensor owned_grad(Buffer& b);
+  at::Tensor param_target(Buffer& b);  // where updated weights go (full flat or shard)
+  void publish_params(Buffer& b);      // stage 1/2 all-gather, stage 3 persistent all-gather
+  void reset_accumulation();
+
+  // Stage 3.
+  void gather_buffer(size_t buffer, bool wait);
+  void wait_gathered(size_t buffer);
+  void release_buffer(size_t buffer);
+  void gather_unit(size_t unit, bool wait);
+  void prefetch_after(size_t unit, int direction);
+  void release_unit(size_t unit);
+  void gather_all();
+  void release_all();
+
+  std::shared_ptr<torch::nn::Module> model_;
+  EngineOptions options_;
+  std::shared_ptr<dist::Communicator> comm_;
+  int rank_ = 0;
+  int world_ = 1;
+
+  std::vector<std::unique_ptr<Unit>> units_;  // declared units in order, root last
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::vector<at::Tensor> frozen_params_;
+
+  struct Inflight {
+    size_t buffer;
+    dist::WorkPtr work;
+  };
+  std::vector<Inflight> inflight_;
+
+  int64_t micro_steps_ = 0;
+  int64_t global_step_ = 0;
+  double last_grad_norm_ = 0.0;
+  bool in_backward_ = false;
+  int64_t gathered_bytes_ = 0;
+  int64_t peak_gathered_bytes_ = 0;
+  int gathered_scopes_ = 0;
+};
+
+}  // namespace zt

@@ -1,0 +1,52 @@
+#pragma once
+// Stage-3 units in model code. C++ modules have no forward hooks, so a model marks the calls of
+// its units (the submodules whose parameters are gathered together, e.g. transformer blocks):
+//
+//   for (auto& block : blocks_) x = zt::call_unit(*block, x);   // instead of block->forward(x)
+//
+// Outside an engine, or when the engine does not shard parameters, call_unit is exactly
+// module.forward(args...). Under a stage-3 engine that declared the module as a unit, it gathers
+// the unit's parameters before the call (and prefetches the next unit), releases them after it,
+// and arranges for them to be gathered again just before the unit's backward.
+
+#include <mutex>
+#include <unordered_map>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+namespace zt {
+
+// Implemented by the engine for every unit it manages.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_forward() = 0;
+  // May register a gradient hook on `output` (must be returned as is).
+  virtual void after_forward(const at::Tensor& output) = 0;
+};
+
+// Process-wide map from a module to the hooks of the engine that owns it.
+class UnitRegistry {
+ public:
+  static UnitRegistry& instance();
+  void add(const torch::nn::Module* module, UnitHooks* hooks);
+  void remove(const torch::nn::Module* module);
+  UnitHooks* find(const torch::nn::Module* module) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<const torch::nn::Module*, UnitHooks*> hooks_;
+};
+
+template <typename ModuleImpl, typename... Args>
+at::Tensor call_unit(ModuleImpl& module, Args&&... args) {
+  UnitHooks* hooks = UnitRegistry::instance().find(&module);
+  if (hooks == nullptr) return module.forward(std::forward<Args>(args)...);
+  hooks->before_forward();
+  at::Tensor out = module.forward(std::forward<Args>(args)...);
+  hooks->after_forward(out);
+  return out;
+}
+
+}  // namespace zt

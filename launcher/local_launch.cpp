@@ -1,0 +1,134 @@
+#include "launcher/local_launch.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "core/base/env_vars.h"
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "launcher/port.h"
+
+namespace zt::launcher {
+namespace {
+
+std::string rank_range(const LaunchOptions& o) {
+  const int first = o.rank_offset(o.node_rank);
+  const int last = first + o.nproc_per_node - 1;
+  return first == last ? "rank " + std::to_string(first)
+                       : "ranks " + std::to_string(first) + ".." + std::to_string(last);
+}
+
+void print_dry_run(const LaunchOptions& o, const EnvMap& node_env) {
+  const char* keys[] = {zt::env::kRank,           zt::env::kLocalRank,    zt::env::kWorldSize,
+                        zt::env::kLocalWorldSize, zt::env::kGroupRank,    zt::env::kMasterAddr,
+                        zt::env::kMasterPort,     zt::env::kRestartCount, kOmpNumThreads};
+  for (const ChildSpec& spec : rank_specs(o, node_env, 0)) {
+    EnvMap env;
+    for (const auto& kv : spec.envp) {
+      const size_t eq = kv.find('=');
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    std::cout << "rank " << spec.label << ":";
+    for (const char* k : keys) std::cout << " " << k << "=" << env[k];
+    for (const auto& a : spec.argv) std::cout << " " << a;
+    std::cout << "\n";
+  }
+  std::cout.flush();
+}
+
+}  // namespace
+
+std::string rank_log_path(const LaunchOptions& options, int rank) {
+  if (options.log_dir.empty()) return "";
+  return (std::filesystem::path(options.log_dir) / ("rank_" + std::to_string(rank) + ".log"))
+      .string();
+}
+
+std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const EnvMap& node_env,
+                                  int restart_count) {
+  std::vector<ChildSpec> specs;
+  std::vector<std::string> argv{o.program};
+  argv.insert(argv.end(), o.program_args.begin(), o.program_args.end());
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    RankIdentity id;
+    id.rank = o.rank_offset(o.node_rank) + local;
+    id.local_rank = local;
+    id.world_size = o.world_size();
+    id.local_world_size = o.nproc_per_node;
+    id.group_rank = o.node_rank;
+    id.restart_count = restart_count;
+    id.master_addr = o.master_addr;
+    id.master_port = o.master_port;
+    ChildSpec spec;
+    spec.label = std::to_string(id.rank);
+    spec.argv = argv;
+    spec.envp = to_envp(rank_environment(node_env, id));
+    spec.log_path = rank_log_path(o, id.rank);
+    spec.append_log = restart_count > 0;
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+int launch_local(const LaunchOptions& o) {
+  ZT_INTERNAL_ASSERT(!o.master_addr.empty() && o.master_port > 0, "unresolved master address");
+  bool omp_set = false;
+  const int cores = usable_cores();
+  const EnvMap node_env = node_environment(current_environment(), env_file_paths(), o.env,
+                                           o.nproc_per_node, cores, &omp_set);
+  if (o.dry_run) {
+    print_dry_run(o, node_env);
+    return 0;
+  }
+  if (omp_set) {
+    ZT_LOG_INFO(kOmpNumThreads, " is unset; each rank gets ", node_env.at(kOmpNumThreads),
+                " threads (", cores, " cores / ", o.nproc_per_node, " local ranks)");
+  }
+  if (!o.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.log_dir, ec);
+    ZT_CHECK(!ec, "cannot create --log-dir ", o.log_dir, ": ", ec.message());
+  }
+  if (o.nnodes > 1 && o.max_restarts > 0) {
+    ZT_LOG_WARN(
+        "--max-restarts restarts this node's ranks only; the other nodes' ranks must "
+        "fail and restart too (their collectives time out) for the group to re-form");
+  }
+  SupervisorOptions sup_options;
+  sup_options.monitor_interval_s = o.monitor_interval_s;
+  sup_options.term_timeout_s = o.term_timeout_s;
+  sup_options.stdout_to_console = (o.redirects & 1) == 0;
+  sup_options.stderr_to_console = (o.redirects & 2) == 0;
+  Supervisor supervisor(sup_options);
+  for (int attempt = 0;; ++attempt) {
+    // Rank 0 hosts the store on node 0: a taken port would only show up as every rank timing out.
+    if (o.node_rank == 0) check_port_free(o.master_port);
+    ZT_LOG_INFO("starting ", rank_range(o), " of ", o.world_size(), " (node ", o.node_rank, " of ",
+                o.nnodes, ", rendezvous ", o.master_addr, ":", o.master_port, ")",
+                attempt > 0 ? ", restart " + std::to_string(attempt) : std::string());
+    const GroupOutcome out = supervisor.run(rank_specs(o, node_env, attempt));
+    if (out.success) return 0;
+    if (out.received_signal != 0) {
+      ZT_LOG_ERROR("stopped by signal ", out.received_signal, "; all ", o.nproc_per_node,
+                   " local ranks were stopped");
+      return 128 + out.received_signal;
+    }
+    const ChildExit& f = out.first_failure;
+    const int rank = o.rank_offset(o.node_rank) + f.index;
+    std::string what = "rank " + std::to_string(rank) + " (local rank " + std::to_string(f.index) +
+                       ") " + describe_exit(f);
+    const std::string log = rank_log_path(o, rank);
+    if (!log.empty()) what += ", log " + log;
+    if (attempt < o.max_restarts) {
+      ZT_LOG_WARN(what, "; restarting all ranks (restart ", attempt + 1, " of ", o.max_restarts,
+                  ")");
+      continue;
+    }
+    ZT_LOG_ERROR(what, "; stopped the other ", o.nproc_per_node - 1, " local ranks",
+                 o.max_restarts > 0 ? " after " + std::to_string(o.max_restarts) + " restarts"
+                                    : std::string());
+    return 1;
+  }
+}
+
+}  // namespace zt::launcher

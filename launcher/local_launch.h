@@ -1,0 +1,28 @@
+#pragma once
+// Runs this node's ranks: builds each rank's command and environment, checks the rendezvous port
+// (node 0), supervises the group and restarts it after a failure up to --max-restarts times.
+
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
+#include "launcher/rank_env.h"
+#include "launcher/supervisor.h"
+
+namespace zt::launcher {
+
+// The children of one attempt on this node. Ranks are node-major: rank = rank_offset(node_rank)
+// + local_rank. Log files are <log_dir>/rank_<rank>.log, truncated on the first attempt and
+// appended to on restarts.
+std::vector<ChildSpec> rank_specs(const LaunchOptions& options, const EnvMap& node_env,
+                                  int restart_count);
+
+// Log file of a rank ("" without --log-dir).
+std::string rank_log_path(const LaunchOptions& options, int rank);
+
+// The whole local launch; returns ztrun's exit code: 0 when every rank exited 0, 1 after a
+// failure with no restarts left, 128+signal when ztrun was told to stop.
+// `options` must have master_addr and master_port resolved.
+int launch_local(const LaunchOptions& options);
+
+}  // namespace zt::launcher

@@ -1,0 +1,73 @@
+#pragma once
+// zt::launcher::Supervisor: starts a group of child processes, relays their output, and applies
+// torchrun's failure policy.
+//
+// Contract of run():
+//  - Every child runs in its own process group with PR_SET_PDEATHSIG(SIGKILL), stdin from
+//    /dev/null, stdout/stderr piped back. Signals go to the whole group (killpg), so a rank's own
+//    helpers die with it; if ztrun itself is killed, the kernel kills the children.
+//  - Output is relayed line by line: to the console as `[label] line` (stdout to stdout, stderr
+//    to stderr, unless redirected to files only), and raw to the child's log file when it has one.
+//  - The first child to exit non-zero or by a signal is the group's failure: every other child
+//    gets SIGTERM, then SIGKILL after term_timeout_s. run() returns once all children are reaped.
+//  - SIGINT/SIGTERM/SIGHUP sent to ztrun while a Supervisor exists are forwarded to every child
+//    (then SIGKILL after the grace period); a second such signal escalates to SIGKILL at once.
+//    The signal is remembered: later run() calls start nothing and report it again.
+//  - A child that cannot be started (exec fails) makes run() stop the others and throw zt::Error
+//    naming the child and the errno text.
+// One Supervisor per process (it owns the signal handlers); not thread-safe.
+
+#include <string>
+#include <vector>
+
+namespace zt::launcher {
+
+struct ChildSpec {
+  std::string label;              // console prefix and name in messages, e.g. "3" or "node-b"
+  std::vector<std::string> argv;  // argv[0] is searched in PATH
+  std::vector<std::string> envp;  // the complete environment, KEY=VALUE
+  std::string log_path;           // empty: no log file
+  bool append_log = false;        // false truncates (first attempt), true appends (restarts)
+};
+
+struct SupervisorOptions {
+  double monitor_interval_s = 0.1;
+  double term_timeout_s = 5.0;
+  bool stdout_to_console = true;
+  bool stderr_to_console = true;
+};
+
+struct ChildExit {
+  int index = -1;     // into the run()'s children
+  int exit_code = 0;  // valid when signal == 0
+  int signal = 0;     // non-zero: terminated by this signal
+  bool failed() const { return signal != 0 || exit_code != 0; }
+};
+
+struct GroupOutcome {
+  bool success = false;     // every child exited 0
+  ChildExit first_failure;  // index -1 when no child failed on its own
+  int received_signal = 0;  // a signal ztrun received and forwarded, 0 if none
+  double seconds = 0;       // wall time of the run
+};
+
+// "exited with code 3" or "was killed by signal 9 (SIGKILL)".
+std::string describe_exit(const ChildExit& e);
+
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  GroupOutcome run(const std::vector<ChildSpec>& children);
+
+  // The signal received so far (0 if none).
+  int received_signal() const;
+
+ private:
+  SupervisorOptions options_;
+};
+
+}  // namespace zt::launcher

@@ -1,0 +1,46 @@
+#pragma once
+// The inner loop of CpuAdam: one pass over a contiguous range that reads param, grad, m, v and
+// writes param, m, v and (optionally) the fp16/bf16 copy of param. Three builds of the same loop:
+// portable scalar, AVX2+FMA+F16C and AVX-512 F+BW+VL, each in its own translation unit compiled
+// with its own -m flags (optim/CMakeLists.txt). Those files include nothing but this header and
+// <immintrin.h>, so no inline function of a shared header is ever compiled with wider ISA flags
+// (the linker could otherwise pick that copy for every caller).
+
+#include <cstdint>
+
+namespace zt::optim::kernels {
+
+enum class HalfKind : int32_t { kNone = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+// Per-call constants, precomputed in double by the caller and rounded to float once.
+struct AdamArgs {
+  float* param;       // [n] fp32, updated in place
+  const float* grad;  // [n] fp32
+  float* exp_avg;     // [n] fp32 m, updated in place
+  float* exp_avg_sq;  // [n] fp32 v, updated in place
+  void* half_out;     // [n] fp16 or bf16 bits, or nullptr
+  HalfKind half_kind;
+  int64_t n;
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float eps;
+  float neg_step_size;    // -lr / (1 - beta1^t)
+  float inv_sqrt_bc2;     // 1 / sqrt(1 - beta2^t)
+  float decay_factor;     // AdamW: 1 - lr * wd (1 when off)
+  float l2_weight_decay;  // Adam: wd added to the gradient as wd * p (0 when off)
+};
+
+// Per element (torch's order of operations, in fp32):
+//   p = p * decay_factor; g = g + l2 * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
+//   p = p + neg_step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps); half = round_nearest_even(p)
+void adam_scalar(const AdamArgs& a);
+void adam_avx2(const AdamArgs& a);
+void adam_avx512(const AdamArgs& a);
+
+// Round-to-nearest-even fp32 -> bf16 bits; NaN stays a quiet NaN.
+inline uint16_t float_to_bf16_bits(uint32_t bits) {
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+}  // namespace zt::optim::kernels

@@ -1,0 +1,93 @@
+#include "optim/shard_optimizer.h"
+
+#include <algorithm>
+
+#include <ATen/ATen.h>
+
+#include "core/base/error.h"
+#include "optim/adam.h"
+#include "optim/lion.h"
+#include "optim/sgd.h"
+
+namespace zt::optim {
+
+ShardOptimizer::~ShardOptimizer() = default;
+
+void ShardOptimizer::init(int64_t, const at::TensorOptions&) {}
+
+void ShardOptimizer::check_step_args(const at::Tensor& master, const at::Tensor& grad,
+                                     const std::vector<GroupRange>& groups,
+                                     const at::Tensor* half_out) const {
+  const std::string who = name();
+  ZT_CHECK(master.defined() && master.dim() == 1 && master.is_contiguous() &&
+               master.scalar_type() == at::kFloat,
+           who, ": master must be a contiguous 1-D fp32 tensor, got ",
+           master.defined() ? master.toString() : "undefined", " of shape ", master.sizes());
+  ZT_CHECK(grad.defined() && grad.dim() == 1 && grad.is_contiguous() &&
+               grad.scalar_type() == at::kFloat && grad.numel() == master.numel(),
+           who, ": grad must be a contiguous 1-D fp32 tensor of ", master.numel(),
+           " elements, got ", grad.defined() ? grad.toString() : "undefined", " of shape ",
+           grad.sizes());
+  ZT_CHECK(grad.device() == master.device(), who, ": grad is on ", grad.device(), " but master on ",
+           master.device());
+  if (half_out) {
+    ZT_CHECK(
+        half_out->defined() && half_out->is_contiguous() && half_out->numel() == master.numel() &&
+            (half_out->scalar_type() == at::kHalf || half_out->scalar_type() == at::kBFloat16) &&
+            half_out->device() == master.device(),
+        who, ": half_out must be a contiguous fp16/bf16 tensor of ", master.numel(),
+        " elements on ", master.device());
+  }
+  // Disjointness: sort a copy of the ranges by begin.
+  std::vector<std::pair<int64_t, int64_t>> r;
+  r.reserve(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const GroupRange& g = groups[i];
+    ZT_CHECK(g.begin >= 0 && g.begin <= g.end && g.end <= master.numel(), who, ": group ", i,
+             " range [", g.begin, ", ", g.end, ") is outside the shard of ", master.numel(),
+             " elements");
+    const GroupHyper& h = g.hyper;
+    ZT_CHECK(h.lr >= 0 && h.weight_decay >= 0 && h.eps >= 0, who, ": group ", i,
+             " needs lr, weight_decay, eps >= 0, got ", h.lr, ", ", h.weight_decay, ", ", h.eps);
+    ZT_CHECK(h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1, who, ": group ", i,
+             " betas must be two numbers in [0,1), got (", h.beta1, ", ", h.beta2, ")");
+    r.emplace_back(g.begin, g.end);
+  }
+  std::sort(r.begin(), r.end());
+  for (size_t i = 1; i < r.size(); ++i) {
+    ZT_CHECK(r[i].first >= r[i - 1].second, who, ": group ranges [", r[i - 1].first, ", ",
+             r[i - 1].second, ") and [", r[i].first, ", ", r[i].second, ") overlap");
+  }
+}
+
+at::Tensor ShardOptimizer::step_tensor() const {
+  return at::scalar_tensor(step_count_, at::kLong);
+}
+
+void ShardOptimizer::load_step(const std::map<std::string, at::Tensor>& state) {
+  at::Tensor s = state_entry(state, "step", 1, name());
+  step_count_ = s.to(at::kLong).item<int64_t>();
+  ZT_CHECK(step_count_ >= 0, name(), ": state \"step\" must be >= 0, got ", step_count_);
+}
+
+at::Tensor state_entry(const std::map<std::string, at::Tensor>& state, const std::string& key,
+                       int64_t numel, const std::string& who) {
+  auto it = state.find(key);
+  ZT_CHECK(it != state.end() && it->second.defined(), who, ": state_dict has no \"", key, "\"");
+  ZT_CHECK(numel < 0 || it->second.numel() == numel, who, ": state \"", key, "\" has ",
+           it->second.numel(), " elements, expected ", numel);
+  return it->second;
+}
+
+std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec) {
+  const std::string& t = spec.type;
+  if (t == "Adam") return std::make_unique<Adam>(/*decoupled=*/false);
+  if (t == "AdamW") return std::make_unique<Adam>(/*decoupled=*/true);
+  if (t == "SGD") return std::make_unique<Sgd>();
+  if (t == "Lion") return std::make_unique<Lion>();
+  ZT_THROW(
+      "optimizer.type must be one of Adam, AdamW, SGD, Lion, CpuAdam, Adam8bit, FusedAdam; got \"",
+      t, "\"");
+}
+
+}  // namespace zt::optim

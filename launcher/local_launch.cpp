@@ -1,7 +1,10 @@
 #include "launcher/local_launch.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
+#include <unistd.h>
 
 #include "core/base/env_vars.h"
 #include "core/base/error.h"
@@ -34,6 +37,26 @@ void print_dry_run(const LaunchOptions& o, const EnvMap& node_env) {
     std::cout << "\n";
   }
   std::cout.flush();
+}
+
+// Fails before anything starts when PROGRAM cannot be executed: one clear line instead of a
+// failed group. Searches PATH like execvp does.
+void check_program(const std::string& program) {
+  auto executable = [](const std::string& p) {
+    return ::access(p.c_str(), X_OK) == 0 && !std::filesystem::is_directory(p);
+  };
+  if (program.find('/') != std::string::npos) {
+    ZT_CHECK(
+        executable(program), "cannot execute PROGRAM ", program, ": ",
+        std::filesystem::exists(program) ? "permission denied or a directory" : "no such file");
+    return;
+  }
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (executable((dir.empty() ? "." : dir) + "/" + program)) return;
+  }
+  ZT_THROW("cannot execute PROGRAM ", program, ": not found in PATH");
 }
 
 }  // namespace
@@ -76,6 +99,7 @@ int launch_local(const LaunchOptions& o) {
   const int cores = usable_cores();
   const EnvMap node_env = node_environment(current_environment(), env_file_paths(), o.env,
                                            o.nproc_per_node, cores, &omp_set);
+  check_program(o.program);
   if (o.dry_run) {
     print_dry_run(o, node_env);
     return 0;

@@ -1,0 +1,52 @@
+#include "parallel/dist.h"
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/job_store.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/nccl_communicator.h"
+
+namespace zt::dist {
+
+std::string resolve_backend(const CommOptions& options, const Env& env) {
+  const std::string& b = options.backend;
+  ZT_CHECK(b == "auto" || b == "mpi" || b == "gloo" || b == "nccl",
+           "communication backend must be auto, mpi, gloo or nccl, got '", b, "'");
+  if (b != "auto") return b;
+  if (options.cuda && cuda_device_count() > 0) return "nccl";
+  if (env.launcher == "mpi") return "mpi";
+  return "gloo";
+}
+
+std::shared_ptr<Communicator> create_communicator(const CommOptions& options, const Env& env) {
+  ZT_CHECK(options.timeout.count() > 0, "communication timeout must be > 0 ms, got ",
+           options.timeout.count());
+  std::string backend = resolve_backend(options, env);
+  std::shared_ptr<Communicator> comm;
+  if (backend == "mpi") {
+    ZT_CHECK(env.world_size == 1 || env.launcher == "mpi",
+             "the mpi backend needs ranks started by mpirun, but this ", env.world_size,
+             "-rank job was launched by ", env.launcher, " (use gloo or nccl)");
+    comm = MpiCommunicator::create_world(job_store(env, options.timeout), options.timeout);
+  } else if (backend == "gloo") {
+    comm = std::make_shared<GlooCommunicator>(job_store(env, options.timeout), env.rank,
+                                              env.world_size, options.timeout);
+  } else {
+    NcclCreateArgs args;
+    args.store = job_store(env, options.timeout);
+    args.rank = env.rank;
+    args.size = env.world_size;
+    int devices = cuda_device_count();
+    args.device = devices > 0 ? env.local_rank % devices : 0;
+    args.timeout = options.timeout;
+    comm = create_nccl_communicator(args);
+  }
+  ZT_CHECK(comm->rank() == env.rank && comm->size() == env.world_size, backend,
+           " communicator sees rank ", comm->rank(), " of ", comm->size(),
+           " but the launch environment says ", env.describe());
+  ZT_LOG_DEBUG("communicator ", backend, " ready: ", env.describe());
+  return comm;
+}
+
+}  // namespace zt::dist

@@ -1,0 +1,42 @@
+#pragma once
+// Creating the job's Communicator (DESIGN.md, Communicator).
+//
+//   auto comm = zt::dist::create_communicator({.backend = "auto"});
+//
+// Backends:
+//   "mpi"   OpenMPI non-blocking collectives on CPU tensors (mpi_communicator.h). Works under
+//           mpirun, and for a single process without any launcher (MPI singleton init).
+//   "gloo"  LibTorch's c10d ProcessGroupGloo on CPU tensors over the job store's TCPStore at
+//           MASTER_ADDR:MASTER_PORT (gloo_communicator.h), or a HashStore for one process.
+//   "nccl"  NCCL on CUDA tensors, from the CUDA plugin (nccl_communicator.h); needs a GPU.
+//   "auto"  nccl when options.cuda and a CUDA device is usable; else mpi when launched by
+//           mpirun; else gloo (torchrun/ztrun/Slurm with MASTER_ADDR, or one process alone).
+// A single process with no launcher variables gets a working 1-rank communicator either way.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "parallel/communicator.h"
+#include "parallel/env.h"
+
+namespace zt::dist {
+
+struct CommOptions {
+  std::string backend = "auto";  // mpi | gloo | nccl | auto
+  // Default for every Work::wait() and for the rendezvous; tests use seconds.
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  // The engine's tensors live on CUDA: "auto" then picks nccl (when the plugin and a device are
+  // available), and nccl binds to device local_rank % device_count.
+  bool cuda = false;
+};
+
+// Every rank calls it with the same options, in the same order relative to other communicators.
+std::shared_ptr<Communicator> create_communicator(const CommOptions& options,
+                                                  const Env& env = Env::discover());
+
+// The backend "auto" resolves to for these options and environment (no side effects beyond
+// probing the CUDA plugin when options.cuda).
+std::string resolve_backend(const CommOptions& options, const Env& env);
+
+}  // namespace zt::dist

@@ -1,0 +1,49 @@
+#pragma once
+// zt::dist::Env: who this process is in the job, read once from the launcher's environment
+// (DESIGN.md, Launch environment). Every launch path yields the same facts.
+//
+// Sources, in order of precedence (the first family present wins):
+//   torchrun / ztrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE    -> launcher "torchrun"
+//   OpenMPI (mpirun): OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} -> launcher "mpi"
+//   Slurm (srun):     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+//                                                                       -> launcher "slurm"
+//   none of them:     one rank (rank 0 of 1)                            -> launcher "none"
+// MASTER_ADDR / MASTER_PORT are read whatever the family (both or neither).
+//
+// Errors (zt::Error, kind kUser, naming the variables):
+//  - a partial family: RANK without WORLD_SIZE, LOCAL_RANK without LOCAL_WORLD_SIZE, ...;
+//  - values that are not integers, out of range (rank >= world size, local rank >= local world
+//    size, local world size > world size), MASTER_PORT outside 1..65535;
+//  - torchrun and OpenMPI variables both present but disagreeing on rank or world size (one
+//    process cannot be two ranks; unset one family).
+// A family without its LOCAL_* pair is taken as one node (local = global).
+
+#include <functional>
+#include <map>
+#include <string>
+
+namespace zt::dist {
+
+struct Env {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr;        // empty when MASTER_ADDR is unset
+  int master_port = 0;            // 0 when MASTER_PORT is unset
+  std::string launcher = "none";  // "torchrun" | "mpi" | "slurm" | "none"
+
+  bool has_master() const { return !master_addr.empty() && master_port > 0; }
+
+  // From the process environment; also calls zt::set_process_rank(rank).
+  static Env discover();
+  // Same rules over an explicit variable lookup (nullptr = unset); does not touch the process
+  // rank. Tests use it with a map.
+  static Env from_lookup(const std::function<const char*(const char*)>& lookup);
+  static Env from_map(const std::map<std::string, std::string>& vars);
+
+  // "rank 1/4 (local 1/2) via mpi, master 10.0.0.1:29500"
+  std::string describe() const;
+};
+
+}  // namespace zt::dist

@@ -1,0 +1,47 @@
+#pragma once
+// The NCCL backend lives in the CUDA plugin (libzt_cuda.so, nccl_communicator_cuda.cpp) so that
+// zt_parallel never links CUDA. This header is the contract between the two sides.
+//
+// NCCL timeline per collective (stream order):
+//   LibTorch's current stream ──record ev_ready──┐
+//   communicator's NCCL stream    wait ev_ready ─┴─ ncclAllReduce ... ── record ev_done
+//   Work::wait(): LibTorch's current stream waits ev_done (no host block), as c10d does.
+//   Work::is_completed(): cudaEventQuery(ev_done). Work::wait_host (timeouts): polls ev_done
+//   until the timeout, then aborts the NCCL communicator and raises the desync timeout error.
+// The tensors' storage is recorded on the NCCL stream (CUDACachingAllocator::recordStream), so
+// the caching allocator does not reuse it before the collective ends.
+// ncclUniqueId: rank 0 creates it and publishes it in the job store (job_store.h).
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "parallel/communicator.h"
+
+namespace zt::dist {
+
+struct NcclCreateArgs {
+  c10::intrusive_ptr<c10d::Store> store;  // this communicator's namespace of the job store
+  int rank = 0;
+  int size = 1;
+  int device = 0;  // CUDA device index this rank uses
+  std::chrono::milliseconds timeout{0};
+};
+
+// The plugin's entry point, looked up by name kNcclFactorySymbol. Returns nullptr and fills
+// *error on failure (exceptions do not cross the dlopen boundary).
+using NcclFactory = Communicator* (*)(const NcclCreateArgs* args, std::string* error);
+inline constexpr const char* kNcclFactorySymbol = "zt_nccl_create_communicator";
+// Number of CUDA devices the plugin sees (0 without a GPU or driver).
+using CudaDeviceCount = int (*)();
+inline constexpr const char* kCudaDeviceCountSymbol = "zt_nccl_device_count";
+
+// From zt_parallel: loads the plugin and calls the factory; zt::Error naming why NCCL is
+// unavailable (no plugin built, no GPU, NCCL failure).
+std::shared_ptr<Communicator> create_nccl_communicator(const NcclCreateArgs& args);
+// 0 when the plugin cannot be loaded or sees no device.
+int cuda_device_count();
+
+}  // namespace zt::dist

@@ -167,8 +167,12 @@ int probe(int argc, char** argv) {
     ::_exit(127);
   }
   if (f.rank == vm["fail-rank"].as<int>() && f.restart < vm["fail-while-restart-below"].as<int>()) {
+    // The wall-clock time lets a test measure how fast the launcher reacts to this exit.
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
     std::cerr << "probe: rank " << f.rank << " failing on purpose with code "
-              << vm["fail-code"].as<int>() << std::endl;
+              << vm["fail-code"].as<int>() << " at_ms=" << now_ms << std::endl;
     return vm["fail-code"].as<int>();
   }
 

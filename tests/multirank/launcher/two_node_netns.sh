@@ -1,0 +1,106 @@
+#!/bin/bash
+# Two "nodes" on one machine: two network namespaces joined by a veth pair, one
+# `ztrun --nnodes 2 --node-rank R --nproc-per-node 2` in each, and zt_launch_probe ranks that
+# reduce across them through rank 0's TCPStore on node 0's veth address. Node 1 can reach node 0
+# only over the veth link, so a pass means the launch facts and the rendezvous work across nodes.
+#
+# usage: two_node_netns.sh ZTRUN PROBE
+# Exits 77 (ctest: skipped) when namespaces cannot be created (not root, no iproute2, no
+# CAP_NET_ADMIN). Names carry this shell's pid so parallel runs do not clash; the namespaces (and
+# with them the veth pair and any process left inside) are removed on every exit path.
+set -euo pipefail
+ztrun="$1"
+probe="$2"
+skip() { echo "SKIP: $*"; exit 77; }
+
+[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+
+id=$$
+ns0="zt_n0_$id"
+ns1="zt_n1_$id"
+veth0="ztv0_$id"
+veth1="ztv1_$id"
+work="$(mktemp -d /tmp/zt_two_node.XXXXXX)"
+
+cleanup() {
+  for ns in "$ns0" "$ns1"; do
+    if ip netns list | grep -qw "$ns"; then
+      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+      ip netns del "$ns" 2>/dev/null || true
+    fi
+  done
+  ip link del "$veth0" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap "exit 143" INT TERM  # runs the EXIT trap too
+
+ip netns add "$ns0" 2>/dev/null || skip "cannot create a network namespace here"
+ip netns add "$ns1"
+ip link add "$veth0" type veth peer name "$veth1"
+ip link set "$veth0" netns "$ns0"
+ip link set "$veth1" netns "$ns1"
+# Addresses exist only inside the two namespaces: nothing on the host's own network changes.
+ip -n "$ns0" addr add 10.231.7.1/24 dev "$veth0"
+ip -n "$ns1" addr add 10.231.7.2/24 dev "$veth1"
+for ns in "$ns0" "$ns1"; do
+  ip -n "$ns" link set lo up
+done
+ip -n "$ns0" link set "$veth0" up
+ip -n "$ns1" link set "$veth1" up
+
+mkdir -p "$work/facts"
+common=(--nnodes 2 --nproc-per-node 2 --master-addr 10.231.7.1 --master-port 29500
+        --log-dir "$work/logs")
+timeout -s KILL 90 ip netns exec "$ns0" "$ztrun" "${common[@]}" --node-rank 0 \
+  "$probe" --facts-dir "$work/facts" >"$work/node0.out" 2>&1 &
+pid0=$!
+timeout -s KILL 90 ip netns exec "$ns1" "$ztrun" "${common[@]}" --node-rank 1 \
+  "$probe" --facts-dir "$work/facts" >"$work/node1.out" 2>&1 &
+pid1=$!
+rc0=0; wait "$pid0" || rc0=$?
+rc1=0; wait "$pid1" || rc1=$?
+echo "--- node 0 (rc $rc0)"; cat "$work/node0.out"
+echo "--- node 1 (rc $rc1)"; cat "$work/node1.out"
+
+fail() { echo "FAIL: $*"; exit 1; }
+[ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "ztrun exit codes $rc0 / $rc1"
+for rank in 0 1 2 3; do
+  f="$work/facts/rank_$rank.txt"
+  [ -f "$f" ] || fail "rank $rank wrote no facts"
+  group=$((rank / 2))
+  local_rank=$((rank % 2))
+  grep -q "^rank=$rank world=4 local_rank=$local_rank local_world=2 group=$group restart=0 " "$f" \
+    || fail "rank $rank facts: $(cat "$f")"
+  grep -q "\[$rank\] probe rank $rank all-reduce sum 10 ok" "$work/node$group.out" \
+    || fail "rank $rank did not finish the reduction on node $group"
+  [ -s "$work/logs/rank_$rank.log" ] || fail "no log file for rank $rank"
+done
+echo "PASS: 4 ranks on 2 namespaces reduced to 10 through 10.231.7.1:29500"
+
+# The same two nodes from one hostfile: the hosts are the veth addresses, the master address
+# defaults to the first host, and an ssh stand-in runs each node's ztrun in its namespace.
+cat >"$work/netns_ssh.sh" <<SSH
+#!/bin/sh
+case "\$1" in
+  10.231.7.1) ns="$ns0" ;;
+  10.231.7.2) ns="$ns1" ;;
+  *) echo "netns_ssh: unknown host \$1" >&2; exit 255 ;;
+esac
+exec ip netns exec "\$ns" /bin/sh -c "\$2"
+SSH
+chmod +x "$work/netns_ssh.sh"
+printf '10.231.7.1 slots=2\n10.231.7.2 slots=2\n' >"$work/hostfile"
+rm -rf "$work/facts" && mkdir -p "$work/facts"
+rc=0
+timeout -s KILL 90 "$ztrun" --hostfile "$work/hostfile" --ssh-command "$work/netns_ssh.sh" \
+  --master-port 29501 "$probe" --facts-dir "$work/facts" >"$work/hostfile.out" 2>&1 || rc=$?
+echo "--- hostfile launch (rc $rc)"; cat "$work/hostfile.out"
+[ "$rc" = 0 ] || fail "hostfile launch exit code $rc"
+for rank in 0 1 2 3; do
+  grep -q "^rank=$rank world=4 local_rank=$((rank % 2)) local_world=2 group=$((rank / 2)) " \
+    "$work/facts/rank_$rank.txt" || fail "hostfile launch: rank $rank facts"
+done
+grep -q "rendezvous 10.231.7.1:29501" "$work/hostfile.out" || fail "master address not node 0's"
+echo "PASS: hostfile launch over 2 namespaces"

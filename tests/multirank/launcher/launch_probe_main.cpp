@@ -63,6 +63,22 @@ std::string env_str(const char* name) {
   return v;
 }
 
+// srun sets SLURM_NTASKS_PER_NODE only when --ntasks-per-node is given; SLURM_STEP_TASKS_PER_NODE
+// is always there, in Slurm's compressed form: "2", "2(x3)", "3,2(x2)" (one count per node).
+int slurm_local_world(int node_id) {
+  if (std::getenv(zt::env::kSlurmNTasksPerNode)) return env_int(zt::env::kSlurmNTasksPerNode);
+  std::stringstream in(env_str("SLURM_STEP_TASKS_PER_NODE"));
+  int node = 0;
+  for (std::string item; std::getline(in, item, ',');) {
+    const int count = std::stoi(item);
+    const size_t x = item.find("(x");
+    const int repeat = x == std::string::npos ? 1 : std::stoi(item.substr(x + 2));
+    if (node_id < node + repeat) return count;
+    node += repeat;
+  }
+  ZT_THROW("SLURM_STEP_TASKS_PER_NODE has no entry for node ", node_id);
+}
+
 Facts discover() {
   namespace e = zt::env;
   Facts f;
@@ -87,7 +103,8 @@ Facts discover() {
     f.rank = env_int(e::kSlurmProcId);
     f.world = env_int(e::kSlurmNTasks);
     f.local_rank = env_int(e::kSlurmLocalId);
-    f.local_world = env_int(e::kSlurmNTasksPerNode);
+    f.group = env_int(e::kSlurmNodeId);
+    f.local_world = slurm_local_world(f.group);
   } else {
     ZT_THROW("no launch environment: neither RANK, OMPI_COMM_WORLD_RANK nor SLURM_PROCID is set");
   }

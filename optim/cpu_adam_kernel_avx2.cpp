@@ -6,7 +6,11 @@
 
 namespace zt::optim::kernels {
 
-void adam_avx2(const AdamArgs& a) {
+namespace {
+
+// kL2: see adam_scalar_impl.
+template <bool kL2>
+void adam_avx2_impl(const AdamArgs& a) {
   const __m256 b1 = _mm256_set1_ps(a.beta1), omb1 = _mm256_set1_ps(a.one_minus_beta1);
   const __m256 b2 = _mm256_set1_ps(a.beta2), omb2 = _mm256_set1_ps(a.one_minus_beta2);
   const __m256 eps = _mm256_set1_ps(a.eps), nss = _mm256_set1_ps(a.neg_step_size);
@@ -18,7 +22,8 @@ void adam_avx2(const AdamArgs& a) {
   const int64_t n8 = a.n & ~int64_t{7};
   for (int64_t i = 0; i < n8; i += 8) {
     __m256 p = _mm256_mul_ps(_mm256_loadu_ps(a.param + i), decay);
-    const __m256 g = _mm256_fmadd_ps(l2, p, _mm256_loadu_ps(a.grad + i));
+    const __m256 g =
+        kL2 ? _mm256_fmadd_ps(l2, p, _mm256_loadu_ps(a.grad + i)) : _mm256_loadu_ps(a.grad + i);
     const __m256 m = _mm256_fmadd_ps(omb1, g, _mm256_mul_ps(_mm256_loadu_ps(a.exp_avg + i), b1));
     const __m256 v = _mm256_fmadd_ps(omb2, _mm256_mul_ps(g, g),
                                      _mm256_mul_ps(_mm256_loadu_ps(a.exp_avg_sq + i), b2));
@@ -51,6 +56,16 @@ void adam_avx2(const AdamArgs& a) {
     if (half) tail.half_out = half + n8;
     tail.n = a.n - n8;
     adam_scalar(tail);
+  }
+}
+
+}  // namespace
+
+void adam_avx2(const AdamArgs& a) {
+  if (a.l2_weight_decay != 0) {
+    adam_avx2_impl<true>(a);
+  } else {
+    adam_avx2_impl<false>(a);
   }
 }
 

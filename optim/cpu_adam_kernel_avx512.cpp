@@ -8,7 +8,11 @@
 
 namespace zt::optim::kernels {
 
-void adam_avx512(const AdamArgs& a) {
+namespace {
+
+// kL2: see adam_scalar_impl.
+template <bool kL2>
+void adam_avx512_impl(const AdamArgs& a) {
   const __m512 b1 = _mm512_set1_ps(a.beta1), omb1 = _mm512_set1_ps(a.one_minus_beta1);
   const __m512 b2 = _mm512_set1_ps(a.beta2), omb2 = _mm512_set1_ps(a.one_minus_beta2);
   const __m512 eps = _mm512_set1_ps(a.eps), nss = _mm512_set1_ps(a.neg_step_size);
@@ -21,7 +25,8 @@ void adam_avx512(const AdamArgs& a) {
     const int64_t left = a.n - i;
     const __mmask16 k = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
     __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, a.param + i), decay);
-    const __m512 g = _mm512_fmadd_ps(l2, p, _mm512_maskz_loadu_ps(k, a.grad + i));
+    const __m512 g = kL2 ? _mm512_fmadd_ps(l2, p, _mm512_maskz_loadu_ps(k, a.grad + i))
+                         : _mm512_maskz_loadu_ps(k, a.grad + i);
     const __m512 m =
         _mm512_fmadd_ps(omb1, g, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, a.exp_avg + i), b1));
     const __m512 v = _mm512_fmadd_ps(omb2, _mm512_mul_ps(g, g),
@@ -42,6 +47,16 @@ void adam_avx512(const AdamArgs& a) {
       r = _mm512_mask_mov_epi32(r, is_nan, qnan);
       _mm256_mask_storeu_epi16(half + i, k, _mm512_cvtepi32_epi16(r));
     }
+  }
+}
+
+}  // namespace
+
+void adam_avx512(const AdamArgs& a) {
+  if (a.l2_weight_decay != 0) {
+    adam_avx512_impl<true>(a);
+  } else {
+    adam_avx512_impl<false>(a);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/base/error.h"
 #include "optim/adam.h"
+#include "optim/cpu_adam.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"
 
@@ -85,6 +86,7 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec) 
   if (t == "AdamW") return std::make_unique<Adam>(/*decoupled=*/true);
   if (t == "SGD") return std::make_unique<Sgd>();
   if (t == "Lion") return std::make_unique<Lion>();
+  if (t == "CpuAdam") return std::make_unique<CpuAdam>(spec);
   ZT_THROW(
       "optimizer.type must be one of Adam, AdamW, SGD, Lion, CpuAdam, Adam8bit, FusedAdam; got \"",
       t, "\"");

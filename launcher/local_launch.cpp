@@ -88,6 +88,10 @@ std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const EnvMap& node_env
     spec.envp = to_envp(rank_environment(node_env, id));
     spec.log_path = rank_log_path(o, id.rank);
     spec.append_log = restart_count > 0;
+    if (restart_count > 0) {
+      spec.log_header = "=== ztrun: restart " + std::to_string(restart_count) + " (" +
+                        zt::env::kRestartCount + "=" + std::to_string(restart_count) + ") ===";
+    }
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -123,6 +127,7 @@ int launch_local(const LaunchOptions& o) {
   sup_options.term_timeout_s = o.term_timeout_s;
   sup_options.stdout_to_console = (o.redirects & 1) == 0;
   sup_options.stderr_to_console = (o.redirects & 2) == 0;
+  sup_options.stop_on_stdin_eof = o.stop_on_stdin_eof;
   Supervisor supervisor(sup_options);
   for (int attempt = 0;; ++attempt) {
     // Rank 0 hosts the store on node 0: a taken port would only show up as every rank timing out.
@@ -133,7 +138,8 @@ int launch_local(const LaunchOptions& o) {
     const GroupOutcome out = supervisor.run(rank_specs(o, node_env, attempt));
     if (out.success) return 0;
     if (out.received_signal != 0) {
-      ZT_LOG_ERROR("stopped by signal ", out.received_signal, "; all ", o.nproc_per_node,
+      ZT_LOG_ERROR("stopped by ", signal_name(out.received_signal),
+                   o.stop_on_stdin_eof ? " or stdin EOF" : "", "; all ", o.nproc_per_node,
                    " local ranks were stopped");
       return 128 + out.received_signal;
     }

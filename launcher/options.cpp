@@ -39,6 +39,8 @@ po::options_description make_description() {
       ("ssh-command", po::value<std::string>(),
        "command that runs a command on a host, given host then command (default ssh)")    //
       ("dry-run", po::bool_switch(), "print the commands and environments, run nothing")  //
+      ("stop-on-stdin-eof", po::bool_switch(),
+       "stop the ranks when stdin reaches EOF (the hostfile launcher sets it on each node)")  //
       ("env", po::value<std::vector<std::string>>()->composing(),
        "K=V added to every rank's environment (repeatable)");
   return d;
@@ -244,6 +246,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   take(vm, "env", &o.env);
   o.standalone = vm["standalone"].as<bool>();
   o.dry_run = vm["dry-run"].as<bool>();
+  o.stop_on_stdin_eof = vm["stop-on-stdin-eof"].as<bool>();
   if (vm.count("node-slots")) {
     o.node_slots = parse_int_list(vm["node-slots"].as<std::string>(), "--node-slots");
   }

@@ -38,6 +38,7 @@ struct LaunchOptions {
   std::string exclude;
   std::string ssh_command = "ssh";  // split on spaces; the host and the remote command follow
   bool dry_run = false;             // print what would run, run nothing
+  bool stop_on_stdin_eof = false;   // set by the hostfile launcher on every node's ztrun
   std::vector<std::string> env;     // --env K=V, in order
   std::string program;
   std::vector<std::string> program_args;

@@ -68,7 +68,8 @@ std::vector<NodeCommand> node_commands(const LaunchOptions& o,
                                   "--master-port=" + std::to_string(o.master_port),
                                   "--max-restarts=" + std::to_string(o.max_restarts),
                                   "--monitor-interval=" + format_double(o.monitor_interval_s),
-                                  "--term-timeout=" + format_double(o.term_timeout_s)};
+                                  "--term-timeout=" + format_double(o.term_timeout_s),
+                                  "--stop-on-stdin-eof"};
     if (uneven) args.push_back("--node-slots=" + join_ints(slots));
     if (!o.log_dir.empty()) args.push_back("--log-dir=" + o.log_dir);
     if (o.redirects != 0) args.push_back("--redirects=" + std::to_string(o.redirects));
@@ -111,7 +112,16 @@ int launch_remote(const LaunchOptions& o, const std::vector<NodeAssignment>& nod
   }
   std::vector<ChildSpec> specs;
   const std::vector<std::string> envp = to_envp(current_environment());
-  for (const auto& c : cmds) specs.push_back({c.host, c.argv, envp, "", false});
+  for (const auto& c : cmds) {
+    ChildSpec spec;
+    spec.label = c.host;
+    spec.argv = c.argv;
+    spec.envp = envp;
+    // ssh forwards this pipe to the remote ztrun's stdin: when this ztrun stops a node or dies,
+    // the EOF reaches the remote side even though signals to the local ssh client do not.
+    spec.stdin_pipe = true;
+    specs.push_back(std::move(spec));
+  }
   SupervisorOptions sup_options;
   sup_options.monitor_interval_s = o.monitor_interval_s;
   sup_options.term_timeout_s = o.term_timeout_s;
@@ -122,7 +132,8 @@ int launch_remote(const LaunchOptions& o, const std::vector<NodeAssignment>& nod
   const GroupOutcome out = supervisor.run(specs);
   if (out.success) return 0;
   if (out.received_signal != 0) {
-    ZT_LOG_ERROR("stopped by signal ", out.received_signal, "; all node launchers were stopped");
+    ZT_LOG_ERROR("stopped by ", signal_name(out.received_signal),
+                 "; all node launchers were stopped");
     return 128 + out.received_signal;
   }
   const ChildExit& f = out.first_failure;

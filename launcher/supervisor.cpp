@@ -25,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 int g_wake_pipe[2] = {-1, -1};
 volatile sig_atomic_t g_signal = 0;        // last SIGINT/SIGTERM/SIGHUP received
 volatile sig_atomic_t g_signal_count = 0;  // how many of them
+int g_stdin_closed = 0;                    // stop_on_stdin_eof saw EOF: like a SIGHUP
 constexpr size_t kMaxLine = 64 * 1024;     // longer output without '\n' is cut into lines
 constexpr double kDrainSeconds = 1.0;      // pipes kept open by orphans after the last reap
 
@@ -39,10 +40,14 @@ extern "C" void on_signal(int sig) {
   errno = saved;
 }
 
+}  // namespace
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
+
+namespace {
 
 void write_all(int fd, const char* data, size_t n) {
   while (n > 0) {
@@ -72,6 +77,7 @@ struct Child {
   pid_t pid = -1;
   bool alive = false;
   int log_fd = -1;
+  int stdin_w = -1;  // our end of the child's stdin pipe (ChildSpec::stdin_pipe)
   Stream out, err;
   std::string prefix;  // "[label] "
 };
@@ -103,6 +109,7 @@ class Group {
       close_fd(&c.out.fd);
       close_fd(&c.err.fd);
       close_fd(&c.log_fd);
+      close_fd(&c.stdin_w);
     }
   }
 
@@ -140,6 +147,14 @@ class Group {
       const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (spec.append_log ? O_APPEND : O_TRUNC);
       c.log_fd = ::open(spec.log_path.c_str(), flags, 0644);
       ZT_CHECK(c.log_fd >= 0, "cannot open log file ", spec.log_path, ": ", std::strerror(errno));
+      if (!spec.log_header.empty()) {
+        const std::string header = spec.log_header + "\n";
+        write_all(c.log_fd, header.data(), header.size());
+      }
+    }
+    int in_pipe[2] = {-1, -1};
+    if (spec.stdin_pipe) {
+      ZT_CHECK(::pipe2(in_pipe, O_CLOEXEC) == 0, "pipe2() failed: ", std::strerror(errno));
     }
     int out_pipe[2], err_pipe[2], exec_pipe[2];
     ZT_CHECK(::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0 &&
@@ -149,12 +164,14 @@ class Group {
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     ZT_CHECK(pid >= 0, "fork() failed for ", spec.label, ": ", std::strerror(errno));
-    if (pid == 0) exec_child(args, parent, out_pipe[1], err_pipe[1], exec_pipe[1]);
+    if (pid == 0) exec_child(args, parent, in_pipe[0], out_pipe[1], err_pipe[1], exec_pipe[1]);
     // Both sides set the group, so that killpg() works whichever runs first.
     ::setpgid(pid, pid);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     ::close(exec_pipe[1]);
+    if (in_pipe[0] >= 0) ::close(in_pipe[0]);
+    c.stdin_w = in_pipe[1];
     c.pid = pid;
     c.alive = true;
     c.out = {out_pipe[0], false, {}};
@@ -169,8 +186,8 @@ class Group {
              ": ", std::strerror(child_errno));
   }
 
-  [[noreturn]] static void exec_child(ExecArgs& args, pid_t parent, int out_fd, int err_fd,
-                                      int exec_fd) {
+  [[noreturn]] static void exec_child(ExecArgs& args, pid_t parent, int in_fd, int out_fd,
+                                      int err_fd, int exec_fd) {
     // Defaults again: the children must die of the signals ztrun forwards.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -181,8 +198,8 @@ class Group {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // ztrun died before prctl took effect
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    if (in_fd < 0) in_fd = ::open("/dev/null", O_RDONLY);
+    if (in_fd >= 0) ::dup2(in_fd, STDIN_FILENO);
     ::dup2(out_fd, STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
     ::execvpe(args.argv[0], args.argv.data(), args.envp.data());
@@ -231,6 +248,7 @@ class Group {
 
   void kill_all(int sig) {
     for (Child& c : children_) {
+      close_fd(&c.stdin_w);
       if (c.alive) ::killpg(c.pid, sig);
     }
   }
@@ -251,6 +269,7 @@ class Group {
       const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
       if (r != c.pid) continue;
       c.alive = false;
+      close_fd(&c.stdin_w);
       --alive_;
       last_reap_ = Clock::now();
       ChildExit e;
@@ -261,6 +280,19 @@ class Group {
         outcome_.first_failure = e;
         begin_stop(SIGTERM);
       }
+    }
+  }
+
+  // ztrun's own stdin (stop_on_stdin_eof): data is ignored, EOF or a hang-up stops the group.
+  void on_stdin() {
+    char buf[4096];
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof(buf));
+    if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN))) return;
+    g_stdin_closed = 1;
+    if (outcome_.received_signal == 0) outcome_.received_signal = SIGHUP;
+    if (!stopping_) {
+      ZT_LOG_WARN("stdin closed (the launching ztrun is gone); stopping ", alive_, " children");
+      begin_stop(SIGTERM);
     }
   }
 
@@ -288,6 +320,11 @@ class Group {
     for (;;) {
       std::vector<pollfd> fds{{g_wake_pipe[0], POLLIN, 0}};
       std::vector<std::pair<Child*, Stream*>> owners{{nullptr, nullptr}};
+      const bool watch_stdin = options_.stop_on_stdin_eof && !g_stdin_closed;
+      if (watch_stdin) {
+        fds.push_back({STDIN_FILENO, POLLIN, 0});
+        owners.emplace_back(nullptr, nullptr);
+      }
       for (Child& c : children_) {
         for (Stream* s : {&c.out, &c.err}) {
           if (s->fd < 0) continue;
@@ -295,7 +332,8 @@ class Group {
           owners.emplace_back(&c, s);
         }
       }
-      if (alive_ == 0 && fds.size() == 1) return;
+      const size_t first_stream = watch_stdin ? 2 : 1;
+      if (alive_ == 0 && fds.size() == first_stream) return;
       if (alive_ == 0 && !orphans_killed) {
         // Every child is gone but something (a rank's own child) still holds its pipe: the rank's
         // process group goes too, so nothing outlives ztrun.
@@ -313,7 +351,8 @@ class Group {
       ZT_CHECK(rc >= 0 || errno == EINTR, "poll() failed: ", std::strerror(errno));
       if (rc > 0) {
         if (fds[0].revents) on_wake();
-        for (size_t i = 1; i < fds.size(); ++i) {
+        if (watch_stdin && fds[1].revents) on_stdin();
+        for (size_t i = first_stream; i < fds.size(); ++i) {
           if (fds[i].revents) pump(*owners[i].first, *owners[i].second);
         }
       }
@@ -353,6 +392,7 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(options) {
            "pipe2() failed: ", std::strerror(errno));
   g_signal = 0;
   g_signal_count = 0;
+  g_stdin_closed = 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -374,9 +414,9 @@ int Supervisor::received_signal() const {
 }
 
 GroupOutcome Supervisor::run(const std::vector<ChildSpec>& children) {
-  if (g_signal != 0) {
+  if (g_signal != 0 || g_stdin_closed) {
     GroupOutcome o;
-    o.received_signal = g_signal;
+    o.received_signal = g_signal != 0 ? static_cast<int>(g_signal) : SIGHUP;
     return o;
   }
   Group group(options_, children);

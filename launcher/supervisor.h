@@ -12,7 +12,8 @@
 //    gets SIGTERM, then SIGKILL after term_timeout_s. run() returns once all children are reaped.
 //  - SIGINT/SIGTERM/SIGHUP sent to ztrun while a Supervisor exists are forwarded to every child
 //    (then SIGKILL after the grace period); a second such signal escalates to SIGKILL at once.
-//    The signal is remembered: later run() calls start nothing and report it again.
+//    The signal is remembered: later run() calls start nothing and report it again. With
+//    stop_on_stdin_eof, EOF on stdin counts as SIGHUP (received_signal == SIGHUP).
 //  - A child that cannot be started (exec fails) makes run() stop the others and throw zt::Error
 //    naming the child and the errno text.
 // One Supervisor per process (it owns the signal handlers); not thread-safe.
@@ -28,6 +29,11 @@ struct ChildSpec {
   std::vector<std::string> envp;  // the complete environment, KEY=VALUE
   std::string log_path;           // empty: no log file
   bool append_log = false;        // false truncates (first attempt), true appends (restarts)
+  std::string log_header;         // written as the log file's next line when non-empty
+  // stdin is a pipe that ztrun holds open until it stops this child (or dies). The hostfile
+  // launcher gives it to ssh: the pipe's EOF travels to the remote ztrun, which then stops its
+  // ranks (see SupervisorOptions::stop_on_stdin_eof). Otherwise stdin is /dev/null.
+  bool stdin_pipe = false;
 };
 
 struct SupervisorOptions {
@@ -35,6 +41,9 @@ struct SupervisorOptions {
   double term_timeout_s = 5.0;
   bool stdout_to_console = true;
   bool stderr_to_console = true;
+  // EOF on ztrun's own stdin acts as SIGHUP: the per-node ztrun of a hostfile launch stops when
+  // the launching ztrun (or its ssh connection) goes away.
+  bool stop_on_stdin_eof = false;
 };
 
 struct ChildExit {
@@ -50,6 +59,9 @@ struct GroupOutcome {
   int received_signal = 0;  // a signal ztrun received and forwarded, 0 if none
   double seconds = 0;       // wall time of the run
 };
+
+// "SIGTERM" (or "signal 64" for one without a name).
+std::string signal_name(int sig);
 
 // "exited with code 3" or "was killed by signal 9 (SIGKILL)".
 std::string describe_exit(const ChildExit& e);

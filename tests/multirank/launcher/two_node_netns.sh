@@ -80,7 +80,8 @@ done
 echo "PASS: 4 ranks on 2 namespaces reduced to 10 through 10.231.7.1:29500"
 
 # The same two nodes from one hostfile: the hosts are the veth addresses, the master address
-# defaults to the first host, and an ssh stand-in runs each node's ztrun in its namespace.
+# defaults to the first host, and an ssh stand-in runs each node's ztrun in its namespace, in its
+# own session as sshd would.
 cat >"$work/netns_ssh.sh" <<SSH
 #!/bin/sh
 case "\$1" in
@@ -88,7 +89,9 @@ case "\$1" in
   10.231.7.2) ns="$ns1" ;;
   *) echo "netns_ssh: unknown host \$1" >&2; exit 255 ;;
 esac
-exec ip netns exec "\$ns" /bin/sh -c "\$2"
+# A new session, as sshd gives: signals to this stand-in do not reach the node's ztrun; only the
+# EOF of its stdin (forwarded by ssh) does.
+exec setsid -w ip netns exec "\$ns" /bin/sh -c "\$2"
 SSH
 chmod +x "$work/netns_ssh.sh"
 printf '10.231.7.1 slots=2\n10.231.7.2 slots=2\n' >"$work/hostfile"
@@ -104,3 +107,24 @@ for rank in 0 1 2 3; do
 done
 grep -q "rendezvous 10.231.7.1:29501" "$work/hostfile.out" || fail "master address not node 0's"
 echo "PASS: hostfile launch over 2 namespaces"
+
+# A rank on node 1 fails while node 0's ranks sleep: the launching ztrun must name it, and node
+# 0's ztrun, which no signal reaches, must stop its ranks when its stdin (the ssh channel) closes.
+rm -rf "$work/facts" && mkdir -p "$work/facts"
+rc=0
+start=$(date +%s)
+timeout -s KILL 90 "$ztrun" --hostfile "$work/hostfile" --ssh-command "$work/netns_ssh.sh" \
+  --master-port 29502 "$probe" --facts-dir "$work/facts" --fail-rank 3 --fail-code 6 \
+  --sleep 60 >"$work/fail.out" 2>&1 || rc=$?
+echo "--- hostfile launch with a failing rank (rc $rc)"; cat "$work/fail.out"
+[ "$rc" = 1 ] || fail "expected exit code 1, got $rc"
+grep -q "rank 3 (local rank 1) exited with code 6" "$work/fail.out" || fail "rank 3 not named"
+grep -q "node 1 (10.231.7.2) exited with code 1" "$work/fail.out" || fail "node 1 not named"
+[ $(( $(date +%s) - start )) -lt 30 ] || fail "took too long"
+for _ in $(seq 50); do
+  [ -z "$(ip netns pids "$ns0")" ] && break
+  sleep 0.1
+done
+[ -z "$(ip netns pids "$ns0")" ] || fail "processes left on node 0: $(ip netns pids "$ns0")"
+grep -q "stdin closed" "$work/fail.out" || fail "node 0 did not stop through its stdin"
+echo "PASS: a failure on node 1 stops node 0 through the closed ssh channel"

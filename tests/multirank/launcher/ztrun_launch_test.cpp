@@ -67,12 +67,17 @@ struct Result {
 // A command started in its own process group with stdout+stderr in a file.
 class Launch {
  public:
+  // With stdin_pipe, the command's stdin is a pipe whose write end close_stdin() closes.
   Launch(const Args& argv, const std::string& tag, const std::string& out_path,
-         const std::map<std::string, std::string>& env = {}, const std::string& cwd = "")
+         const std::map<std::string, std::string>& env = {}, const std::string& cwd = "",
+         bool stdin_pipe = false)
       : out_path_(out_path), start_(Clock::now()) {
+    int in[2] = {-1, -1};
+    if (stdin_pipe && pipe2(in, O_CLOEXEC) != 0) in[0] = in[1] = -1;
     pid_ = fork();
     if (pid_ == 0) {
       setpgid(0, 0);
+      if (in[0] >= 0) dup2(in[0], 0);
       const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
@@ -86,8 +91,15 @@ class Launch {
       execv(a[0], a.data());
       _exit(127);
     }
+    if (in[0] >= 0) close(in[0]);
+    stdin_w_ = in[1];
+  }
+  void close_stdin() {
+    if (stdin_w_ >= 0) close(stdin_w_);
+    stdin_w_ = -1;
   }
   ~Launch() {
+    close_stdin();
     if (!reaped_) {
       killpg(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
@@ -123,6 +135,7 @@ class Launch {
   std::string out_path_;
   Clock::time_point start_;
   bool reaped_ = false;
+  int stdin_w_ = -1;
 };
 
 // Live (non-zombie) processes whose environment carries KEY=tag.
@@ -188,13 +201,14 @@ class ZtrunLaunch : public ::testing::Test {
 
   std::unique_ptr<Launch> start(const Args& ztrun_args, const Args& probe_args = {},
                                 const std::map<std::string, std::string>& env = {},
-                                const std::string& cwd = "") {
+                                const std::string& cwd = "", bool stdin_pipe = false) {
     Args argv{kZtrun};
     argv.insert(argv.end(), ztrun_args.begin(), ztrun_args.end());
     argv.push_back(kProbe);
     argv.push_back("--facts-dir=" + facts_dir());
     argv.insert(argv.end(), probe_args.begin(), probe_args.end());
-    return std::make_unique<Launch>(argv, tag_, (dir_ / "ztrun.out").string(), env, cwd);
+    return std::make_unique<Launch>(argv, tag_, (dir_ / "ztrun.out").string(), env, cwd,
+                                    stdin_pipe);
   }
 
   Result run(const Args& ztrun_args, const Args& probe_args = {}, double timeout_s = 60,
@@ -317,6 +331,19 @@ TEST_F(ZtrunLaunch, SigkillToZtrunTakesTheRanksAlong) {
   EXPECT_EQ(r.signal, SIGKILL);
   const auto left = survivors(tag_, 3.0);
   EXPECT_TRUE(left.empty()) << join(left);
+}
+
+TEST_F(ZtrunLaunch, StdinEofStopsANodeLauncher) {
+  // What a node's ztrun sees when the hostfile launcher (or its ssh connection) goes away.
+  auto launch = start({"--standalone", "--nproc-per-node", "2", "--stop-on-stdin-eof"},
+                      {"--sleep=60"}, {}, "", /*stdin_pipe=*/true);
+  ASSERT_EQ(wait_for_facts(2).size(), 2u) << launch->output();
+  const int64_t closed_ms = now_ms();
+  launch->close_stdin();
+  const Result r = launch->wait(30);
+  EXPECT_EQ(r.exit_code, 128 + SIGHUP) << r.output;
+  EXPECT_LT(r.end_ms - closed_ms, 3000) << r.output;
+  EXPECT_NE(r.output.find("stdin closed"), std::string::npos) << r.output;
 }
 
 TEST_F(ZtrunLaunch, MaxRestartsRestartsTheGroupWithRestartCount) {

@@ -108,6 +108,7 @@ TEST(RankSpecs, NodeMajorRanksAndLogFiles) {
     EXPECT_EQ(specs[i].label, std::to_string(3 + i));
     EXPECT_EQ(specs[i].log_path, "/tmp/l/rank_" + std::to_string(3 + i) + ".log");
     EXPECT_TRUE(specs[i].append_log);
+    EXPECT_EQ(specs[i].log_header, "=== ztrun: restart 1 (ZT_RESTART_COUNT=1) ===");
     EXPECT_EQ(specs[i].argv, (std::vector<std::string>{"p", "x"}));
   }
 }
@@ -138,6 +139,7 @@ TEST(RemoteLaunch, OneCommandPerNodeWithUnevenSlotsAndFilters) {
             0u)
       << r;
   EXPECT_NE(r.find("--node-slots=2,1"), std::string::npos) << r;
+  EXPECT_NE(r.find("--stop-on-stdin-eof"), std::string::npos) << r;
   EXPECT_NE(r.find("'--env=K=v w'"), std::string::npos) << r;
   EXPECT_NE(r.find("--env=CUDA_VISIBLE_DEVICES=1"), std::string::npos) << r;
   EXPECT_NE(r.find("-- train --lr 1e-3"), std::string::npos) << r;

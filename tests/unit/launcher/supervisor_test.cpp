@@ -162,6 +162,24 @@ TEST(Supervisor, LeftoverGrandchildrenAreKilled) {
   EXPECT_TRUE(process_gone(grandchild)) << "pid " << grandchild;
 }
 
+TEST(Supervisor, StdinPipeReachesEofWhenTheGroupStops) {
+  // Child 0 ignores SIGTERM and waits for EOF on stdin: only the closed pipe ends it before the
+  // 5 s grace period, as a remote ztrun behind ssh ends when its stdin closes.
+  const std::string log = ::testing::TempDir() + "zt_sup_stdin.log";
+  std::vector<ChildSpec> children{sh("0", "trap '' TERM; cat >/dev/null; echo eof-seen; exit 0"),
+                                  sh("1", "sleep 0.3; exit 1")};
+  children[0].stdin_pipe = true;
+  children[0].log_path = log;
+  children[0].log_header = "=== header ===";
+  SupervisorOptions o = fast_options();
+  o.term_timeout_s = 5.0;
+  Supervisor sup(o);
+  const GroupOutcome out = sup.run(children);
+  EXPECT_EQ(out.first_failure.index, 1);
+  EXPECT_LT(out.seconds, 2.0);
+  EXPECT_EQ(slurp(log), "=== header ===\neof-seen\n");
+}
+
 TEST(Supervisor, ExecFailureThrowsNamingTheProgram) {
   std::vector<ChildSpec> children{sh("0", "exec sleep 30"), sh("1", "")};
   children[1].argv = {"/nonexistent/zt_program"};

@@ -1,0 +1,75 @@
+#pragma once
+// zt::CliOptions: the command line every zerotorch example and tool shares, on
+// Boost.Program_options:
+//   --config FILE     the training config (JSON or YAML)
+//   --set KEY=VALUE   a config override, repeatable, applied in order (zero_optimization.stage=3)
+//   --world-size N    only where enabled: the world size to resolve the batch triple for
+//   --help            usage on stdout; parse() then returns false and the program exits 0
+// plus the program's own options, registered before parse():
+//
+//   zt::CliOptions cli("gpt_train", "Trains a small GPT with ZeRO.");
+//   cli.add()("steps", po::value<int>()->default_value(100), "training steps");
+//   if (!cli.parse(argc, argv)) return 0;
+//   zt::Config config = cli.load_config(env.world_size, {});
+//   int steps = cli.get<int>("steps");
+//
+// A bad command line (unknown option, missing value, bad number, missing --config when
+// required) throws zt::Error with one line naming the option; zt::run_main prints it.
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace zt {
+
+struct CliOptionsSpec {
+  bool config = true;           // offer --config and --set
+  bool config_required = true;  // parse() fails without --config
+  bool world_size = false;      // offer --world-size (tools that run outside a launch)
+  int default_world_size = 1;
+};
+
+class CliOptions {
+ public:
+  CliOptions(std::string program, std::string summary, CliOptionsSpec spec = {});
+
+  // Registers program options: cli.add()("name,n", po::value<T>(), "help").
+  boost::program_options::options_description_easy_init add();
+  // Names a positional argument (`zt-config validate FILE`): max_count -1 = any number. The
+  // option must also be registered with add().
+  void add_positional(const char* name, int max_count);
+
+  // Parses argv. Returns false when --help was given (usage already printed to stdout).
+  bool parse(int argc, const char* const argv[]);
+
+  const std::string& config_path() const { return config_path_; }
+  const std::vector<std::string>& overrides() const { return overrides_; }
+  int world_size() const { return world_size_; }
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  template <typename T>
+  T get(const std::string& name) const {
+    return values_[name].as<T>();
+  }
+  const boost::program_options::variables_map& values() const { return values_; }
+  // Usage text: "Usage: <program> [options]", the summary, then the options.
+  std::string help() const;
+
+  // zt::load_config(config_path(), overrides(), world_size, program).
+  Config load_config(int world_size, const ProgramValues& program = {}) const;
+
+ private:
+  std::string program_;
+  std::string summary_;
+  CliOptionsSpec spec_;
+  boost::program_options::options_description options_;
+  boost::program_options::positional_options_description positional_;
+  std::vector<std::string> positional_names_;
+  boost::program_options::variables_map values_;
+  std::string config_path_;
+  std::vector<std::string> overrides_;
+  int world_size_ = 1;
+};
+
+}  // namespace zt

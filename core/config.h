@@ -1,0 +1,298 @@
+#pragma once
+// zt::Config: the typed, resolved training configuration (DESIGN.md, Config).
+//
+// One schema, read from JSON or YAML, with DeepSpeed's key names, meanings and defaults for
+// what both have, plus blocks of our own (`communication`, `data`, `model`, `freeze`,
+// `parameter_groups`). A DeepSpeed user hands over the file they already have:
+//  - numbers written as 2e8 or 1e14 fill integer fields (2.5 does not);
+//  - booleans must be JSON booleans (true/false, not "true", 1 or yes);
+//  - "auto" (as the Hugging Face integration writes it) is accepted for the batch triple,
+//    gradient_clipping, fp16/bf16.enabled, optimizer lr/betas/eps/weight_decay, the scheduler's
+//    warmup/total step counts and LRs, and the ZeRO bucket sizes; it is resolved from
+//    ProgramValues or from the other fields, and an unresolved "auto" is an error naming the key;
+//  - an unknown key is an error with its full path and the closest known key; a DeepSpeed key
+//    zerotorch does not implement is a warning naming it, and loading goes on.
+// All problems of a file are collected in one pass (check_config); load_config throws one
+// zt::Error listing them. A Config is never partially valid: once returned it is immutable by
+// convention (pass it as `const Config&`), and to_json() writes it back in a form that loads
+// to an equal Config (checkpoints store it; `zt-config validate` prints it).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+enum class OffloadDevice { kNone, kCpu, kNvme };
+enum class DType { kFp32, kFp16, kBf16 };
+enum class OptimizerType { kAdam, kAdamW, kSgd, kAdam8bit, kCpuAdam };
+enum class SchedulerType { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle };
+enum class WarmupType { kLog, kLinear };
+enum class CommBackend { kAuto, kMpi, kGloo, kNccl };
+enum class TagValidation { kIgnore, kWarn, kFail };
+
+// Names as written in config files ("cpu", "bf16", "AdamW", "WarmupLR", "nccl", "Warn").
+const char* to_string(OffloadDevice v);
+const char* to_string(DType v);
+const char* to_string(OptimizerType v);
+const char* to_string(SchedulerType v);
+const char* to_string(WarmupType v);
+const char* to_string(CommBackend v);
+const char* to_string(TagValidation v);
+
+// zero_optimization.offload_optimizer / offload_param. Defaults are DeepSpeed's; buffer_count is
+// 4 for the optimizer and 5 for parameters, as in DeepSpeed.
+struct OffloadConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;  // required when device is nvme
+  bool pin_memory = false;
+  int64_t buffer_count = 5;
+  int64_t buffer_size = 100'000'000;   // offload_param only: elements per NVMe buffer
+  int64_t max_in_cpu = 1'000'000'000;  // offload_param only: elements kept in CPU memory
+  double ratio = 1.0;                  // offload_optimizer only: share of the states offloaded
+};
+
+// zero_optimization. Sizes count elements, as in DeepSpeed.
+struct ZeroConfig {
+  int stage = 0;              // 0 = DDP, 1 = optimizer states, 2 = + grads, 3 = + params
+  bool overlap_comm = false;  // DeepSpeed: false, but true by default at stage 3
+  bool contiguous_gradients = true;
+  int64_t reduce_bucket_size = 500'000'000;
+  int64_t allgather_bucket_size = 500'000'000;
+  bool reduce_scatter = true;
+  bool allgather_partitions = true;
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  int64_t stage3_max_reuse_distance = 1'000'000'000;
+  // Also read under its older name stage3_gather_fp16_weights_on_model_save.
+  bool stage3_gather_16bit_weights_on_model_save = false;
+  int64_t sub_group_size = 1'000'000'000;
+  OffloadConfig offload_optimizer = [] {
+    OffloadConfig c;
+    c.buffer_count = 4;
+    return c;
+  }();
+  OffloadConfig offload_param;
+};
+
+// fp16: DeepSpeed's dynamic loss scaler (loss_scale 0 = dynamic, starting at
+// 2^initial_scale_power).
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;
+  double loss_scale = 0.0;
+  int64_t initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1.0;
+};
+
+struct Bf16Config {
+  bool enabled = false;
+};
+
+// data_types: dtype gradients are accumulated in (unset = the training dtype).
+struct DataTypesConfig {
+  std::optional<DType> grad_accum_dtype;
+};
+
+// optimizer. Which params a type takes: Adam, AdamW, Adam8bit, CPUAdam take lr, betas, eps,
+// weight_decay, bias_correction, amsgrad (not Adam8bit), adam_w_mode (Adam, CPUAdam); Adam8bit
+// also block_size; SGD takes lr, momentum, dampening, weight_decay, nesterov. Others are errors.
+// Type names are matched case-insensitively, as DeepSpeed does. Adam8bit is our block-wise 8-bit
+// Adam; CPUAdam our vectorised CPU Adam for offload (DeepSpeed's DeepSpeedCPUAdam).
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::kAdamW;
+  double lr = 1e-3;
+  std::vector<double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool bias_correction = true;
+  bool amsgrad = false;
+  bool adam_w_mode = true;    // DeepSpeed's default: Adam decouples weight decay unless told not to
+  int64_t block_size = 2048;  // Adam8bit: elements per quantisation block
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+};
+
+// scheduler, with DeepSpeed's parameter names and defaults; which of them a type takes:
+//   WarmupLR:        warmup_min_lr, warmup_max_lr, warmup_num_steps, warmup_type
+//   WarmupDecayLR:   WarmupLR's + total_num_steps (required)
+//   WarmupCosineLR:  total_num_steps (required), warmup_min_ratio, warmup_num_steps,
+//                    cos_min_ratio, warmup_type
+//   OneCycle:        cycle_min_lr, cycle_max_lr (required), decay_lr_rate, cycle_first_step_size,
+//                    cycle_second_step_size, cycle_first_stair_count, cycle_second_stair_count,
+//                    decay_step_size, cycle_momentum, cycle_min_mom, cycle_max_mom,
+//                    decay_mom_rate
+struct SchedulerConfig {
+  SchedulerType type = SchedulerType::kWarmupLR;
+  double warmup_min_lr = 0.0;
+  double warmup_max_lr = 1e-3;
+  int64_t warmup_num_steps = 1000;
+  WarmupType warmup_type = WarmupType::kLog;
+  int64_t total_num_steps = 0;
+  double warmup_min_ratio = 0.0;
+  double cos_min_ratio = 1e-4;
+  double cycle_min_lr = 0.0;
+  double cycle_max_lr = 0.0;
+  double decay_lr_rate = 0.0;
+  int64_t cycle_first_step_size = 2000;
+  std::optional<int64_t> cycle_second_step_size;  // unset = cycle_first_step_size
+  int64_t cycle_first_stair_count = 0;
+  std::optional<int64_t> cycle_second_stair_count;  // unset = cycle_first_stair_count
+  int64_t decay_step_size = 0;
+  bool cycle_momentum = true;
+  double cycle_min_mom = 0.8;
+  double cycle_max_mom = 0.9;
+  double decay_mom_rate = 0.0;
+};
+
+struct ActivationCheckpointingConfig {
+  bool partition_activations = false;
+  bool contiguous_memory_optimization = false;
+  bool cpu_checkpointing = false;
+  std::optional<int64_t> number_checkpoints;
+  bool synchronize_checkpoint_boundary = false;
+  bool profile = false;
+};
+
+// checkpoint: DeepSpeed's tag_validation plus our save options. Tags are
+// `<tag_prefix><global step>` (DeepSpeed's "global_step<N>").
+struct CheckpointConfig {
+  TagValidation tag_validation = TagValidation::kWarn;
+  std::string save_dir;  // empty = the program decides
+  std::string tag_prefix = "global_step";
+  int64_t save_interval = 0;  // steps between saves; 0 = only when the program asks
+  int64_t keep_last = 0;      // tags kept in save_dir; 0 = all
+};
+
+// communication (also read as `comms`): our block. timeout bounds every collective.
+struct CommunicationConfig {
+  CommBackend backend = CommBackend::kAuto;
+  int64_t timeout = 1800;  // seconds
+};
+
+// data: our block for the token-shard pipeline (DESIGN.md, Data).
+struct DataConfig {
+  std::string path;             // token shard prefix or directory
+  int64_t max_length = 1024;    // samples are cut to this many tokens
+  int64_t max_tokens = 0;       // > 0: batches sized by padded-token budget, not sample count
+  bool bucketing = true;        // sort by length inside shuffled mega-batches
+  int64_t pad_to_multiple = 1;  // pad each batch's length up to a multiple of this
+  bool shuffle = true;
+  std::optional<int64_t> seed;   // unset = the top-level seed
+  int64_t mega_batch_mult = 50;  // mega-batch = mult * batch, the span sorted by length
+  bool drop_last = false;
+};
+
+// model: the GPT example's shape.
+struct ModelConfig {
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t d_model = 768;
+  int64_t vocab_size = 50257;
+  int64_t max_seq_len = 1024;
+  double dropout = 0.1;
+  bool activation_checkpointing = false;
+};
+
+// parameter_groups: how the optimizer splits parameters. Patterns are matched against
+// named_parameters() names by the optim area (glob with '*').
+struct ParameterGroupsConfig {
+  std::vector<std::string> no_decay;  // parameters trained with weight_decay 0
+  double layer_lr_decay = 1.0;        // layer-wise LR decay factor in (0, 1]; 1 = off
+};
+
+struct Config {
+  // The batch triple, resolved: train_batch_size = micro * accumulation * world_size.
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 1;
+  double gradient_clipping = 0.0;  // 0 = off
+  int64_t steps_per_print = 10;
+  bool wall_clock_breakdown = false;
+  int64_t seed = 42;
+
+  ZeroConfig zero_optimization;
+  Fp16Config fp16;
+  Bf16Config bf16;  // also read as `bfloat16`
+  DataTypesConfig data_types;
+  std::optional<DType> communication_data_type;  // unset = the training dtype
+  std::optional<OptimizerConfig> optimizer;      // unset = the program builds its own
+  std::optional<SchedulerConfig> scheduler;      // unset = constant LR
+  ActivationCheckpointingConfig activation_checkpointing;
+  CheckpointConfig checkpoint;
+  CommunicationConfig communication;
+  DataConfig data;
+  std::optional<ModelConfig> model;
+  std::vector<std::string> freeze;  // patterns of parameters not trained
+  ParameterGroupsConfig parameter_groups;
+
+  // The world size the batch triple was resolved for.
+  int world_size = 1;
+
+  // The resolved config as JSON (DeepSpeed key names; every key written, so defaults show).
+  // Loading it again with the same world size gives an equal Config. world_size is not written.
+  std::string to_json(bool pretty = true) const;
+};
+
+// Equal when every field is (compared through to_json, so no field can be forgotten) and the
+// world sizes agree.
+bool operator==(const Config& a, const Config& b);
+inline bool operator!=(const Config& a, const Config& b) {
+  return !(a == b);
+}
+
+// Values the program knows that "auto" keys are resolved from (unset = unknown), as the
+// Hugging Face Trainer fills them from its arguments.
+struct ProgramValues {
+  std::optional<int64_t> micro_batch_size;             // train_micro_batch_size_per_gpu
+  std::optional<int64_t> gradient_accumulation_steps;  // gradient_accumulation_steps
+  std::optional<double> gradient_clipping;             // gradient_clipping
+  std::optional<bool> fp16;                            // fp16.enabled
+  std::optional<bool> bf16;                            // bf16.enabled
+  std::optional<double> lr;                            // optimizer lr, scheduler warmup_max_lr
+  std::optional<std::vector<double>> betas;            // optimizer betas
+  std::optional<double> eps;                           // optimizer eps
+  std::optional<double> weight_decay;                  // optimizer weight_decay
+  std::optional<int64_t> warmup_steps;                 // scheduler warmup_num_steps
+  std::optional<int64_t> total_steps;                  // scheduler total_num_steps
+  // Model hidden size (else model.d_model): reduce_bucket_size = h^2,
+  // stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h.
+  std::optional<int64_t> hidden_size;
+};
+
+enum class ConfigFormat { kJson, kYaml };
+
+// The outcome of reading a config: the Config when there were no errors, and every error and
+// warning found, each one line starting with the key path it is about.
+struct ConfigReport {
+  std::optional<Config> config;
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+};
+
+// Reads, overrides ("a.b=value", applied in order before validation; the value is a YAML
+// scalar or flow sequence: 3, 2e8, true, auto, [0.9, 0.95]), resolves and validates. Never
+// throws for a bad config; `source` names it in messages (a file name). The format of a file is
+// chosen by its extension (.json, else YAML; JSON is read as YAML either way).
+ConfigReport check_config(const std::string& text, ConfigFormat format,
+                          const std::vector<std::string>& overrides, int world_size,
+                          const ProgramValues& program = {}, const std::string& source = "");
+ConfigReport check_config_file(const std::string& path, const std::vector<std::string>& overrides,
+                               int world_size, const ProgramValues& program = {});
+
+// As check_config, but logs each warning (ZT_LOG_WARN) and throws one zt::Error whose message
+// is `<source>: N error(s): <first>; <second>; ...`. load_config also logs the resolved config
+// once (ZT_LOG_INFO, rank 0).
+Config parse_config(const std::string& text, ConfigFormat format,
+                    const std::vector<std::string>& overrides, int world_size,
+                    const ProgramValues& program = {});
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   int world_size, const ProgramValues& program = {});
+
+}  // namespace zt

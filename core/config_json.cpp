@@ -1,0 +1,143 @@
+// Config -> JSON through the schema's field list, so every field is written and the output
+// reads back to an equal Config. Doubles are written in the shortest form that reads back to
+// the same bits.
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/config_schema.h"
+
+namespace zt {
+namespace {
+
+using config_schema::EnumName;
+using config_schema::FieldOptions;
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(ch));
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(bool pretty) : pretty_(pretty) {}
+
+  void field(const char* key, const bool& v, const FieldOptions&) {
+    put(key, v ? "true" : "false");
+  }
+  void field(const char* key, const int& v, const FieldOptions&) { put(key, std::to_string(v)); }
+  void field(const char* key, const int64_t& v, const FieldOptions&) {
+    put(key, std::to_string(v));
+  }
+  void field(const char* key, const double& v, const FieldOptions&) { put(key, json_number(v)); }
+  void field(const char* key, const std::string& v, const FieldOptions&) {
+    put(key, json_string(v));
+  }
+  void field(const char* key, const std::optional<int64_t>& v, const FieldOptions&) {
+    put(key, v ? std::to_string(*v) : "null");
+  }
+  void field(const char* key, const std::vector<double>& v, const FieldOptions&) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_number(v[i]);
+    put(key, s + "]");
+  }
+  void field(const char* key, const std::vector<std::string>& v, const FieldOptions&) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_string(v[i]);
+    put(key, s + "]");
+  }
+
+  template <typename E, std::size_t N>
+  void choice(const char* key, const E& v, const EnumName<E> (&names)[N], const FieldOptions&) {
+    put(key, json_string(config_schema::name_of(v, names)));
+  }
+  template <typename E, std::size_t N>
+  void choice(const char* key, const std::optional<E>& v, const EnumName<E> (&names)[N],
+              const FieldOptions&) {
+    put(key, v ? json_string(config_schema::name_of(*v, names)) : "null");
+  }
+
+  template <typename Fn>
+  void block(const char* key, Fn&& fn, const FieldOptions&) {
+    put(key, "");
+    open();
+    fn(*this);
+    close();
+  }
+  template <typename T, typename Fn>
+  void optional_block(const char* key, std::optional<T>& v, Fn&& fn) {
+    if (v) block(key, [&](JsonWriter& w) { fn(w, *v); }, {});
+  }
+  void unsupported(std::initializer_list<const char*>) {}
+
+  void open() {
+    out_ += "{";
+    first_.push_back(true);
+  }
+  void close() {
+    first_.pop_back();
+    if (pretty_) out_ += "\n" + std::string(2 * first_.size(), ' ');
+    out_ += "}";
+  }
+  std::string str() const { return out_; }
+
+ private:
+  // Starts `"key": ` on its own line and appends value ("" for a block that follows).
+  void put(const char* key, const std::string& value) {
+    if (!first_.back()) out_ += ",";
+    first_.back() = false;
+    if (pretty_) out_ += "\n" + std::string(2 * first_.size(), ' ');
+    out_ += json_string(key) + (pretty_ ? ": " : ":") + value;
+  }
+
+  bool pretty_;
+  std::string out_;
+  std::vector<bool> first_;
+};
+
+}  // namespace
+
+std::string Config::to_json(bool pretty) const {
+  JsonWriter writer(pretty);
+  writer.open();
+  // The writer only reads; the schema's visit functions take mutable references so that the
+  // reader can share them.
+  config_schema::visit_config(writer, const_cast<Config&>(*this));
+  writer.close();
+  return writer.str();
+}
+
+bool operator==(const Config& a, const Config& b) {
+  return a.world_size == b.world_size && a.to_json(false) == b.to_json(false);
+}
+
+}  // namespace zt

@@ -1,0 +1,93 @@
+// Entry points: check_config runs the passes (config_passes.h) and gathers every message;
+// load_config/parse_config turn its report into a Config or one zt::Error.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "core/config.h"
+#include "core/config_passes.h"
+
+namespace zt {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+ConfigFormat format_of(const std::string& path) {
+  std::string lower = path;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  return ends_with(lower, ".json") ? ConfigFormat::kJson : ConfigFormat::kYaml;
+}
+
+Config throw_or_return(ConfigReport report, const std::string& source) {
+  for (const auto& w : report.warnings) ZT_LOG_WARN(w);
+  if (report.errors.empty()) return *report.config;
+  std::string joined;
+  for (const auto& e : report.errors) joined += (joined.empty() ? "" : "; ") + e;
+  const size_t n = report.errors.size();
+  ZT_THROW(source.empty() ? "config" : source, ": ", n, n == 1 ? " error: " : " errors: ", joined);
+}
+
+}  // namespace
+
+ConfigReport check_config(const std::string& text, ConfigFormat format,
+                          const std::vector<std::string>& overrides, int world_size,
+                          const ProgramValues& program, const std::string& source) {
+  ConfigReport report;
+  YAML::Node root;
+  // YAML forbids tabs as indentation, JSON does not; a valid JSON text has no raw tab inside a
+  // string, so turning every tab into a space keeps its meaning.
+  std::string input = text;
+  if (format == ConfigFormat::kJson) std::replace(input.begin(), input.end(), '\t', ' ');
+  try {
+    root = YAML::Load(input);
+  } catch (const YAML::Exception& e) {
+    report.errors.push_back(detail::str(
+        source.empty() ? "config" : source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ",
+        format == ConfigFormat::kJson ? "JSON" : "YAML", " syntax error: ", e.msg));
+    return report;
+  }
+  config_detail::ReadState state;
+  config_detail::apply_overrides(root, overrides, state.errors);
+  Config config;
+  config_detail::read_config(root, config, state);
+  config_detail::resolve_config(config, state, program, world_size);
+  config_detail::validate_config(config, state);
+  report.errors = std::move(state.errors);
+  report.warnings = std::move(state.warnings);
+  if (report.errors.empty()) report.config = std::move(config);
+  return report;
+}
+
+ConfigReport check_config_file(const std::string& path, const std::vector<std::string>& overrides,
+                               int world_size, const ProgramValues& program) {
+  std::ifstream in(path);
+  if (!in) {
+    ConfigReport report;
+    report.errors.push_back(path + ": cannot open the config file");
+    return report;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return check_config(text.str(), format_of(path), overrides, world_size, program, path);
+}
+
+Config parse_config(const std::string& text, ConfigFormat format,
+                    const std::vector<std::string>& overrides, int world_size,
+                    const ProgramValues& program) {
+  return throw_or_return(check_config(text, format, overrides, world_size, program), "");
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   int world_size, const ProgramValues& program) {
+  Config config = throw_or_return(check_config_file(path, overrides, world_size, program), path);
+  ZT_LOG_INFO("config ", path, " (world size ", world_size, "): ", config.to_json(false));
+  return config;
+}
+
+}  // namespace zt

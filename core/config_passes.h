@@ -1,0 +1,44 @@
+#pragma once
+// The passes check_config runs over a config, in order (internal to the config files):
+//   apply_overrides   --set a.b=v edits of the YAML tree        (config_overrides.cpp)
+//   read_config       YAML tree -> typed Config, key by key      (config_reader.cpp)
+//   resolve_config    "auto", the batch triple, derived defaults (config_resolve.cpp)
+//   validate_config   ranges and cross-field rules               (config_validate.cpp)
+// Every pass appends one-line messages, each starting with the key path it is about, and goes
+// on after an error, so one run reports every problem of a file.
+
+#include <set>
+#include <string>
+#include <vector>
+#include <yaml-cpp/yaml.h>
+
+#include "core/config.h"
+
+namespace zt::config_detail {
+
+// What reading learnt besides the values, by full key path ("zero_optimization.stage"; older
+// names are recorded under the current one).
+struct ReadState {
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+  std::set<std::string> present;  // keys the file (or --set) gave, "auto" included
+  std::set<std::string> autos;    // keys given as "auto" (their field still holds the default)
+  std::set<std::string> failed;   // keys whose value was rejected (later passes skip them)
+
+  // Given with a usable value: present, not "auto", not rejected.
+  bool given(const std::string& path) const {
+    return present.count(path) && !autos.count(path) && !failed.count(path);
+  }
+};
+
+void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
+                     std::vector<std::string>& errors);
+void read_config(const YAML::Node& root, Config& config, ReadState& state);
+void resolve_config(Config& config, ReadState& state, const ProgramValues& program, int world_size);
+void validate_config(const Config& config, ReadState& state);
+
+// The name in `candidates` closest to `word` (case-insensitive edit distance, transpositions
+// count one), or "" when none is close enough to be a plausible typo.
+std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace zt::config_detail

@@ -1,0 +1,303 @@
+#include "core/config_reader.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "core/base/error.h"
+
+namespace zt::config_detail {
+namespace {
+
+bool is_plain_scalar(const YAML::Node& n) {
+  return n.IsScalar() && n.Tag() != "!";
+}
+
+void fail(ReadState& st, const std::string& path, const std::string& expected,
+          const YAML::Node& n) {
+  st.errors.push_back(detail::str(path, ": expected ", expected, ", got ", describe(n)));
+}
+
+// The whole text as a finite double (strtod accepts a prefix; we want all of it).
+bool parse_double(const std::string& text, double& out) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) return false;
+  // strtod also reads hex floats and "infinity"; config numbers are decimal.
+  for (char ch : text) {
+    if (!(std::isdigit(static_cast<unsigned char>(ch)) || ch == '.' || ch == 'e' || ch == 'E' ||
+          ch == '+' || ch == '-')) {
+      return false;
+    }
+  }
+  out = v;
+  return true;
+}
+
+std::string lower(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+}  // namespace
+
+std::string describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Map: return "a block";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Scalar:
+      if (n.Tag() == "!") return "\"" + n.Scalar() + "\" (a string)";
+      return n.Scalar();
+    default: return "nothing";
+  }
+}
+
+bool is_auto(const YAML::Node& n) {
+  return n.IsScalar() && n.Scalar() == "auto";
+}
+
+int match_name(const std::string& text, const std::vector<std::string>& names) {
+  const std::string t = lower(text);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (lower(names[i]) == t) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, bool& out, ReadState& st) {
+  if (is_plain_scalar(n)) {
+    const std::string& s = n.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE") {
+      out = true;
+      return true;
+    }
+    if (s == "false" || s == "False" || s == "FALSE") {
+      out = false;
+      return true;
+    }
+  }
+  fail(st, path, "a boolean (true or false)", n);
+  return false;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, int64_t& out, ReadState& st) {
+  double v = 0;
+  if (!is_plain_scalar(n) || !parse_double(n.Scalar(), v)) {
+    fail(st, path, "an integer", n);
+    return false;
+  }
+  // Exact for integers written in full (beyond 2^53 a double would round them).
+  char* end = nullptr;
+  errno = 0;
+  long long exact = std::strtoll(n.Scalar().c_str(), &end, 10);
+  if (errno == 0 && end == n.Scalar().c_str() + n.Scalar().size()) {
+    out = exact;
+    return true;
+  }
+  if (std::floor(v) != v) {
+    fail(st, path, "an integer", n);
+    return false;
+  }
+  // 2^63 is the first double past int64's range.
+  if (v >= 9223372036854775808.0 || v < -9223372036854775808.0) {
+    st.errors.push_back(detail::str(path, ": ", n.Scalar(), " does not fit a 64-bit integer"));
+    return false;
+  }
+  out = static_cast<int64_t>(v);
+  return true;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, int& out, ReadState& st) {
+  int64_t v = 0;
+  if (!read_value(n, path, v, st)) return false;
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    st.errors.push_back(detail::str(path, ": ", n.Scalar(), " does not fit a 32-bit integer"));
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, double& out, ReadState& st) {
+  if (!is_plain_scalar(n) || !parse_double(n.Scalar(), out)) {
+    fail(st, path, "a number", n);
+    return false;
+  }
+  return true;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, std::string& out, ReadState& st) {
+  if (n.IsNull()) {
+    out.clear();
+    return true;
+  }
+  if (!n.IsScalar()) {
+    fail(st, path, "a string", n);
+    return false;
+  }
+  out = n.Scalar();
+  return true;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, std::optional<int64_t>& out,
+                ReadState& st) {
+  if (n.IsNull()) {
+    out.reset();
+    return true;
+  }
+  int64_t v = 0;
+  if (!read_value(n, path, v, st)) return false;
+  out = v;
+  return true;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, std::vector<double>& out,
+                ReadState& st) {
+  if (!n.IsSequence()) {
+    fail(st, path, "a list of numbers", n);
+    return false;
+  }
+  std::vector<double> values;
+  for (size_t i = 0; i < n.size(); ++i) {
+    double v = 0;
+    if (!read_value(n[i], detail::str(path, "[", i, "]"), v, st)) return false;
+    values.push_back(v);
+  }
+  out = values;
+  return true;
+}
+
+bool read_value(const YAML::Node& n, const std::string& path, std::vector<std::string>& out,
+                ReadState& st) {
+  if (!n.IsSequence()) {
+    fail(st, path, "a list of strings", n);
+    return false;
+  }
+  std::vector<std::string> values;
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (!n[i].IsScalar()) {
+      fail(st, detail::str(path, "[", i, "]"), "a string", n[i]);
+      return false;
+    }
+    values.push_back(n[i].Scalar());
+  }
+  out = values;
+  return true;
+}
+
+ConfigReader::ConfigReader(const YAML::Node& map, std::string path, ReadState& state)
+    : path_(std::move(path)), state_(state) {
+  for (const auto& kv : map) {
+    // Keys that are not scalars ({[1]: x}) cannot name a field; show them as YAML.
+    std::string key = kv.first.IsScalar() ? kv.first.Scalar() : YAML::Dump(kv.first);
+    entries_.push_back({key, kv.second, false});
+  }
+}
+
+std::string ConfigReader::child_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+bool ConfigReader::has(const char* key) const {
+  for (const auto& e : entries_) {
+    if (e.key == key) return true;
+  }
+  return false;
+}
+
+std::optional<YAML::Node> ConfigReader::take(const char* key, const FieldOptions& opts) {
+  std::optional<YAML::Node> found;
+  std::string found_name;
+  for (const char* name : {key, opts.alias, opts.alias2}) {
+    if (name == nullptr) continue;
+    known_.emplace_back(name);
+    for (auto& e : entries_) {
+      if (e.key != name) continue;
+      e.taken = true;
+      if (!found) {
+        found = e.value;
+        found_name = name;
+      } else if (YAML::Dump(*found) != YAML::Dump(e.value)) {
+        // Both names given: only a contradiction is an error.
+        state_.errors.push_back(detail::str(child_path(name), ": conflicts with ",
+                                            child_path(found_name), " (", describe(e.value), " vs ",
+                                            describe(*found), "); give one of them"));
+        state_.failed.insert(child_path(key));
+      }
+    }
+  }
+  if (found) state_.present.insert(child_path(key));
+  return found;
+}
+
+void ConfigReader::accept_auto(const std::string& path, const FieldOptions& opts) {
+  if (opts.allow_auto) {
+    state_.autos.insert(path);
+    return;
+  }
+  state_.errors.push_back(path + ": \"auto\" is not allowed here; give a value");
+  state_.failed.insert(path);
+}
+
+void ConfigReader::bad_block(const std::string& path, const YAML::Node& n) {
+  state_.errors.push_back(detail::str(path, ": expected a block of keys, got ", describe(n)));
+  state_.failed.insert(path);
+}
+
+bool ConfigReader::read_choice_index(const YAML::Node& n, const std::string& path,
+                                     const std::vector<std::string>& names, int& index) {
+  std::string one_of;
+  for (const auto& name : names) one_of += (one_of.empty() ? "" : ", ") + name;
+  if (!n.IsScalar()) {
+    fail(state_, path, "one of " + one_of, n);
+    return false;
+  }
+  index = match_name(n.Scalar(), names);
+  if (index >= 0) return true;
+  std::string msg = detail::str(path, ": expected one of ", one_of, ", got '", n.Scalar(), "'");
+  std::string near = closest_name(n.Scalar(), names);
+  if (!near.empty()) msg += "; did you mean '" + near + "'?";
+  state_.errors.push_back(msg);
+  return false;
+}
+
+void ConfigReader::finish() {
+  for (const auto& e : entries_) {
+    if (e.taken) continue;
+    const std::string path = child_path(e.key);
+    if (match_name(e.key, unsupported_) >= 0) {
+      state_.warnings.push_back(path + ": DeepSpeed option not implemented by zerotorch; ignored");
+      continue;
+    }
+    std::string msg = path + ": unknown key";
+    std::string near = closest_name(e.key, known_);
+    if (!near.empty()) {
+      msg += "; did you mean '" + near + "'?";
+    } else if (!known_.empty() && known_.size() <= 12) {
+      // A small block (an optimizer's or scheduler's params): listing it is the best hint.
+      std::string list;
+      for (const auto& k : known_) list += (list.empty() ? "" : ", ") + k;
+      msg += " (keys here: " + list + ")";
+    }
+    state_.errors.push_back(msg);
+  }
+}
+
+void read_config(const YAML::Node& root, Config& config, ReadState& state) {
+  if (root.IsNull()) return;  // an empty file: all defaults (the batch rule will complain)
+  if (!root.IsMap()) {
+    state.errors.push_back("config: expected a block of keys at the top, got " + describe(root));
+    return;
+  }
+  ConfigReader reader(root, "", state);
+  config_schema::visit_config(reader, config);
+  reader.finish();
+}
+
+}  // namespace zt::config_detail

@@ -1,0 +1,266 @@
+// Configs that must load: every file of configs/, JSON vs YAML, "auto" as the Hugging Face
+// integration writes it, scientific-notation integers, the batch rule, overrides, old names.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/base/error.h"
+#include "core/config.h"
+
+namespace zt {
+namespace {
+
+namespace fs = std::filesystem;
+
+Config yaml(const std::string& text, int world_size = 1,
+            const std::vector<std::string>& overrides = {}, const ProgramValues& p = {}) {
+  return parse_config(text, ConfigFormat::kYaml, overrides, world_size, p);
+}
+
+// Values a Trainer-like program supplies for every "auto" key.
+ProgramValues full_program_values() {
+  ProgramValues p;
+  p.micro_batch_size = 4;
+  p.gradient_accumulation_steps = 2;
+  p.gradient_clipping = 1.0;
+  p.fp16 = false;
+  p.bf16 = true;
+  p.lr = 5e-5;
+  p.betas = std::vector<double>{0.9, 0.98};
+  p.eps = 1e-6;
+  p.weight_decay = 0.01;
+  p.warmup_steps = 10;
+  p.total_steps = 500;
+  p.hidden_size = 1024;
+  return p;
+}
+
+std::vector<fs::path> shipped_configs() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(fs::path(ZT_SOURCE_DIR) / "configs")) {
+    const std::string ext = e.path().extension().string();
+    if (ext == ".json" || ext == ".yaml" || ext == ".yml") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(ConfigLoad, DefaultsAreDeepSpeeds) {
+  Config c = yaml("train_batch_size: 8");
+  EXPECT_EQ(c.train_micro_batch_size_per_gpu, 8);
+  EXPECT_EQ(c.gradient_accumulation_steps, 1);
+  EXPECT_EQ(c.zero_optimization.stage, 0);
+  EXPECT_EQ(c.zero_optimization.reduce_bucket_size, 500'000'000);
+  EXPECT_EQ(c.zero_optimization.stage3_prefetch_bucket_size, 50'000'000);
+  EXPECT_EQ(c.zero_optimization.stage3_param_persistence_threshold, 100'000);
+  EXPECT_EQ(c.zero_optimization.offload_optimizer.buffer_count, 4);
+  EXPECT_EQ(c.zero_optimization.offload_param.buffer_count, 5);
+  EXPECT_FALSE(c.zero_optimization.overlap_comm);
+  EXPECT_EQ(c.fp16.initial_scale_power, 16);
+  EXPECT_EQ(c.fp16.loss_scale_window, 1000);
+  EXPECT_EQ(c.fp16.hysteresis, 2);
+  EXPECT_EQ(c.fp16.min_loss_scale, 1.0);
+  EXPECT_EQ(c.steps_per_print, 10);
+  EXPECT_FALSE(c.optimizer.has_value());
+  EXPECT_FALSE(c.model.has_value());
+}
+
+TEST(ConfigLoad, OverlapCommDefaultsOnAtStage3Only) {
+  EXPECT_TRUE(
+      yaml("train_batch_size: 8\nzero_optimization: {stage: 3}").zero_optimization.overlap_comm);
+  EXPECT_FALSE(yaml("train_batch_size: 8\nzero_optimization: {stage: 3, overlap_comm: false}")
+                   .zero_optimization.overlap_comm);
+}
+
+TEST(ConfigLoad, EveryShippedConfigRoundTrips) {
+  const auto files = shipped_configs();
+  ASSERT_GE(files.size(), 9u);
+  for (int world_size : {1, 4}) {
+    for (const auto& f : files) {
+      SCOPED_TRACE(f.string());
+      Config a = load_config(f.string(), {}, world_size, full_program_values());
+      Config b = parse_config(a.to_json(), ConfigFormat::kJson, {}, world_size);
+      EXPECT_EQ(a, b);
+      EXPECT_EQ(a.to_json(), b.to_json());
+      EXPECT_EQ(a.train_batch_size,
+                a.train_micro_batch_size_per_gpu * a.gradient_accumulation_steps * world_size);
+    }
+  }
+}
+
+TEST(ConfigLoad, JsonAndYamlGiveEqualConfigs) {
+  const std::string dir = std::string(ZT_SOURCE_DIR) + "/configs/";
+  Config j = load_config(dir + "zero3.json", {}, 2);
+  Config y = load_config(dir + "zero3.yaml", {}, 2);
+  EXPECT_EQ(j, y);
+  EXPECT_EQ(j.zero_optimization.stage, 3);
+  EXPECT_TRUE(j.zero_optimization.stage3_gather_16bit_weights_on_model_save);
+  // The same config changed in one key is not equal: equality looks at values.
+  Config z = load_config(dir + "zero3.yaml", {"zero_optimization.sub_group_size=1e8"}, 2);
+  EXPECT_NE(j, z);
+}
+
+TEST(ConfigLoad, HuggingFaceAutoConfigResolvesFromProgram) {
+  const std::string path = std::string(ZT_SOURCE_DIR) + "/configs/hf_auto_zero3.json";
+  Config c = load_config(path, {}, 2, full_program_values());
+  EXPECT_EQ(c.train_micro_batch_size_per_gpu, 4);
+  EXPECT_EQ(c.gradient_accumulation_steps, 2);
+  EXPECT_EQ(c.train_batch_size, 16);
+  EXPECT_EQ(c.gradient_clipping, 1.0);
+  EXPECT_FALSE(c.fp16.enabled);
+  EXPECT_TRUE(c.bf16.enabled);
+  ASSERT_TRUE(c.optimizer && c.scheduler);
+  EXPECT_DOUBLE_EQ(c.optimizer->lr, 5e-5);
+  EXPECT_EQ(c.optimizer->betas, (std::vector<double>{0.9, 0.98}));
+  EXPECT_DOUBLE_EQ(c.optimizer->eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.optimizer->weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(c.scheduler->warmup_min_lr, 0.0);
+  EXPECT_DOUBLE_EQ(c.scheduler->warmup_max_lr, 5e-5);
+  EXPECT_EQ(c.scheduler->warmup_num_steps, 10);
+  EXPECT_EQ(c.scheduler->total_num_steps, 500);
+  // Hidden size 1024, as the HF integration computes them.
+  EXPECT_EQ(c.zero_optimization.reduce_bucket_size, 1024 * 1024);
+  EXPECT_EQ(c.zero_optimization.stage3_prefetch_bucket_size, 943718);  // 0.9 * 1024^2
+  EXPECT_EQ(c.zero_optimization.stage3_param_persistence_threshold, 10240);
+  EXPECT_EQ(c.zero_optimization.sub_group_size, 1'000'000'000);  // written 1e9
+  EXPECT_EQ(c.zero_optimization.offload_param.device, OffloadDevice::kCpu);
+}
+
+TEST(ConfigLoad, AutoResolvesFromOtherFields) {
+  // Bucket sizes from model.d_model; the optimizer's lr from the scheduler's peak; the batch
+  // size from the other two.
+  Config c = yaml(R"(
+train_batch_size: auto
+train_micro_batch_size_per_gpu: 2
+gradient_accumulation_steps: 3
+optimizer: {type: Adam, params: {lr: auto}}
+scheduler: {type: WarmupLR, params: {warmup_max_lr: 0.002}}
+zero_optimization: {stage: 3, reduce_bucket_size: auto}
+model: {d_model: 64, n_head: 4}
+)",
+                  2);
+  EXPECT_EQ(c.train_batch_size, 12);
+  EXPECT_DOUBLE_EQ(c.optimizer->lr, 0.002);
+  EXPECT_EQ(c.zero_optimization.reduce_bucket_size, 64 * 64);
+  // And the scheduler's peak from the optimizer.
+  Config d = yaml(R"(
+train_batch_size: 4
+optimizer: {type: AdamW, params: {lr: 0.01}}
+scheduler: {type: WarmupDecayLR, params: {warmup_max_lr: auto, total_num_steps: 10,
+            warmup_num_steps: 2}}
+)");
+  EXPECT_DOUBLE_EQ(d.scheduler->warmup_max_lr, 0.01);
+}
+
+TEST(ConfigLoad, ScientificNotationFillsIntegers) {
+  Config c = yaml(R"(
+train_batch_size: 8
+zero_optimization: {reduce_bucket_size: 2e8, allgather_bucket_size: 2.5e8,
+                    stage3_max_live_parameters: 1e14, sub_group_size: 123456789012}
+)");
+  EXPECT_EQ(c.zero_optimization.reduce_bucket_size, 200'000'000);
+  EXPECT_EQ(c.zero_optimization.allgather_bucket_size, 250'000'000);
+  EXPECT_EQ(c.zero_optimization.stage3_max_live_parameters, 100'000'000'000'000);
+  EXPECT_EQ(c.zero_optimization.sub_group_size, 123456789012);
+}
+
+TEST(ConfigLoad, BatchTripleAnyTwoDetermineTheThird) {
+  Config a = yaml("train_batch_size: 32\ntrain_micro_batch_size_per_gpu: 4", 2);
+  EXPECT_EQ(a.gradient_accumulation_steps, 4);
+  Config b = yaml("train_batch_size: 32\ngradient_accumulation_steps: 2", 2);
+  EXPECT_EQ(b.train_micro_batch_size_per_gpu, 8);
+  Config c = yaml("train_micro_batch_size_per_gpu: 3\ngradient_accumulation_steps: 5", 4);
+  EXPECT_EQ(c.train_batch_size, 60);
+  Config d = yaml("train_batch_size: 12", 3);
+  EXPECT_EQ(d.train_micro_batch_size_per_gpu, 4);
+  EXPECT_EQ(d.gradient_accumulation_steps, 1);
+  Config e = yaml(
+      "train_batch_size: 24\ntrain_micro_batch_size_per_gpu: 3\ngradient_accumulation_steps: 2", 4);
+  EXPECT_EQ(e.world_size, 4);
+}
+
+TEST(ConfigLoad, OverridesApplyInOrderBeforeValidation) {
+  Config c = yaml("train_batch_size: 8\nzero_optimization: {stage: 9}", 1,
+                  {"zero_optimization.stage=1", "zero_optimization.stage=3", "optimizer.type=SGD",
+                   "optimizer.params.momentum=0.9", "data.path=/tmp/tokens",
+                   "freeze=[embed.*, head.*]", "bf16.enabled=true"});
+  EXPECT_EQ(c.zero_optimization.stage, 3);
+  ASSERT_TRUE(c.optimizer);
+  EXPECT_EQ(c.optimizer->type, OptimizerType::kSgd);
+  EXPECT_DOUBLE_EQ(c.optimizer->momentum, 0.9);
+  EXPECT_EQ(c.data.path, "/tmp/tokens");
+  EXPECT_EQ(c.freeze, (std::vector<std::string>{"embed.*", "head.*"}));
+  EXPECT_TRUE(c.bf16.enabled);
+}
+
+TEST(ConfigLoad, OlderAndAlternativeNames) {
+  Config c = yaml(R"(
+train_batch_size: 8
+zero_optimization: {stage: 3, stage3_gather_fp16_weights_on_model_save: true,
+                    prefetch_bucket_size: 1e6}
+bfloat16: {enabled: true}
+comms: {backend: gloo, timeout: 60}
+optimizer: {type: adamw}
+)");
+  EXPECT_TRUE(c.zero_optimization.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_EQ(c.zero_optimization.stage3_prefetch_bucket_size, 1'000'000);
+  EXPECT_TRUE(c.bf16.enabled);
+  EXPECT_EQ(c.communication.backend, CommBackend::kGloo);
+  EXPECT_EQ(c.communication.timeout, 60);
+  EXPECT_EQ(c.optimizer->type, OptimizerType::kAdamW);  // type names ignore case
+}
+
+TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
+  ConfigReport r = check_config(R"({
+  "train_batch_size": 8,
+  "tensorboard": {"enabled": true},
+  "wandb": {"enabled": false},
+  "zero_allow_untested_optimizer": true,
+  "zero_optimization": {"stage": 2, "round_robin_gradients": true}
+})",
+                                ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  ASSERT_TRUE(r.config);
+  ASSERT_EQ(r.warnings.size(), 4u);
+  EXPECT_EQ(r.warnings[0].rfind("zero_optimization.round_robin_gradients:", 0), 0u);
+  std::string all;
+  for (const auto& w : r.warnings) all += w + "\n";
+  for (const char* key : {"tensorboard:", "wandb:", "zero_allow_untested_optimizer:"}) {
+    EXPECT_NE(all.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(ConfigLoad, JsonWithTabsAndNulls) {
+  Config c = parse_config(
+      "{\n\t\"train_batch_size\": 4,\n\t\"communication_data_type\": null,\n"
+      "\t\"activation_checkpointing\": {\"number_checkpoints\": null}\n}",
+      ConfigFormat::kJson, {}, 1);
+  EXPECT_FALSE(c.communication_data_type);
+  EXPECT_FALSE(c.activation_checkpointing.number_checkpoints);
+  Config d = parse_config(R"({"train_batch_size": 4, "communication_data_type": "bf16"})",
+                          ConfigFormat::kJson, {}, 1);
+  EXPECT_EQ(d.communication_data_type, DType::kBf16);
+}
+
+TEST(ConfigLoad, ErrorsAreThrownAsOneLine) {
+  try {
+    yaml("train_batch_size: 0\nzero_optimization: {stgae: 1}\nfp16: {enabled: yes}");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.message();
+    EXPECT_EQ(m.find('\n'), std::string::npos);
+    EXPECT_NE(m.find("3 errors"), std::string::npos) << m;
+    EXPECT_NE(m.find("zero_optimization.stgae: unknown key; did you mean 'stage'?"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("fp16.enabled"), std::string::npos) << m;
+    EXPECT_NE(m.find("train_batch_size"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace zt

@@ -68,10 +68,11 @@ std::shared_ptr<Communicator> create_nccl_communicator(const NcclCreateArgs& arg
            " (stale build?)");
   ZT_CHECK(cuda_device_count() > 0, "the nccl backend needs a CUDA device, but none is visible");
   std::string error;
-  Communicator* comm = factory(&args, &error);
-  if (comm == nullptr)
+  std::shared_ptr<Communicator> comm;
+  if (!factory(&args, &comm, &error)) {
     ZT_THROW_KIND(ErrorKind::kComm, "nccl communicator creation failed: ", error);
-  return std::shared_ptr<Communicator>(comm);
+  }
+  return comm;
 }
 
 }  // namespace zt::dist

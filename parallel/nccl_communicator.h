@@ -30,9 +30,11 @@ struct NcclCreateArgs {
   std::chrono::milliseconds timeout{0};
 };
 
-// The plugin's entry point, looked up by name kNcclFactorySymbol. Returns nullptr and fills
-// *error on failure (exceptions do not cross the dlopen boundary).
-using NcclFactory = Communicator* (*)(const NcclCreateArgs* args, std::string* error);
+// The plugin's entry point, looked up by name kNcclFactorySymbol. Fills *out and returns true, or
+// fills *error and returns false (exceptions do not cross the dlopen boundary; both sides are
+// built by the same compiler and standard library, so the C++ types may).
+using NcclFactory = bool (*)(const NcclCreateArgs* args, std::shared_ptr<Communicator>* out,
+                             std::string* error);
 inline constexpr const char* kNcclFactorySymbol = "zt_nccl_create_communicator";
 // Number of CUDA devices the plugin sees (0 without a GPU or driver).
 using CudaDeviceCount = int (*)();

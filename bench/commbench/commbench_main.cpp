@@ -1,0 +1,252 @@
+// commbench: collective bandwidth per backend, against the same collective called directly on MPI
+// in the same run (like nccl-tests). Run under mpirun:
+//
+//   mpirun -np 2 build/bin/zt_commbench [--backends mpi,gloo] [--ops all_reduce,reduce_scatter,
+//       all_gather] [--min-bytes 1024] [--max-bytes 268435456] [--reps 5] [--json FILE]
+//
+// For each collective and size (x4 steps), the implementations ("mpi-direct": blocking
+// MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather on MPI_COMM_WORLD with no zerotorch
+// code; then each zerotorch backend: issue + wait through the Communicator) run interleaved, rep
+// after rep, so machine noise hits all alike; each rep times `iters` back-to-back collectives
+// (slowest rank's time), and the table reports the median rep.
+//   bytes: the full buffer (all_reduce: the tensor; reduce_scatter: the input; all_gather: the
+//   output), fp32.
+//   algbw = bytes / time; busbw = algbw * 2(n-1)/n for all_reduce, * (n-1)/n for the others
+//   (nccl-tests' convention: what each link carries).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include "core/base/error.h"
+#include "core/base/main_guard.h"
+#include "parallel/dist.h"
+
+namespace {
+
+using zt::dist::Communicator;
+
+struct Options {
+  std::vector<std::string> backends = {"mpi", "gloo"};
+  std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather"};
+  int64_t min_bytes = 1024;
+  int64_t max_bytes = 256LL << 20;
+  int reps = 5;
+  double rep_seconds = 0.05;  // target time of one rep (sets iters per size)
+  std::string json;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      ZT_CHECK(i + 1 < argc, "commbench: ", a, " needs a value");
+      return argv[++i];
+    };
+    if (a == "--backends") {
+      o.backends = split_list(value());
+    } else if (a == "--ops") {
+      o.ops = split_list(value());
+    } else if (a == "--min-bytes") {
+      o.min_bytes = std::stoll(value());
+    } else if (a == "--max-bytes") {
+      o.max_bytes = std::stoll(value());
+    } else if (a == "--reps") {
+      o.reps = std::stoi(value());
+    } else if (a == "--rep-seconds") {
+      o.rep_seconds = std::stod(value());
+    } else if (a == "--json") {
+      o.json = value();
+    } else {
+      ZT_THROW("commbench: unknown argument '", a,
+               "' (--backends, --ops, --min-bytes, --max-bytes, --reps, --rep-seconds, --json)");
+    }
+  }
+  for (const std::string& op : o.ops) {
+    ZT_CHECK(op == "all_reduce" || op == "reduce_scatter" || op == "all_gather",
+             "commbench: --ops takes all_reduce, reduce_scatter, all_gather; got '", op, "'");
+  }
+  ZT_CHECK(o.min_bytes >= 4 && o.min_bytes <= o.max_bytes, "commbench: bad byte range");
+  ZT_CHECK(o.reps >= 1, "commbench: --reps must be >= 1");
+  return o;
+}
+
+// One implementation of one collective at one size: runs `iters` collectives back to back.
+using Runner = std::function<void(int iters)>;
+
+double max_over_ranks(double x) {
+  double m = 0;
+  MPI_Allreduce(&x, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+// Seconds for `iters` collectives, slowest rank.
+double time_once(const Runner& run, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto t0 = std::chrono::steady_clock::now();
+  run(iters);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return max_over_ranks(s);
+}
+
+struct Impl {
+  std::string name;
+  Runner run;
+};
+
+std::vector<Impl> make_impls(const std::string& op, int64_t count, int world,
+                             const std::map<std::string, std::shared_ptr<Communicator>>& comms,
+                             at::Tensor& a, at::Tensor& b) {
+  // a: the full buffer (count fp32); b: one shard (count / world).
+  std::vector<Impl> impls;
+  float* pa = a.data_ptr<float>();
+  float* pb = b.data_ptr<float>();
+  const int n = static_cast<int>(count);
+  const int shard = static_cast<int>(count / world);
+  if (op == "all_reduce") {
+    impls.push_back({"mpi-direct", [=](int iters) {
+                       for (int i = 0; i < iters; ++i) {
+                         MPI_Allreduce(MPI_IN_PLACE, pa, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                       }
+                     }});
+  } else if (op == "reduce_scatter") {
+    impls.push_back({"mpi-direct", [=](int iters) {
+                       for (int i = 0; i < iters; ++i) {
+                         MPI_Reduce_scatter_block(pa, pb, shard, MPI_FLOAT, MPI_SUM,
+                                                  MPI_COMM_WORLD);
+                       }
+                     }});
+  } else {
+    impls.push_back({"mpi-direct", [=](int iters) {
+                       for (int i = 0; i < iters; ++i) {
+                         MPI_Allgather(pb, shard, MPI_FLOAT, pa, shard, MPI_FLOAT, MPI_COMM_WORLD);
+                       }
+                     }});
+  }
+  for (const auto& [name, comm] : comms) {
+    Communicator* c = comm.get();
+    if (op == "all_reduce") {
+      impls.push_back({"zt-" + name, [c, &a](int iters) {
+                         for (int i = 0; i < iters; ++i) c->all_reduce(a)->wait();
+                       }});
+    } else if (op == "reduce_scatter") {
+      impls.push_back({"zt-" + name, [c, &a, &b](int iters) {
+                         for (int i = 0; i < iters; ++i) c->reduce_scatter(a, b)->wait();
+                       }});
+    } else {
+      impls.push_back({"zt-" + name, [c, &a, &b](int iters) {
+                         for (int i = 0; i < iters; ++i) c->all_gather(b, a)->wait();
+                       }});
+    }
+  }
+  return impls;
+}
+
+double bus_factor(const std::string& op, int world) {
+  double n = world;
+  return op == "all_reduce" ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+int run(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  // Creating an mpi communicator initialises MPI (with MPI_THREAD_MULTIPLE), which the direct
+  // baseline then uses from this thread.
+  std::map<std::string, std::shared_ptr<Communicator>> comms;
+  for (const std::string& b : o.backends) {
+    zt::dist::CommOptions options;
+    options.backend = b;
+    options.timeout = std::chrono::minutes(5);
+    comms[b] = zt::dist::create_communicator(options);
+  }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  ZT_CHECK(initialized, "commbench needs mpirun and the mpi backend (for the direct baseline)");
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  std::ofstream json;
+  if (rank == 0 && !o.json.empty()) {
+    json.open(o.json);
+    ZT_CHECK(json.good(), "commbench: cannot write ", o.json);
+  }
+  if (rank == 0) {
+    std::printf("commbench: %d ranks, fp32, median of %d reps\n", world, o.reps);
+    std::printf("%-15s %12s %-11s %6s %12s %11s %11s %9s\n", "collective", "bytes", "impl", "iters",
+                "time_us", "algbw_GB/s", "busbw_GB/s", "vs_direct");
+  }
+  for (const std::string& op : o.ops) {
+    for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+      int64_t count = bytes / 4;
+      count -= count % world;
+      if (count == 0) continue;
+      at::Tensor a = at::ones({count}, at::kFloat);
+      at::Tensor b = at::ones({count / world}, at::kFloat);
+      std::vector<Impl> impls = make_impls(op, count, world, comms, a, b);
+      // Warm-up, and iters from the direct baseline's time so each rep lasts ~rep_seconds.
+      for (const Impl& impl : impls) impl.run(1);
+      double one = time_once(impls[0].run, 1);
+      int iters = static_cast<int>(std::clamp(o.rep_seconds / std::max(one, 1e-7), 1.0, 1000.0));
+      std::vector<std::vector<double>> times(impls.size());
+      for (int rep = 0; rep < o.reps; ++rep) {
+        for (size_t k = 0; k < impls.size(); ++k) {
+          times[k].push_back(time_once(impls[k].run, iters) / iters);
+        }
+      }
+      double direct_busbw = 0;
+      for (size_t k = 0; k < impls.size(); ++k) {
+        double t = median(times[k]);
+        double algbw = static_cast<double>(count * 4) / t / 1e9;
+        double busbw = algbw * bus_factor(op, world);
+        if (k == 0) direct_busbw = busbw;
+        double ratio = busbw / direct_busbw;
+        if (rank != 0) continue;
+        std::printf("%-15s %12lld %-11s %6d %12.1f %11.3f %11.3f %9.3f\n", op.c_str(),
+                    static_cast<long long>(count * 4), impls[k].name.c_str(), iters, t * 1e6, algbw,
+                    busbw, ratio);
+        if (json.is_open()) {
+          json << "{\"collective\":\"" << op << "\",\"impl\":\"" << impls[k].name
+               << "\",\"ranks\":" << world << ",\"bytes\":" << count * 4 << ",\"iters\":" << iters
+               << ",\"time_us\":" << t * 1e6 << ",\"algbw_gbps\":" << algbw
+               << ",\"busbw_gbps\":" << busbw << ",\"busbw_ratio_vs_direct\":" << ratio << "}\n";
+        }
+      }
+      std::fflush(stdout);
+    }
+  }
+  for (auto& [name, comm] : comms) comm->barrier()->wait();
+  comms.clear();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return zt::run_main("zt_commbench", [&] { return run(argc, argv); });
+}

@@ -1,0 +1,148 @@
+// zt::dist::Env::from_map: every launcher family, partial and contradictory variables.
+#include "parallel/env.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/base/error.h"
+
+namespace zt::dist {
+namespace {
+
+// The error's message, or "" when from_map does not throw.
+std::string error_of(const std::map<std::string, std::string>& vars) {
+  try {
+    Env::from_map(vars);
+  } catch (const zt::Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUser);
+    return e.message();
+  }
+  return "";
+}
+
+TEST(Env, NoVariablesIsOneRank) {
+  Env env = Env::from_map({});
+  EXPECT_EQ(env.rank, 0);
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.local_world_size, 1);
+  EXPECT_EQ(env.launcher, "none");
+  EXPECT_FALSE(env.has_master());
+}
+
+TEST(Env, Torchrun) {
+  Env env = Env::from_map({{"RANK", "5"},
+                           {"WORLD_SIZE", "8"},
+                           {"LOCAL_RANK", "1"},
+                           {"LOCAL_WORLD_SIZE", "4"},
+                           {"MASTER_ADDR", "10.0.0.1"},
+                           {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(env.master_addr, "10.0.0.1");
+  EXPECT_EQ(env.master_port, 29500);
+  EXPECT_EQ(env.launcher, "torchrun");
+  EXPECT_EQ(env.describe(), "rank 5/8 (local 1/4) via torchrun, master 10.0.0.1:29500");
+}
+
+TEST(Env, TorchrunWithoutLocalPairIsOneNode) {
+  Env env = Env::from_map({{"RANK", "2"}, {"WORLD_SIZE", "3"}});
+  EXPECT_EQ(env.local_rank, 2);
+  EXPECT_EQ(env.local_world_size, 3);
+}
+
+TEST(Env, OpenMpi) {
+  Env env = Env::from_map({{"OMPI_COMM_WORLD_RANK", "3"},
+                           {"OMPI_COMM_WORLD_SIZE", "4"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                           {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.launcher, "mpi");
+}
+
+TEST(Env, SlurmWithPerNodeRepeatCount) {
+  Env env = Env::from_map({{"SLURM_PROCID", "6"},
+                           {"SLURM_NTASKS", "8"},
+                           {"SLURM_LOCALID", "2"},
+                           {"SLURM_NTASKS_PER_NODE", "4(x2)"}});
+  EXPECT_EQ(env.rank, 6);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 2);
+  EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(env.launcher, "slurm");
+}
+
+TEST(Env, SlurmAllocationWithoutTaskRankIsIgnored) {
+  // An salloc shell exports SLURM_NTASKS but is no task of a step.
+  Env env = Env::from_map({{"SLURM_NTASKS", "8"}, {"SLURM_NTASKS_PER_NODE", "4(x2)"}});
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.launcher, "none");
+}
+
+TEST(Env, TorchrunWinsOverSlurm) {
+  // torchrun inside an srun step: SLURM_PROCID is the node's index, not the rank.
+  Env env = Env::from_map(
+      {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.launcher, "torchrun");
+}
+
+TEST(Env, TorchrunAndMpiMustAgree) {
+  Env env = Env::from_map({{"RANK", "1"},
+                           {"WORLD_SIZE", "2"},
+                           {"OMPI_COMM_WORLD_RANK", "1"},
+                           {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(env.launcher, "torchrun");
+  std::string msg = error_of({{"RANK", "1"},
+                              {"WORLD_SIZE", "2"},
+                              {"OMPI_COMM_WORLD_RANK", "0"},
+                              {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_NE(msg.find("contradictory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("RANK=1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("OMPI_COMM_WORLD_RANK=0"), std::string::npos) << msg;
+}
+
+TEST(Env, PartialVariablesNameTheMissingOne) {
+  std::string msg = error_of({{"RANK", "0"}});
+  EXPECT_NE(msg.find("RANK is set but WORLD_SIZE is not"), std::string::npos) << msg;
+  msg = error_of({{"WORLD_SIZE", "2"}});
+  EXPECT_NE(msg.find("WORLD_SIZE is set but RANK is not"), std::string::npos) << msg;
+  msg = error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}});
+  EXPECT_NE(msg.find("LOCAL_RANK is set but LOCAL_WORLD_SIZE is not"), std::string::npos) << msg;
+  msg = error_of({{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"}});
+  EXPECT_NE(msg.find("LOCAL_RANK is set but RANK is not"), std::string::npos) << msg;
+  msg = error_of({{"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_NE(msg.find("OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not"),
+            std::string::npos)
+      << msg;
+  msg = error_of({{"MASTER_ADDR", "host"}});
+  EXPECT_NE(msg.find("MASTER_ADDR is set but MASTER_PORT is not"), std::string::npos) << msg;
+}
+
+TEST(Env, BadValuesNameTheVariable) {
+  std::string msg = error_of({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
+  EXPECT_NE(msg.find("RANK=4 is outside 0..WORLD_SIZE-1"), std::string::npos) << msg;
+  msg = error_of({{"RANK", "one"}, {"WORLD_SIZE", "4"}});
+  EXPECT_NE(msg.find("RANK must be an integer, got 'one'"), std::string::npos) << msg;
+  msg = error_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}});
+  EXPECT_NE(msg.find("WORLD_SIZE must be >= 1"), std::string::npos) << msg;
+  msg = error_of(
+      {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "3"}});
+  EXPECT_NE(msg.find("LOCAL_WORLD_SIZE=3"), std::string::npos) << msg;
+  msg = error_of(
+      {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_NE(msg.find("LOCAL_RANK=2 is outside"), std::string::npos) << msg;
+  msg = error_of({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}});
+  EXPECT_NE(msg.find("MASTER_PORT must be in 1..65535"), std::string::npos) << msg;
+  msg = error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}});
+  EXPECT_NE(msg.find("SLURM_NTASKS must be an integer"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace zt::dist

@@ -1,0 +1,106 @@
+// A process without any launcher gets a working 1-rank communicator from every CPU backend, so
+// unit tests and single-process training need no mpirun/torchrun.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "core/base/error.h"
+#include "parallel/dist.h"
+#include "parallel/nccl_communicator.h"
+
+namespace zt::dist {
+namespace {
+
+class SingleProcess : public testing::TestWithParam<std::string> {};
+
+TEST_P(SingleProcess, EveryCollectiveIsTheIdentity) {
+  CommOptions options;
+  options.backend = GetParam();
+  options.timeout = std::chrono::seconds(30);
+  auto comm = create_communicator(options, Env::from_map({}));
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->size(), 1);
+  EXPECT_EQ(comm->backend(), GetParam());
+
+  at::Tensor t = at::arange(10, at::kFloat);
+  comm->all_reduce(t, ReduceOp::kAvg)->wait();
+  EXPECT_TRUE(at::equal(t, at::arange(10, at::kFloat)));
+
+  at::Tensor in = at::arange(6, at::kHalf);
+  at::Tensor out = at::zeros({6}, at::kHalf);
+  comm->reduce_scatter(in, out)->wait();
+  EXPECT_TRUE(at::equal(out, in));
+
+  at::Tensor shard = at::arange(4, at::kLong);
+  at::Tensor flat = at::zeros({4}, at::kLong);
+  comm->all_gather(shard, flat)->wait();
+  EXPECT_TRUE(at::equal(flat, shard));
+
+  at::Tensor b = at::full({3}, 7, at::kBFloat16);
+  comm->broadcast(b, 0)->wait();
+  EXPECT_TRUE(at::equal(b, at::full({3}, 7, at::kBFloat16)));
+  WorkPtr w = comm->barrier();
+  w->wait();
+  EXPECT_TRUE(w->is_completed());
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuBackends, SingleProcess, testing::Values("gloo", "mpi"),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
+
+TEST(CreateCommunicator, AutoPicksByLauncher) {
+  CommOptions options;
+  EXPECT_EQ(resolve_backend(options, Env::from_map({})), "gloo");
+  EXPECT_EQ(resolve_backend(options, Env::from_map({{"OMPI_COMM_WORLD_RANK", "0"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "2"}})),
+            "mpi");
+  EXPECT_EQ(resolve_backend(options, Env::from_map({{"RANK", "0"},
+                                                    {"WORLD_SIZE", "2"},
+                                                    {"MASTER_ADDR", "127.0.0.1"},
+                                                    {"MASTER_PORT", "29500"}})),
+            "gloo");
+  options.backend = "mpi";
+  EXPECT_EQ(resolve_backend(options, Env::from_map({})), "mpi");
+}
+
+TEST(CreateCommunicator, RejectsUnknownBackendAndMissingRendezvous) {
+  CommOptions options;
+  options.backend = "tcp";
+  try {
+    create_communicator(options, Env::from_map({}));
+    FAIL() << "expected an error";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(e.message().find("got 'tcp'"), std::string::npos) << e.what();
+  }
+  options.backend = "gloo";
+  try {
+    create_communicator(options, Env::from_map({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+    FAIL() << "expected an error";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(e.message().find("MASTER_ADDR and MASTER_PORT"), std::string::npos) << e.what();
+  }
+  options.backend = "mpi";
+  try {
+    create_communicator(options, Env::from_map({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+    FAIL() << "expected an error";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(e.message().find("mpirun"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CreateCommunicator, NcclWithoutGpuFailsWithReason) {
+  CommOptions options;
+  options.backend = "nccl";
+  options.cuda = true;
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present; covered by the nccl tests";
+  try {
+    create_communicator(options, Env::from_map({}));
+    FAIL() << "expected an error";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(e.message().find("nccl"), std::string::npos) << e.what();
+  }
+  options.backend = "auto";
+  EXPECT_EQ(resolve_backend(options, Env::from_map({})), "gloo");
+}
+
+}  // namespace
+}  // namespace zt::dist

@@ -3,12 +3,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <unistd.h>
 
 #include "core/base/env_vars.h"
 #include "core/base/error.h"
 #include "core/base/logging.h"
+#include "launcher/node_link.h"
 #include "launcher/port.h"
 
 namespace zt::launcher {
@@ -117,10 +119,11 @@ int launch_local(const LaunchOptions& o) {
     std::filesystem::create_directories(o.log_dir, ec);
     ZT_CHECK(!ec, "cannot create --log-dir ", o.log_dir, ": ", ec.message());
   }
-  if (o.nnodes > 1 && o.max_restarts > 0) {
-    ZT_LOG_WARN(
-        "--max-restarts restarts this node's ranks only; the other nodes' ranks must "
-        "fail and restart too (their collectives time out) for the group to re-form");
+  // Several nodes: a failure anywhere stops (and restarts) every node's ranks.
+  std::unique_ptr<NodeLink> link;
+  if (o.nnodes > 1) {
+    const int port = o.launcher_port > 0 ? o.launcher_port : o.master_port + 1;
+    link = std::make_unique<NodeLink>(o.node_rank, o.nnodes, o.master_addr, port);
   }
   SupervisorOptions sup_options;
   sup_options.monitor_interval_s = o.monitor_interval_s;
@@ -128,15 +131,27 @@ int launch_local(const LaunchOptions& o) {
   sup_options.stdout_to_console = (o.redirects & 1) == 0;
   sup_options.stderr_to_console = (o.redirects & 2) == 0;
   sup_options.stop_on_stdin_eof = o.stop_on_stdin_eof;
+  if (link) {
+    sup_options.external_stop_fd = link->stop_fd();
+    sup_options.on_first_failure = [&](const ChildExit& e) {
+      const int rank = o.rank_offset(o.node_rank) + e.index;
+      link->report_failure("rank " + std::to_string(rank) + " " + describe_exit(e) + " on node " +
+                           std::to_string(o.node_rank));
+    };
+  }
   Supervisor supervisor(sup_options);
   for (int attempt = 0;; ++attempt) {
+    if (link) link->begin_attempt(attempt);
     // Rank 0 hosts the store on node 0: a taken port would only show up as every rank timing out.
     if (o.node_rank == 0) check_port_free(o.master_port);
     ZT_LOG_INFO("starting ", rank_range(o), " of ", o.world_size(), " (node ", o.node_rank, " of ",
                 o.nnodes, ", rendezvous ", o.master_addr, ":", o.master_port, ")",
                 attempt > 0 ? ", restart " + std::to_string(attempt) : std::string());
     const GroupOutcome out = supervisor.run(rank_specs(o, node_env, attempt));
-    if (out.success) return 0;
+    if (out.success) {
+      if (link) link->report_done();
+      return 0;
+    }
     if (out.received_signal != 0) {
       ZT_LOG_ERROR("stopped by ", signal_name(out.received_signal),
                    o.stop_on_stdin_eof ? " or stdin EOF" : "", "; all ", o.nproc_per_node,
@@ -144,17 +159,24 @@ int launch_local(const LaunchOptions& o) {
       return 128 + out.received_signal;
     }
     const ChildExit& f = out.first_failure;
-    const int rank = o.rank_offset(o.node_rank) + f.index;
-    std::string what = "rank " + std::to_string(rank) + " (local rank " + std::to_string(f.index) +
-                       ") " + describe_exit(f);
-    const std::string log = rank_log_path(o, rank);
-    if (!log.empty()) what += ", log " + log;
+    std::string what;
+    if (f.index >= 0) {
+      const int rank = o.rank_offset(o.node_rank) + f.index;
+      what = "rank " + std::to_string(rank) + " (local rank " + std::to_string(f.index) + ") " +
+             describe_exit(f);
+      const std::string log = rank_log_path(o, rank);
+      if (!log.empty()) what += ", log " + log;
+    } else {
+      ZT_INTERNAL_ASSERT(out.external_stop && link, "a failed group without a cause");
+      what = "another node failed: " + link->peer_failure();
+    }
     if (attempt < o.max_restarts) {
       ZT_LOG_WARN(what, "; restarting all ranks (restart ", attempt + 1, " of ", o.max_restarts,
                   ")");
       continue;
     }
-    ZT_LOG_ERROR(what, "; stopped the other ", o.nproc_per_node - 1, " local ranks",
+    const int others = o.nproc_per_node - (f.index >= 0 ? 1 : 0);
+    ZT_LOG_ERROR(what, "; stopped ", f.index >= 0 ? "the other " : "all ", others, " local ranks",
                  o.max_restarts > 0 ? " after " + std::to_string(o.max_restarts) + " restarts"
                                     : std::string());
     return 1;

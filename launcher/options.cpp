@@ -23,7 +23,9 @@ po::options_description make_description() {
        "processes of every node when they differ, e.g. 2,2,4 (set by the hostfile launcher)")    //
       ("master-addr", po::value<std::string>(), "address of rank 0's node (default 127.0.0.1)")  //
       ("master-port", po::value<int>(), "rendezvous port on the master (default 29500)")         //
-      ("standalone", po::bool_switch(), "single node on 127.0.0.1 with a free port")             //
+      ("launcher-port", po::value<int>(),
+       "port on the master where the nodes' ztruns report failures (default master port + 1)")  //
+      ("standalone", po::bool_switch(), "single node on 127.0.0.1 with a free port")            //
       ("max-restarts", po::value<int>(),
        "restart the whole group up to K times after a failure")  //
       ("monitor-interval", po::value<double>(),
@@ -141,6 +143,8 @@ void validate(const LaunchOptions& o, const po::variables_map& vm) {
   ZT_CHECK(o.master_port >= 1 && o.master_port <= 65535,
            "--master-port must be in [1, 65535], got ", o.master_port);
   ZT_CHECK(!vm.count("master-addr") || !o.master_addr.empty(), "--master-addr must not be empty");
+  ZT_CHECK(!vm.count("launcher-port") || (o.launcher_port >= 1 && o.launcher_port <= 65535),
+           "--launcher-port must be in [1, 65535], got ", o.launcher_port);
   ZT_CHECK(o.max_restarts >= 0, "--max-restarts must be >= 0, got ", o.max_restarts);
   ZT_CHECK(o.monitor_interval_s > 0, "--monitor-interval must be > 0, got ", o.monitor_interval_s);
   ZT_CHECK(o.term_timeout_s >= 0, "--term-timeout must be >= 0, got ", o.term_timeout_s);
@@ -234,6 +238,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   take(vm, "node-rank", &o.node_rank);
   take(vm, "master-addr", &o.master_addr);
   take(vm, "master-port", &o.master_port);
+  take(vm, "launcher-port", &o.launcher_port);
   take(vm, "max-restarts", &o.max_restarts);
   take(vm, "monitor-interval", &o.monitor_interval_s);
   take(vm, "term-timeout", &o.term_timeout_s);

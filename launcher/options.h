@@ -27,6 +27,8 @@ struct LaunchOptions {
   // Empty: 127.0.0.1, or the first host of a hostfile.
   std::string master_addr;
   int master_port = kDefaultMasterPort;
+  // Where the nodes' ztruns tell each other about failures (node_link.h); 0: master_port + 1.
+  int launcher_port = 0;
   bool standalone = false;  // one node, a free port chosen by ztrun
   int max_restarts = 0;
   double monitor_interval_s = 0.1;  // longest sleep of the watch loop between checks

@@ -60,16 +60,19 @@ std::vector<NodeCommand> node_commands(const LaunchOptions& o,
   const std::string master_addr = o.master_addr.empty() ? nodes.front().host : o.master_addr;
   std::vector<NodeCommand> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    std::vector<std::string> args{ztrun_path,
-                                  "--nnodes=" + std::to_string(nodes.size()),
-                                  "--node-rank=" + std::to_string(i),
-                                  "--nproc-per-node=" + std::to_string(slots[i]),
-                                  "--master-addr=" + master_addr,
-                                  "--master-port=" + std::to_string(o.master_port),
-                                  "--max-restarts=" + std::to_string(o.max_restarts),
-                                  "--monitor-interval=" + format_double(o.monitor_interval_s),
-                                  "--term-timeout=" + format_double(o.term_timeout_s),
-                                  "--stop-on-stdin-eof"};
+    std::vector<std::string> args{
+        ztrun_path,
+        "--nnodes=" + std::to_string(nodes.size()),
+        "--node-rank=" + std::to_string(i),
+        "--nproc-per-node=" + std::to_string(slots[i]),
+        "--master-addr=" + master_addr,
+        "--master-port=" + std::to_string(o.master_port),
+        "--launcher-port=" +
+            std::to_string(o.launcher_port > 0 ? o.launcher_port : o.master_port + 1),
+        "--max-restarts=" + std::to_string(o.max_restarts),
+        "--monitor-interval=" + format_double(o.monitor_interval_s),
+        "--term-timeout=" + format_double(o.term_timeout_s),
+        "--stop-on-stdin-eof"};
     if (uneven) args.push_back("--node-slots=" + join_ints(slots));
     if (!o.log_dir.empty()) args.push_back("--log-dir=" + o.log_dir);
     if (o.redirects != 0) args.push_back("--redirects=" + std::to_string(o.redirects));

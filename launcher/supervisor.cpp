@@ -128,7 +128,8 @@ class Group {
       begin_stop(g_signal);
     }
     watch();
-    outcome_.success = outcome_.received_signal == 0 && outcome_.first_failure.index < 0;
+    outcome_.success = outcome_.received_signal == 0 && outcome_.first_failure.index < 0 &&
+                       !outcome_.external_stop;
     outcome_.seconds = seconds_since(start);
     return outcome_;
   }
@@ -278,6 +279,7 @@ class Group {
       if (WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);
       if (e.failed() && !stopping_) {
         outcome_.first_failure = e;
+        if (options_.on_first_failure) options_.on_first_failure(e);
         begin_stop(SIGTERM);
       }
     }
@@ -288,9 +290,9 @@ class Group {
     char buf[4096];
     const ssize_t n = ::read(STDIN_FILENO, buf, sizeof(buf));
     if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN))) return;
-    g_stdin_closed = 1;
-    if (outcome_.received_signal == 0) outcome_.received_signal = SIGHUP;
+    g_stdin_closed = 1;  // a later run() (a restart) starts nothing
     if (!stopping_) {
+      outcome_.received_signal = SIGHUP;
       ZT_LOG_WARN("stdin closed (the launching ztrun is gone); stopping ", alive_, " children");
       begin_stop(SIGTERM);
     }
@@ -303,8 +305,9 @@ class Group {
     const int count = g_signal_count;
     if (count == seen_signals_) return;
     seen_signals_ = count;
-    if (outcome_.received_signal == 0) outcome_.received_signal = g_signal;
+    // During a teardown the failure stays the cause; a later run() (a restart) starts nothing.
     if (!stopping_) {
+      outcome_.received_signal = g_signal;
       ZT_LOG_WARN("received ", signal_name(g_signal), "; forwarding it to ", alive_, " children");
       begin_stop(g_signal);
     } else {
@@ -325,6 +328,11 @@ class Group {
         fds.push_back({STDIN_FILENO, POLLIN, 0});
         owners.emplace_back(nullptr, nullptr);
       }
+      const bool watch_external = options_.external_stop_fd >= 0 && !stopping_;
+      if (watch_external) {
+        fds.push_back({options_.external_stop_fd, POLLIN, 0});
+        owners.emplace_back(nullptr, nullptr);
+      }
       for (Child& c : children_) {
         for (Stream* s : {&c.out, &c.err}) {
           if (s->fd < 0) continue;
@@ -332,7 +340,7 @@ class Group {
           owners.emplace_back(&c, s);
         }
       }
-      const size_t first_stream = watch_stdin ? 2 : 1;
+      const size_t first_stream = 1 + (watch_stdin ? 1 : 0) + (watch_external ? 1 : 0);
       if (alive_ == 0 && fds.size() == first_stream) return;
       if (alive_ == 0 && !orphans_killed) {
         // Every child is gone but something (a rank's own child) still holds its pipe: the rank's
@@ -352,6 +360,10 @@ class Group {
       if (rc > 0) {
         if (fds[0].revents) on_wake();
         if (watch_stdin && fds[1].revents) on_stdin();
+        if (watch_external && fds[first_stream - 1].revents && !stopping_) {
+          outcome_.external_stop = true;
+          begin_stop(SIGTERM);
+        }
         for (size_t i = first_stream; i < fds.size(); ++i) {
           if (fds[i].revents) pump(*owners[i].first, *owners[i].second);
         }

@@ -18,6 +18,7 @@
 //    naming the child and the errno text.
 // One Supervisor per process (it owns the signal handlers); not thread-safe.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,13 @@ struct ChildSpec {
   bool stdin_pipe = false;
 };
 
+struct ChildExit {
+  int index = -1;     // into the run()'s children
+  int exit_code = 0;  // valid when signal == 0
+  int signal = 0;     // non-zero: terminated by this signal
+  bool failed() const { return signal != 0 || exit_code != 0; }
+};
+
 struct SupervisorOptions {
   double monitor_interval_s = 0.1;
   double term_timeout_s = 5.0;
@@ -44,20 +52,18 @@ struct SupervisorOptions {
   // EOF on ztrun's own stdin acts as SIGHUP: the per-node ztrun of a hostfile launch stops when
   // the launching ztrun (or its ssh connection) goes away.
   bool stop_on_stdin_eof = false;
-};
-
-struct ChildExit {
-  int index = -1;     // into the run()'s children
-  int exit_code = 0;  // valid when signal == 0
-  int signal = 0;     // non-zero: terminated by this signal
-  bool failed() const { return signal != 0 || exit_code != 0; }
+  // Readable fd that asks for a stop (another node failed: NodeLink::stop_fd()); -1 for none.
+  int external_stop_fd = -1;
+  // Called once, at once, when the first child fails on its own (before the others are stopped).
+  std::function<void(const ChildExit&)> on_first_failure;
 };
 
 struct GroupOutcome {
-  bool success = false;     // every child exited 0
-  ChildExit first_failure;  // index -1 when no child failed on its own
-  int received_signal = 0;  // a signal ztrun received and forwarded, 0 if none
-  double seconds = 0;       // wall time of the run
+  bool success = false;        // every child exited 0
+  ChildExit first_failure;     // index -1 when no child failed on its own
+  int received_signal = 0;     // a signal ztrun received and forwarded, 0 if none
+  bool external_stop = false;  // stopped through SupervisorOptions::external_stop_fd
+  double seconds = 0;          // wall time of the run
 };
 
 // "SIGTERM" (or "signal 64" for one without a name).

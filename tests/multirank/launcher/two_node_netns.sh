@@ -79,6 +79,45 @@ for rank in 0 1 2 3; do
 done
 echo "PASS: 4 ranks on 2 namespaces reduced to 10 through 10.231.7.1:29500"
 
+# Direct launch again, with a failure: rank 3 (node 1) exits 6 while node 0's ranks sleep. Node
+# 0's ztrun hears of it through the launcher link (master port + 1) and stops its ranks.
+run_pair() {  # name, extra args for both nodes...
+  local name="$1"
+  shift
+  rm -rf "$work/facts" && mkdir -p "$work/facts"
+  for node in 0 1; do
+    ns_var="ns$node"
+    timeout -s KILL 90 ip netns exec "${!ns_var}" "$ztrun" --nnodes 2 --nproc-per-node 2 \
+      --master-addr 10.231.7.1 --master-port 29510 --node-rank "$node" "$@" \
+      >"$work/$name.node$node.out" 2>&1 &
+    eval "pid$node=\$!"
+  done
+  rc0=0; wait "$pid0" || rc0=$?
+  rc1=0; wait "$pid1" || rc1=$?
+  echo "--- $name: node 0 (rc $rc0)"; cat "$work/$name.node0.out"
+  echo "--- $name: node 1 (rc $rc1)"; cat "$work/$name.node1.out"
+}
+start=$(date +%s)
+run_pair fail "$probe" --facts-dir "$work/facts" --fail-rank 3 --fail-code 6 --sleep 60
+[ "$rc0" = 1 ] && [ "$rc1" = 1 ] || fail "expected exit codes 1/1, got $rc0/$rc1"
+[ $(( $(date +%s) - start )) -lt 30 ] || fail "node 0 was not stopped in time"
+grep -q "rank 3 (local rank 1) exited with code 6" "$work/fail.node1.out" || fail "node 1: rank 3"
+grep -q "another node failed: rank 3 exited with code 6 on node 1; stopped all 2 local ranks" \
+  "$work/fail.node0.out" || fail "node 0 did not name node 1's failure"
+echo "PASS: a failure on node 1 stops node 0 (direct launch)"
+
+# Restarts are group-wide across nodes: rank 3 fails in attempt 0 only; both nodes restart and
+# every rank finishes with ZT_RESTART_COUNT=1.
+run_pair restart --max-restarts 1 "$probe" --facts-dir "$work/facts" --fail-rank 3 \
+  --fail-while-restart-below 1
+[ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "restart: exit codes $rc0/$rc1"
+for rank in 0 1 2 3; do
+  grep -q " restart=1 " "$work/facts/rank_$rank.txt" || fail "rank $rank: $(cat "$work/facts/rank_$rank.txt")"
+done
+grep -q "another node failed: rank 3 exited with code 3 on node 1; restarting all ranks" \
+  "$work/restart.node0.out" || fail "node 0 did not restart for node 1's failure"
+echo "PASS: both nodes restarted together"
+
 # The same two nodes from one hostfile: the hosts are the veth addresses, the master address
 # defaults to the first host, and an ssh stand-in runs each node's ztrun in its namespace, in its
 # own session as sshd would.
@@ -98,23 +137,24 @@ printf '10.231.7.1 slots=2\n10.231.7.2 slots=2\n' >"$work/hostfile"
 rm -rf "$work/facts" && mkdir -p "$work/facts"
 rc=0
 timeout -s KILL 90 "$ztrun" --hostfile "$work/hostfile" --ssh-command "$work/netns_ssh.sh" \
-  --master-port 29501 "$probe" --facts-dir "$work/facts" >"$work/hostfile.out" 2>&1 || rc=$?
+  --master-port 29520 "$probe" --facts-dir "$work/facts" >"$work/hostfile.out" 2>&1 || rc=$?
 echo "--- hostfile launch (rc $rc)"; cat "$work/hostfile.out"
 [ "$rc" = 0 ] || fail "hostfile launch exit code $rc"
 for rank in 0 1 2 3; do
   grep -q "^rank=$rank world=4 local_rank=$((rank % 2)) local_world=2 group=$((rank / 2)) " \
     "$work/facts/rank_$rank.txt" || fail "hostfile launch: rank $rank facts"
 done
-grep -q "rendezvous 10.231.7.1:29501" "$work/hostfile.out" || fail "master address not node 0's"
+grep -q "rendezvous 10.231.7.1:29520" "$work/hostfile.out" || fail "master address not node 0's"
 echo "PASS: hostfile launch over 2 namespaces"
 
 # A rank on node 1 fails while node 0's ranks sleep: the launching ztrun must name it, and node
-# 0's ztrun, which no signal reaches, must stop its ranks when its stdin (the ssh channel) closes.
+# 0's ztrun, which no signal reaches, must stop its ranks: through the launcher link, or else when
+# its stdin (the ssh channel) closes.
 rm -rf "$work/facts" && mkdir -p "$work/facts"
 rc=0
 start=$(date +%s)
 timeout -s KILL 90 "$ztrun" --hostfile "$work/hostfile" --ssh-command "$work/netns_ssh.sh" \
-  --master-port 29502 "$probe" --facts-dir "$work/facts" --fail-rank 3 --fail-code 6 \
+  --master-port 29530 "$probe" --facts-dir "$work/facts" --fail-rank 3 --fail-code 6 \
   --sleep 60 >"$work/fail.out" 2>&1 || rc=$?
 echo "--- hostfile launch with a failing rank (rc $rc)"; cat "$work/fail.out"
 [ "$rc" = 1 ] || fail "expected exit code 1, got $rc"
@@ -126,5 +166,6 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 [ -z "$(ip netns pids "$ns0")" ] || fail "processes left on node 0: $(ip netns pids "$ns0")"
-grep -q "stdin closed" "$work/fail.out" || fail "node 0 did not stop through its stdin"
-echo "PASS: a failure on node 1 stops node 0 through the closed ssh channel"
+grep -Eq "\[10.231.7.1\] .*(another node failed|stdin closed)" "$work/fail.out" ||
+  fail "node 0 does not say why it stopped"
+echo "PASS: a failure on node 1 stops node 0 when signals cannot reach it"

@@ -478,6 +478,65 @@ TEST_F(ZtrunLaunch, HostfileNodeFailureStopsTheOtherNodes) {
   EXPECT_NE(r.output.find("node 1 (node-b) exited with code 1"), std::string::npos) << r.output;
 }
 
+// Two "nodes" on this host (ztrun --nnodes 2 twice); the netns test does the same across a veth.
+class ZtrunTwoNodes : public ZtrunLaunch {
+ protected:
+  std::unique_ptr<Launch> start_node(int node, const Args& probe_args) {
+    Args argv{kZtrun,
+              "--nnodes",
+              "2",
+              "--node-rank",
+              std::to_string(node),
+              "--nproc-per-node",
+              "2",
+              "--master-port",
+              std::to_string(port_),
+              kProbe,
+              "--facts-dir=" + facts_dir()};
+    argv.insert(argv.end(), probe_args.begin(), probe_args.end());
+    return std::make_unique<Launch>(argv, tag_,
+                                    (dir_ / ("node" + std::to_string(node) + ".out")).string());
+  }
+  // The store's port and the launcher link's (port + 1) must both be free.
+  void SetUp() override {
+    ZtrunLaunch::SetUp();
+    do {
+      port_ = free_port();
+    } while (port_ >= 65535);
+  }
+  int port_ = 0;
+};
+
+TEST_F(ZtrunTwoNodes, FailureOnNodeOneStopsNodeZero) {
+  auto n0 = start_node(0, {"--fail-rank=3", "--fail-code=6", "--sleep=60"});
+  auto n1 = start_node(1, {"--fail-rank=3", "--fail-code=6", "--sleep=60"});
+  const Result r1 = n1->wait(60);
+  const Result r0 = n0->wait(60);
+  EXPECT_EQ(r1.exit_code, 1) << r1.output;
+  EXPECT_NE(r1.output.find("rank 3 (local rank 1) exited with code 6"), std::string::npos)
+      << r1.output;
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_NE(r0.output.find("another node failed: rank 3 exited with code 6 on node 1; stopped all "
+                           "2 local ranks"),
+            std::string::npos)
+      << r0.output;
+  EXPECT_LT(r0.end_ms - r1.end_ms, 5000) << "node 0 must stop within seconds of node 1";
+}
+
+TEST_F(ZtrunTwoNodes, KilledNodeLauncherStopsTheOtherNode) {
+  auto n0 = start_node(0, {"--sleep=60"});
+  auto n1 = start_node(1, {"--sleep=60"});
+  ASSERT_EQ(wait_for_facts(4).size(), 4u) << n0->output() << n1->output();
+  const int64_t killed_ms = now_ms();
+  ASSERT_EQ(kill(n1->pid(), SIGKILL), 0);  // its ranks die by PR_SET_PDEATHSIG
+  const Result r0 = n0->wait(60);
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_NE(r0.output.find("another node failed: node 1's ztrun went away without finishing"),
+            std::string::npos)
+      << r0.output;
+  EXPECT_LT(r0.end_ms - killed_ms, 5000);
+}
+
 TEST_F(ZtrunLaunch, MpirunDiscoversTheSameRanksAsZtrun) {
   const Result z = run({"--standalone", "--nproc-per-node", "4"});
   ASSERT_EQ(z.exit_code, 0) << z.output;

@@ -99,25 +99,70 @@ std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const EnvMap& node_env
   return specs;
 }
 
-int launch_local(const LaunchOptions& o) {
-  ZT_INTERNAL_ASSERT(!o.master_addr.empty() && o.master_port > 0, "unresolved master address");
+namespace {
+
+SupervisorOptions supervisor_options(const LaunchOptions& o, NodeLink* link) {
+  SupervisorOptions so;
+  so.monitor_interval_s = o.monitor_interval_s;
+  so.term_timeout_s = o.term_timeout_s;
+  so.stdout_to_console = (o.redirects & 1) == 0;
+  so.stderr_to_console = (o.redirects & 2) == 0;
+  so.stop_on_stdin_eof = o.stop_on_stdin_eof;
+  if (link) {
+    so.external_stop_fd = link->stop_fd();
+    // Told at the moment of the failure, not after the local teardown's grace period.
+    so.on_first_failure = [&o, link](const ChildExit& e) {
+      const int rank = o.rank_offset(o.node_rank) + e.index;
+      link->report_failure("rank " + std::to_string(rank) + " " + describe_exit(e) + " on node " +
+                           std::to_string(o.node_rank));
+    };
+  }
+  return so;
+}
+
+// "rank 2 (local rank 2) exited with code 3, log DIR/rank_2.log" or "another node failed: ...".
+std::string describe_failure(const LaunchOptions& o, const GroupOutcome& out,
+                             const NodeLink* link) {
+  const ChildExit& f = out.first_failure;
+  if (f.index < 0) {
+    ZT_INTERNAL_ASSERT(out.external_stop && link, "a failed group without a cause");
+    return "another node failed: " + link->peer_failure();
+  }
+  const int rank = o.rank_offset(o.node_rank) + f.index;
+  std::string what = "rank " + std::to_string(rank) + " (local rank " + std::to_string(f.index) +
+                     ") " + describe_exit(f);
+  const std::string log = rank_log_path(o, rank);
+  if (!log.empty()) what += ", log " + log;
+  return what;
+}
+
+// Everything before the first start; returns the shared part of every rank's environment.
+EnvMap prepare(const LaunchOptions& o) {
   bool omp_set = false;
   const int cores = usable_cores();
-  const EnvMap node_env = node_environment(current_environment(), env_file_paths(), o.env,
-                                           o.nproc_per_node, cores, &omp_set);
+  EnvMap node_env = node_environment(current_environment(), env_file_paths(), o.env,
+                                     o.nproc_per_node, cores, &omp_set);
   check_program(o.program);
-  if (o.dry_run) {
-    print_dry_run(o, node_env);
-    return 0;
-  }
-  if (omp_set) {
+  if (omp_set && !o.dry_run) {
     ZT_LOG_INFO(kOmpNumThreads, " is unset; each rank gets ", node_env.at(kOmpNumThreads),
                 " threads (", cores, " cores / ", o.nproc_per_node, " local ranks)");
   }
-  if (!o.log_dir.empty()) {
+  if (!o.log_dir.empty() && !o.dry_run) {
     std::error_code ec;
     std::filesystem::create_directories(o.log_dir, ec);
     ZT_CHECK(!ec, "cannot create --log-dir ", o.log_dir, ": ", ec.message());
+  }
+  return node_env;
+}
+
+}  // namespace
+
+int launch_local(const LaunchOptions& o) {
+  ZT_INTERNAL_ASSERT(!o.master_addr.empty() && o.master_port > 0, "unresolved master address");
+  const EnvMap node_env = prepare(o);
+  if (o.dry_run) {
+    print_dry_run(o, node_env);
+    return 0;
   }
   // Several nodes: a failure anywhere stops (and restarts) every node's ranks.
   std::unique_ptr<NodeLink> link;
@@ -125,21 +170,7 @@ int launch_local(const LaunchOptions& o) {
     const int port = o.launcher_port > 0 ? o.launcher_port : o.master_port + 1;
     link = std::make_unique<NodeLink>(o.node_rank, o.nnodes, o.master_addr, port);
   }
-  SupervisorOptions sup_options;
-  sup_options.monitor_interval_s = o.monitor_interval_s;
-  sup_options.term_timeout_s = o.term_timeout_s;
-  sup_options.stdout_to_console = (o.redirects & 1) == 0;
-  sup_options.stderr_to_console = (o.redirects & 2) == 0;
-  sup_options.stop_on_stdin_eof = o.stop_on_stdin_eof;
-  if (link) {
-    sup_options.external_stop_fd = link->stop_fd();
-    sup_options.on_first_failure = [&](const ChildExit& e) {
-      const int rank = o.rank_offset(o.node_rank) + e.index;
-      link->report_failure("rank " + std::to_string(rank) + " " + describe_exit(e) + " on node " +
-                           std::to_string(o.node_rank));
-    };
-  }
-  Supervisor supervisor(sup_options);
+  Supervisor supervisor(supervisor_options(o, link.get()));
   for (int attempt = 0;; ++attempt) {
     if (link) link->begin_attempt(attempt);
     // Rank 0 hosts the store on node 0: a taken port would only show up as every rank timing out.
@@ -158,25 +189,15 @@ int launch_local(const LaunchOptions& o) {
                    " local ranks were stopped");
       return 128 + out.received_signal;
     }
-    const ChildExit& f = out.first_failure;
-    std::string what;
-    if (f.index >= 0) {
-      const int rank = o.rank_offset(o.node_rank) + f.index;
-      what = "rank " + std::to_string(rank) + " (local rank " + std::to_string(f.index) + ") " +
-             describe_exit(f);
-      const std::string log = rank_log_path(o, rank);
-      if (!log.empty()) what += ", log " + log;
-    } else {
-      ZT_INTERNAL_ASSERT(out.external_stop && link, "a failed group without a cause");
-      what = "another node failed: " + link->peer_failure();
-    }
+    const std::string what = describe_failure(o, out, link.get());
     if (attempt < o.max_restarts) {
       ZT_LOG_WARN(what, "; restarting all ranks (restart ", attempt + 1, " of ", o.max_restarts,
                   ")");
       continue;
     }
-    const int others = o.nproc_per_node - (f.index >= 0 ? 1 : 0);
-    ZT_LOG_ERROR(what, "; stopped ", f.index >= 0 ? "the other " : "all ", others, " local ranks",
+    const bool local = out.first_failure.index >= 0;
+    ZT_LOG_ERROR(what, "; stopped ", local ? "the other " : "all ",
+                 o.nproc_per_node - (local ? 1 : 0), " local ranks",
                  o.max_restarts > 0 ? " after " + std::to_string(o.max_restarts) + " restarts"
                                     : std::string());
     return 1;

@@ -1,6 +1,8 @@
 #pragma once
 // Runs this node's ranks: builds each rank's command and environment, checks the rendezvous port
 // (node 0), supervises the group and restarts it after a failure up to --max-restarts times.
+// With several nodes, the nodes' ztruns are joined by a NodeLink (node_link.h): a failure on any
+// node stops the ranks of every node, and every node restarts (or gives up) in the same round.
 
 #include <string>
 #include <vector>

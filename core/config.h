@@ -9,7 +9,9 @@
 //  - "auto" (as the Hugging Face integration writes it) is accepted for the batch triple,
 //    gradient_clipping, fp16/bf16.enabled, optimizer lr/betas/eps/weight_decay, the scheduler's
 //    warmup/total step counts and LRs, and the ZeRO bucket sizes; it is resolved from
-//    ProgramValues or from the other fields, and an unresolved "auto" is an error naming the key;
+//    ProgramValues or from the other fields, and an unresolved "auto" is an error naming the key
+//    (stage3_max_live_parameters / stage3_max_reuse_distance "auto" take DeepSpeed's defaults,
+//    stage3_gather_16bit_weights_on_model_save "auto" takes ProgramValues or false);
 //  - an unknown key is an error with its full path and the closest known key; a DeepSpeed key
 //    zerotorch does not implement is a warning naming it, and loading goes on.
 // All problems of a file are collected in one pass (check_config); load_config throws one
@@ -264,6 +266,8 @@ struct ProgramValues {
   // Model hidden size (else model.d_model): reduce_bucket_size = h^2,
   // stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h.
   std::optional<int64_t> hidden_size;
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save (unset: false, as Accelerate).
+  std::optional<bool> save_16bit_model;
 };
 
 enum class ConfigFormat { kJson, kYaml };

@@ -190,6 +190,20 @@ class Resolver {
     from_program("zero_optimization.stage3_param_persistence_threshold",
                  z.stage3_param_persistence_threshold,
                  hidden ? std::optional<int64_t>(10 * *hidden) : std::nullopt, why);
+    // Written "auto" in some Hugging Face configs though the integration leaves them alone:
+    // DeepSpeed's defaults.
+    const ZeroConfig defaults;
+    if (is_auto("zero_optimization.stage3_max_live_parameters")) {
+      z.stage3_max_live_parameters = defaults.stage3_max_live_parameters;
+    }
+    if (is_auto("zero_optimization.stage3_max_reuse_distance")) {
+      z.stage3_max_reuse_distance = defaults.stage3_max_reuse_distance;
+    }
+    // Accelerate fills it from its zero3_save_16bit_model option (default false).
+    const std::string gather = "zero_optimization.stage3_gather_16bit_weights_on_model_save";
+    if (is_auto(gather)) {
+      z.stage3_gather_16bit_weights_on_model_save = p_.save_16bit_model.value_or(false);
+    }
     // DeepSpeed turns overlap_comm on by default at stage 3 only.
     if (!st_.present.count("zero_optimization.overlap_comm")) z.overlap_comm = z.stage == 3;
   }

@@ -105,12 +105,11 @@ void visit_zero(V& v, ZeroConfig& c) {
   v.field("stage3_param_persistence_threshold", c.stage3_param_persistence_threshold,
           auto_ok("param_persistence_threshold"));
   v.field("stage3_max_live_parameters", c.stage3_max_live_parameters,
-          also_named("max_live_parameters"));
-  v.field("stage3_max_reuse_distance", c.stage3_max_reuse_distance,
-          also_named("max_reuse_distance"));
-  v.field(
-      "stage3_gather_16bit_weights_on_model_save", c.stage3_gather_16bit_weights_on_model_save,
-      also_named("stage3_gather_fp16_weights_on_model_save", "gather_16bit_weights_on_model_save"));
+          auto_ok("max_live_parameters"));
+  v.field("stage3_max_reuse_distance", c.stage3_max_reuse_distance, auto_ok("max_reuse_distance"));
+  v.field("stage3_gather_16bit_weights_on_model_save", c.stage3_gather_16bit_weights_on_model_save,
+          FieldOptions{true, "stage3_gather_fp16_weights_on_model_save",
+                       "gather_16bit_weights_on_model_save"});
   v.field("sub_group_size", c.sub_group_size, {});
   v.block("offload_optimizer", [&](auto& w) { visit_offload(w, c.offload_optimizer, false); }, {});
   v.block("offload_param", [&](auto& w) { visit_offload(w, c.offload_param, true); }, {});

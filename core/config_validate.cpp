@@ -70,7 +70,7 @@ class Validator {
                       z.stage3_param_persistence_threshold, 0);
     at_least<int64_t>(p + "stage3_max_live_parameters", z.stage3_max_live_parameters, 0);
     at_least<int64_t>(p + "stage3_max_reuse_distance", z.stage3_max_reuse_distance, 0);
-    at_least<int64_t>(p + "sub_group_size", z.sub_group_size, 1);
+    at_least<int64_t>(p + "sub_group_size", z.sub_group_size, 0);
     // ZeRO-Offload moves optimizer states, which exist sharded from stage 1; parameters are
     // sharded (and so offloadable) only at stage 3.
     offload(p + "offload_optimizer", z.offload_optimizer, 1, false);

@@ -130,6 +130,25 @@ TEST(ConfigLoad, HuggingFaceAutoConfigResolvesFromProgram) {
   EXPECT_EQ(c.zero_optimization.offload_param.device, OffloadDevice::kCpu);
 }
 
+TEST(ConfigLoad, AxolotlStyleZero3WithZerosAndAutoLimits) {
+  // As found in public fine-tuning repos: sub_group_size 0, "auto" limits and save flag.
+  Config c = parse_config(R"({
+  "zero_optimization": {"stage": 3, "sub_group_size": 0, "reduce_bucket_size": "auto",
+    "stage3_max_live_parameters": "auto", "stage3_max_reuse_distance": "auto",
+    "stage3_gather_16bit_weights_on_model_save": "auto"},
+  "fp16": {"enabled": "auto", "initial_scale_power": 32},
+  "bf16": {"enabled": true},
+  "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+  "gradient_accumulation_steps": "auto"
+})",
+                          ConfigFormat::kJson, {}, 8, full_program_values());
+  EXPECT_EQ(c.zero_optimization.sub_group_size, 0);
+  EXPECT_EQ(c.zero_optimization.stage3_max_live_parameters, 1'000'000'000);
+  EXPECT_FALSE(c.zero_optimization.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_EQ(c.fp16.initial_scale_power, 32);
+  EXPECT_EQ(c.train_batch_size, 4 * 2 * 8);
+}
+
 TEST(ConfigLoad, AutoResolvesFromOtherFields) {
   // Bucket sizes from model.d_model; the optimizer's lr from the scheduler's peak; the batch
   // size from the other two.

@@ -10,7 +10,9 @@
 //   bucketed, wide    the same with larger mega-batches (less padding, less randomness)
 //   bucketed, budget  LengthBucketedSampler with max_tokens = batch_size * max_length
 // Then the Loader's batches per second (collating real tensors) with 0 and N worker threads,
-// interleaved over several epochs, medians reported: this machine is shared and noisy.
+// interleaved over several epochs, medians reported: this machine is shared and noisy. With
+// --step-us the consumer spends that long per batch, as a training step would: with workers the
+// collation hides behind it (batches/s -> 1e6 / step_us), without them it adds to it.
 
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -81,6 +83,7 @@ int run(const po::variables_map& vm) {
   const int workers = vm["workers"].as<int>();
   const int epochs = vm["epochs"].as<int>();
   const auto seed = vm["seed"].as<uint64_t>();
+  const auto step_us = vm["step-us"].as<int64_t>();
 
   TokenDataset ds(shard);
   const std::vector<int64_t> lengths = ds.lengths();
@@ -154,6 +157,10 @@ int run(const po::variables_map& vm) {
       while (auto b = loader.next()) {
         ++n;
         tokens += b->num_padded_tokens;
+        // A stand-in for the training step (busy, like a CPU step), to show the overlap.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(step_us);
+        while (step_us > 0 && std::chrono::steady_clock::now() < until) {
+        }
       }
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -185,7 +192,8 @@ int run(const po::variables_map& vm) {
       out << "{\"bench\":\"batching\",\"corpus\":\"" << json_escape(shard)
           << "\",\"strategy\":\"loader\",\"workers\":" << sp.workers
           << ",\"batches_per_s\":" << median(sp.batches_per_s)
-          << ",\"tokens_per_s\":" << median(sp.tokens_per_s) << ",\"epochs\":" << epochs << "}\n";
+          << ",\"tokens_per_s\":" << median(sp.tokens_per_s) << ",\"epochs\":" << epochs
+          << ",\"step_us\":" << step_us << "}\n";
     }
   }
   return 0;
@@ -205,6 +213,8 @@ int main(int argc, char** argv) {
         "wide-mega-batch-mult", po::value<int64_t>()->default_value(400),
         "mega_batch_mult of the extra bucketed row (50 is the default row)")(
         "seed", po::value<uint64_t>()->default_value(0), "sampler seed")(
+        "step-us", po::value<int64_t>()->default_value(0),
+        "busy-wait this long per batch in the consumer, standing in for the training step")(
         "json", po::value<std::string>(), "also write the rows as JSON lines here");
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);

@@ -23,6 +23,24 @@ test -s "$dir/m.model"
   --valid-output "$dir/valid2.ztt" --valid-fraction 0.1 > /dev/null 2>&1
 cmp <(tail -c 8000 "$dir/train.ztt") <(tail -c 8000 "$dir/again.ztt")
 
+# JSONL with a string label and an integer label: the label vocabulary lands in the meta section.
+for i in $(seq 1 200); do
+  if [ $((i % 3)) -eq 0 ]; then l=neg; else l=pos; fi
+  echo "{\"text\": \"review $i says \\\"fine\\\" or not\", \"label\": \"$l\", \"stars\": $((i % 5))}"
+done > "$dir/reviews.jsonl"
+"$tool" --format jsonl --input "$dir/reviews.jsonl" --label-fields label,stars \
+  --model "$dir/m.model" --output "$dir/reviews.ztt" > "$dir/log2.txt" 2>&1
+grep -q "wrote $dir/reviews.ztt: 200 samples" "$dir/log2.txt"
+grep -aq "label_fields=label,stars" "$dir/reviews.ztt"
+grep -aq "label_vocab.label=neg,pos" "$dir/reviews.ztt"
+
+# Fortune files: '%'-separated entries, several files.
+printf 'One.\n%%\nTwo lines\nof text.\n%%\nThree.\n' > "$dir/f1"
+printf 'Four.\n%%\nFive.\n' > "$dir/f2"
+"$tool" --format fortune --input "$dir/f1" "$dir/f2" --model "$dir/m.model" \
+  --output "$dir/f.ztt" > "$dir/log3.txt" 2>&1
+grep -q "wrote $dir/f.ztt: 5 samples" "$dir/log3.txt"
+
 # Errors: one line naming the culprit, non-zero exit.
 if "$tool" --input "$dir/nope.txt" --model "$dir/m.model" --output "$dir/x.ztt" 2> "$dir/err.txt"; then
   echo "missing input accepted"; exit 1

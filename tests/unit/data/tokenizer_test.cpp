@@ -67,6 +67,24 @@ TEST(Tokenizer, SamplingDrawsDifferentSegmentations) {
   EXPECT_EQ(tok.encode(text), best);  // without sampling: always the best
 }
 
+TEST(Tokenizer, BpeSamplingIsDropout) {
+  TokenizerTrainOptions o;
+  o.vocab_size = 150;
+  o.model_type = "bpe";
+  Tokenizer bpe = Tokenizer::train(testing::synthetic_sentences(500), o);
+  Tokenizer::set_sampling_seed(3);
+  const std::string text = "the people of israel went into the land";
+  const auto best = bpe.encode(text);
+  std::set<std::vector<int>> seen;
+  for (int k = 0; k < 20; ++k) {
+    auto ids = bpe.encode(text, {.enable_sampling = true, .alpha = 0.3f});
+    EXPECT_EQ(bpe.decode(ids), text);
+    EXPECT_GE(ids.size(), best.size());  // dropped merges only ever split pieces
+    seen.insert(ids);
+  }
+  EXPECT_GT(seen.size(), 3u);
+}
+
 TEST(TextDataset, OnTheFlySamplingKeepsStableLengthsForTheSampler) {
   auto tok = std::make_shared<Tokenizer>(Tokenizer::from_serialized(unigram().serialized()));
   TextDataset ds({"the lord said unto moses", "behold the light"}, tok,

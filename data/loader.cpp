@@ -93,7 +93,7 @@ void Loader::worker_loop() {
     ready_[j] = std::move(slot);
     // After a failure build nothing more: the consumer will stop at batch j anyway.
     if (failed) next_to_build_ = end;
-    ready_cv_.notify_all();
+    ready_cv_.notify_one();  // the one consumer
   }
 }
 
@@ -118,7 +118,7 @@ std::optional<Batch> Loader::next() {
     if (!slot.error) {
       consumed_ = j + 1;
     }
-    work_cv_.notify_all();
+    work_cv_.notify_one();  // one slot of room: one more batch to build
   }
   if (slot.error) {
     try {

@@ -67,12 +67,12 @@ class JsonWriter {
   }
   void field(const char* key, const std::vector<double>& v, const FieldOptions&) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_number(v[i]);
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep() : "") + json_number(v[i]);
     put(key, s + "]");
   }
   void field(const char* key, const std::vector<std::string>& v, const FieldOptions&) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_string(v[i]);
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep() : "") + json_string(v[i]);
     put(key, s + "]");
   }
 
@@ -118,6 +118,8 @@ class JsonWriter {
     if (pretty_) out_ += "\n" + std::string(2 * first_.size(), ' ');
     out_ += json_string(key) + (pretty_ ? ": " : ":") + value;
   }
+
+  const char* sep() const { return pretty_ ? ", " : ","; }
 
   bool pretty_;
   std::string out_;

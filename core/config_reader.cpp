@@ -44,6 +44,64 @@ std::string lower(const std::string& s) {
   return out;
 }
 
+// Collects the full path of every key of the schema (default optimizer and scheduler types), so
+// that a key written in the wrong block can be pointed to its place.
+class KeyCollector {
+ public:
+  template <typename T>
+  void field(const char* key, T&, const FieldOptions&) {
+    add(key);
+  }
+  template <typename T, typename E, std::size_t N>
+  void choice(const char* key, T&, const EnumName<E> (&)[N], const FieldOptions&) {
+    add(key);
+  }
+  template <typename Fn>
+  void block(const char* key, Fn&& fn, const FieldOptions&) {
+    add(key);
+    const std::string saved = prefix_;
+    prefix_ = path(key);
+    fn(*this);
+    prefix_ = saved;
+  }
+  template <typename T, typename Fn>
+  void optional_block(const char* key, std::optional<T>&, Fn&& fn) {
+    T inner{};
+    block(key, [&](KeyCollector& w) { fn(w, inner); }, {});
+  }
+  void unsupported(std::initializer_list<const char*>) {}
+
+  const std::vector<std::string>& paths() const { return paths_; }
+
+ private:
+  std::string path(const char* key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+  void add(const char* key) { paths_.push_back(path(key)); }
+
+  std::string prefix_;
+  std::vector<std::string> paths_;
+};
+
+const std::vector<std::string>& all_key_paths() {
+  static const std::vector<std::string> paths = [] {
+    KeyCollector collector;
+    Config config;
+    config_schema::visit_config(collector, config);
+    return collector.paths();
+  }();
+  return paths;
+}
+
+// The full path of a schema key named `key` in another block, or "".
+std::string elsewhere(const std::string& key, const std::string& path) {
+  const std::string k = lower(key);
+  for (const auto& p : all_key_paths()) {
+    const size_t dot = p.rfind('.');
+    const std::string last = dot == std::string::npos ? p : p.substr(dot + 1);
+    if (lower(last) == k && p != path) return p;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string describe(const YAML::Node& n) {
@@ -277,8 +335,11 @@ void ConfigReader::finish() {
     }
     std::string msg = path + ": unknown key";
     std::string near = closest_name(e.key, known_);
+    const std::string moved = elsewhere(e.key, path);
     if (!near.empty()) {
       msg += "; did you mean '" + near + "'?";
+    } else if (!moved.empty()) {
+      msg += "; did you mean '" + moved + "'?";
     } else if (!known_.empty() && known_.size() <= 12) {
       // A small block (an optimizer's or scheduler's params): listing it is the best hint.
       std::string list;

@@ -9,10 +9,7 @@ using Clock = std::chrono::steady_clock;
 
 AsyncWork::AsyncWork(CollectiveInfo info, std::shared_ptr<DesyncReporter> desync,
                      milliseconds default_timeout)
-    : info_(std::move(info)),
-      desync_(std::move(desync)),
-      default_timeout_(default_timeout),
-      start_(Clock::now()) {}
+    : info_(std::move(info)), desync_(std::move(desync)), default_timeout_(default_timeout) {}
 
 void AsyncWork::complete() {
   {

@@ -37,7 +37,6 @@ class AsyncWork : public Work {
   CollectiveInfo info_;
   std::shared_ptr<DesyncReporter> desync_;
   std::chrono::milliseconds default_timeout_;
-  std::chrono::steady_clock::time_point start_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -138,6 +138,17 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
   MPI_Op mpi_op = mpi::reduce_op(op, input.scalar_type());
   MPI_Comm comm = comm_;
   int size = size_;
+  const int64_t shard_bytes = output.numel() * static_cast<int64_t>(output.element_size());
+  const char* in_begin = static_cast<const char*>(input.data_ptr());
+  const char* out_begin = static_cast<const char*>(output.data_ptr());
+  const bool aliased =
+      out_begin < in_begin + shard_bytes * size_ && in_begin < out_begin + shard_bytes;
+  // ZeRO reduces a flat gradient buffer into this rank's own slice of it. MPI forbids aliased
+  // send/receive buffers, so that case runs with MPI_IN_PLACE over the whole input (the result
+  // lands in its first shard) and the shard is copied to its place afterwards; the rest of the
+  // input then holds partial sums.
+  ZT_CHECK(!aliased || out_begin == in_begin + shard_bytes * rank_,
+           "mpi reduce_scatter: output overlaps input but is not this rank's shard of it");
   if (output.numel() == 0) return launch(work, [] { return MPI_REQUEST_NULL; });
   if (size_ == 1) {
     return launch(work, [in, out]() mutable {
@@ -147,14 +158,18 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
   }
   return launch(
       work,
-      [in, out, type, mpi_op, comm]() mutable {
+      [in, out, type, mpi_op, comm, aliased]() mutable {
         MPI_Request r;
-        check_rc(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(),
+        check_rc(MPI_Ireduce_scatter_block(aliased ? MPI_IN_PLACE : in.data_ptr(),
+                                           aliased ? in.data_ptr() : out.data_ptr(),
                                            static_cast<int>(out.numel()), type, mpi_op, comm, &r),
                  "MPI_Ireduce_scatter_block");
         return r;
       },
-      [out, op, size]() mutable {
+      [in, out, op, size, aliased]() mutable {
+        if (aliased && out.data_ptr() != in.data_ptr()) {
+          out.copy_(in.view({-1}).narrow(0, 0, out.numel()).view_as(out));
+        }
         if (op == ReduceOp::kAvg) out.div_(size);
       });
 }

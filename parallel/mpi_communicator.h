@@ -2,7 +2,9 @@
 // MpiCommunicator: the Communicator over OpenMPI's non-blocking collectives (CPU tensors).
 //
 //   all_reduce      MPI_Iallreduce(MPI_IN_PLACE)             avg = sum, then t /= size()
-//   reduce_scatter  MPI_Ireduce_scatter_block                avg likewise on the shard
+//   reduce_scatter  MPI_Ireduce_scatter_block                avg likewise on the shard; output
+//                   may be this rank's own shard of input (then input's other shards are
+//                   clobbered)
 //   all_gather      MPI_Iallgather
 //   broadcast       MPI_Ibcast
 //   barrier         MPI_Ibarrier

@@ -19,6 +19,7 @@
 #include <nccl.h>
 #include <thread>
 
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>

@@ -95,6 +95,18 @@ TEST_P(Collectives, ReduceScatterIntoShard) {
   }
 }
 
+// ZeRO's layout: the output is this rank's own slice of the flat input.
+TEST_P(Collectives, ReduceScatterIntoOwnSliceOfInput) {
+  const auto [type, n] = GetParam();
+  const int w = comm().size();
+  const int r = comm().rank();
+  at::Tensor flat = contribution(r, n * w, type);
+  at::Tensor shard = flat.narrow(0, r * n, n);
+  comm().reduce_scatter(flat, shard)->wait();
+  expect_equal(shard, (pattern(n, at::kDouble, r * n) * (w * (w + 1) / 2.0)).to(type),
+               "aliased reduce_scatter");
+}
+
 TEST_P(Collectives, AllGatherShards) {
   const auto [type, n] = GetParam();
   const int w = comm().size();

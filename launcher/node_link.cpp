@@ -89,6 +89,7 @@ struct NodeLink::State {
   bool connected_once = false;
   int attempt = 0;
   std::string peer_failure;
+  int peer_failure_attempt = -1;
   std::string last_failure_line;  // node 0: the latest "F" line, for nodes that connect late
   bool quit = false;
   std::thread thread;
@@ -96,8 +97,10 @@ struct NodeLink::State {
   // Caller holds mu.
   void trigger(int failed_attempt, const std::string& what) {
     if (failed_attempt < attempt) return;  // a late report of a round already stopped
-    if (!peer_failure.empty()) return;     // the first report of this round names the cause
+    // The first report of the latest round names the cause (an observer sees every round).
+    if (!peer_failure.empty() && failed_attempt <= peer_failure_attempt) return;
     peer_failure = what;
+    peer_failure_attempt = failed_attempt;
     const char byte = 1;
     [[maybe_unused]] ssize_t n = ::write(stop_pipe[1], &byte, 1);
   }
@@ -118,6 +121,7 @@ struct NodeLink::State {
     in >> kind;
     if (kind == "H") {
       in >> c.node;
+      c.finished = c.node < 0;  // an observer's leaving is no failure
       // A node that starts after a failure joins the stop (and the restart round) at once.
       if (!last_failure_line.empty()) send_line(c.fd, last_failure_line);
     } else if (kind == "D") {
@@ -280,6 +284,7 @@ void NodeLink::begin_attempt(int attempt) {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->attempt = attempt;
   state_->peer_failure.clear();
+  state_->peer_failure_attempt = -1;
   char drain[64];
   while (::read(state_->stop_pipe[0], drain, sizeof(drain)) > 0) {
   }

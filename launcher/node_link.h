@@ -12,6 +12,9 @@
 // node. Node 0 replays the latest failure to a node that connects after it. A failure of an older
 // attempt than the current one is ignored, so each restart round is stopped once.
 //
+// An observer (node_rank -1: the ztrun that started the nodes from a hostfile) connects like a
+// node, never reports, and learns the failures, so that its own last line can name the rank.
+//
 // Thread-safety: a background thread owns the sockets; the public methods may be called from the
 // supervising thread.
 
@@ -22,8 +25,8 @@ namespace zt::launcher {
 
 class NodeLink {
  public:
-  // Node 0 binds the port here (throws zt::Error when it is in use); other nodes connect in the
-  // background.
+  // Node 0 binds the port here (throws zt::Error when it is in use); other nodes and observers
+  // (node_rank -1) connect in the background.
   NodeLink(int node_rank, int nnodes, const std::string& master_addr, int port);
   ~NodeLink();
   NodeLink(const NodeLink&) = delete;

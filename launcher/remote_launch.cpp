@@ -1,13 +1,16 @@
 #include "launcher/remote_launch.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <poll.h>
 #include <sstream>
 #include <unistd.h>
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
+#include "launcher/node_link.h"
 #include "launcher/rank_env.h"
 #include "launcher/supervisor.h"
 
@@ -98,21 +101,19 @@ std::vector<NodeCommand> node_commands(const LaunchOptions& o,
   return out;
 }
 
-int launch_remote(const LaunchOptions& o, const std::vector<NodeAssignment>& nodes) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cwd = std::filesystem::current_path().string();
-  const std::vector<NodeCommand> cmds = node_commands(o, nodes, self, cwd);
-  if (o.dry_run) {
-    for (const auto& c : cmds) {
-      for (size_t i = 0; i < c.argv.size(); ++i) {
-        std::cout << (i ? " " : "")
-                  << (i + 1 == c.argv.size() ? shell_quote(c.argv[i]) : c.argv[i]);
-      }
-      std::cout << "\n";
+namespace {
+
+void print_commands(const std::vector<NodeCommand>& cmds) {
+  for (const auto& c : cmds) {
+    for (size_t i = 0; i < c.argv.size(); ++i) {
+      std::cout << (i ? " " : "") << (i + 1 == c.argv.size() ? shell_quote(c.argv[i]) : c.argv[i]);
     }
-    std::cout.flush();
-    return 0;
+    std::cout << "\n";
   }
+  std::cout.flush();
+}
+
+std::vector<ChildSpec> node_specs(const std::vector<NodeCommand>& cmds) {
   std::vector<ChildSpec> specs;
   const std::vector<std::string> envp = to_envp(current_environment());
   for (const auto& c : cmds) {
@@ -125,24 +126,55 @@ int launch_remote(const LaunchOptions& o, const std::vector<NodeAssignment>& nod
     spec.stdin_pipe = true;
     specs.push_back(std::move(spec));
   }
+  return specs;
+}
+
+// The host of a NodeLink report ("... on node 1"), or "" when it names none.
+std::string reported_host(const std::string& report, const std::vector<NodeAssignment>& nodes) {
+  const size_t at = report.rfind(" on node ");
+  if (at == std::string::npos) return "";
+  const int node = std::atoi(report.c_str() + at + 9);
+  return node >= 0 && node < static_cast<int>(nodes.size()) ? nodes[node].host : "";
+}
+
+}  // namespace
+
+int launch_remote(const LaunchOptions& o, const std::vector<NodeAssignment>& nodes) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cwd = std::filesystem::current_path().string();
+  const std::vector<NodeCommand> cmds = node_commands(o, nodes, self, cwd);
+  if (o.dry_run) {
+    print_commands(cmds);
+    return 0;
+  }
   SupervisorOptions sup_options;
   sup_options.monitor_interval_s = o.monitor_interval_s;
   sup_options.term_timeout_s = o.term_timeout_s;
   Supervisor supervisor(sup_options);
+  const std::string master_addr = o.master_addr.empty() ? nodes.front().host : o.master_addr;
+  // Listens to the nodes' link, so that the last line names the failed rank, not just a node.
+  NodeLink observer(-1, static_cast<int>(nodes.size()), master_addr,
+                    o.launcher_port > 0 ? o.launcher_port : o.master_port + 1);
   ZT_LOG_INFO("starting ", cmds.size(), " nodes through '", o.ssh_command, "', rendezvous ",
-              cmds.empty() ? "" : (o.master_addr.empty() ? nodes.front().host : o.master_addr), ":",
-              o.master_port);
-  const GroupOutcome out = supervisor.run(specs);
+              master_addr, ":", o.master_port);
+  const GroupOutcome out = supervisor.run(node_specs(cmds));
   if (out.success) return 0;
   if (out.received_signal != 0) {
     ZT_LOG_ERROR("stopped by ", signal_name(out.received_signal),
                  "; all node launchers were stopped");
     return 128 + out.received_signal;
   }
-  const ChildExit& f = out.first_failure;
-  ZT_LOG_ERROR("node ", f.index, " (", nodes[f.index].host, ") ", describe_exit(f),
-               "; its ztrun names the failed rank above; stopped the other ", nodes.size() - 1,
-               " nodes");
+  pollfd p{observer.stop_fd(), POLLIN, 0};
+  if (::poll(&p, 1, 1000) == 1) {  // the report travels beside the node's exit: allow 1 s
+    const std::string report = observer.peer_failure();
+    const std::string host = reported_host(report, nodes);
+    ZT_LOG_ERROR(report, host.empty() ? "" : " (" + host + ")", "; stopped all ", nodes.size(),
+                 " nodes");
+  } else {
+    const ChildExit& f = out.first_failure;
+    ZT_LOG_ERROR("node ", f.index, " (", nodes[f.index].host, ") ", describe_exit(f),
+                 "; stopped the other ", nodes.size() - 1, " nodes");
+  }
   return 1;
 }
 

@@ -247,10 +247,14 @@ class Group {
     }
   }
 
+  // A child with a stdin pipe (ssh to a node's ztrun) is asked to stop by the pipe's EOF, which
+  // ssh carries to the remote side; a signal would only end the local ssh client and cut the
+  // remote ztrun's last words. It gets SIGKILL if it outlives the grace period.
   void kill_all(int sig) {
     for (Child& c : children_) {
+      const bool by_stdin = c.stdin_w >= 0 && sig != SIGKILL;
       close_fd(&c.stdin_w);
-      if (c.alive) ::killpg(c.pid, sig);
+      if (c.alive && !by_stdin) ::killpg(c.pid, sig);
     }
   }
 

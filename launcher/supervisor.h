@@ -33,7 +33,8 @@ struct ChildSpec {
   std::string log_header;         // written as the log file's next line when non-empty
   // stdin is a pipe that ztrun holds open until it stops this child (or dies). The hostfile
   // launcher gives it to ssh: the pipe's EOF travels to the remote ztrun, which then stops its
-  // ranks (see SupervisorOptions::stop_on_stdin_eof). Otherwise stdin is /dev/null.
+  // ranks (see SupervisorOptions::stop_on_stdin_eof). Such a child is stopped by that EOF alone,
+  // SIGKILL after the grace period. Otherwise stdin is /dev/null.
   bool stdin_pipe = false;
 };
 

@@ -4,13 +4,15 @@
 # reduce across them through rank 0's TCPStore on node 0's veth address. Node 1 can reach node 0
 # only over the veth link, so a pass means the launch facts and the rendezvous work across nodes.
 #
-# usage: two_node_netns.sh ZTRUN PROBE
+# usage: two_node_netns.sh ZTRUN PROBE [GLOO_PROBE]
+# With GLOO_PROBE (zt_launch_gloo_probe), the two nodes also run the project's gloo Communicator.
 # Exits 77 (ctest: skipped) when namespaces cannot be created (not root, no iproute2, no
 # CAP_NET_ADMIN). Names carry this shell's pid so parallel runs do not clash; the namespaces (and
 # with them the veth pair and any process left inside) are removed on every exit path.
 set -euo pipefail
 ztrun="$1"
 probe="$2"
+gloo_probe="${3:-}"
 skip() { echo "SKIP: $*"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
@@ -31,7 +33,8 @@ cleanup() {
     fi
   done
   ip link del "$veth0" 2>/dev/null || true
-  rm -rf "$work"
+  rm -rf "$work" "/etc/netns/$ns0" "/etc/netns/$ns1"
+  rmdir /etc/netns 2>/dev/null || true  # only if empty: others' namespaces keep theirs
 }
 trap cleanup EXIT
 trap "exit 143" INT TERM  # runs the EXIT trap too
@@ -47,6 +50,11 @@ ip -n "$ns1" addr add 10.231.7.2/24 dev "$veth1"
 for ns in "$ns0" "$ns1"; do
   ip -n "$ns" link set lo up
 done
+# Inside each namespace this host's name resolves to that node's own address, as on a cluster
+# (`ip netns exec` mounts /etc/netns/NAME/hosts over /etc/hosts); gloo picks its interface so.
+mkdir -p "/etc/netns/$ns0" "/etc/netns/$ns1"
+printf '127.0.0.1 localhost\n10.231.7.1 %s\n' "$(hostname)" >"/etc/netns/$ns0/hosts"
+printf '127.0.0.1 localhost\n10.231.7.2 %s\n' "$(hostname)" >"/etc/netns/$ns1/hosts"
 ip -n "$ns0" link set "$veth0" up
 ip -n "$ns1" link set "$veth1" up
 
@@ -118,6 +126,17 @@ grep -q "another node failed: rank 3 exited with code 3 on node 1; restarting al
   "$work/restart.node0.out" || fail "node 0 did not restart for node 1's failure"
 echo "PASS: both nodes restarted together"
 
+if [ -n "$gloo_probe" ]; then
+  # The project's gloo Communicator across the two nodes (all_reduce and all_gather).
+  run_pair gloo "$gloo_probe" --facts-dir "$work/facts"
+  [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "gloo across nodes: exit codes $rc0/$rc1"
+  for rank in 0 1 2 3; do
+    grep -q "^rank=$rank world=4 local_rank=$((rank % 2)) local_world=2 launcher=torchrun backend=gloo" \
+      "$work/facts/rank_$rank.txt" || fail "gloo rank $rank facts"
+  done
+  echo "PASS: gloo all_reduce and all_gather across the two namespaces"
+fi
+
 # The same two nodes from one hostfile: the hosts are the veth addresses, the master address
 # defaults to the first host, and an ssh stand-in runs each node's ztrun in its namespace, in its
 # own session as sshd would.
@@ -136,8 +155,9 @@ chmod +x "$work/netns_ssh.sh"
 printf '10.231.7.1 slots=2\n10.231.7.2 slots=2\n' >"$work/hostfile"
 rm -rf "$work/facts" && mkdir -p "$work/facts"
 rc=0
-timeout -s KILL 90 "$ztrun" --hostfile "$work/hostfile" --ssh-command "$work/netns_ssh.sh" \
-  --master-port 29520 "$probe" --facts-dir "$work/facts" >"$work/hostfile.out" 2>&1 || rc=$?
+# Launched from node 0, as DeepSpeed jobs usually are.
+timeout -s KILL 90 ip netns exec "$ns0" "$ztrun" --hostfile "$work/hostfile" \
+  --ssh-command "$work/netns_ssh.sh" --master-port 29520 "$probe" --facts-dir "$work/facts" >"$work/hostfile.out" 2>&1 || rc=$?
 echo "--- hostfile launch (rc $rc)"; cat "$work/hostfile.out"
 [ "$rc" = 0 ] || fail "hostfile launch exit code $rc"
 for rank in 0 1 2 3; do
@@ -153,13 +173,14 @@ echo "PASS: hostfile launch over 2 namespaces"
 rm -rf "$work/facts" && mkdir -p "$work/facts"
 rc=0
 start=$(date +%s)
-timeout -s KILL 90 "$ztrun" --hostfile "$work/hostfile" --ssh-command "$work/netns_ssh.sh" \
-  --master-port 29530 "$probe" --facts-dir "$work/facts" --fail-rank 3 --fail-code 6 \
+timeout -s KILL 90 ip netns exec "$ns0" "$ztrun" --hostfile "$work/hostfile" \
+  --ssh-command "$work/netns_ssh.sh" --master-port 29530 "$probe" --facts-dir "$work/facts" --fail-rank 3 --fail-code 6 \
   --sleep 60 >"$work/fail.out" 2>&1 || rc=$?
 echo "--- hostfile launch with a failing rank (rc $rc)"; cat "$work/fail.out"
 [ "$rc" = 1 ] || fail "expected exit code 1, got $rc"
 grep -q "rank 3 (local rank 1) exited with code 6" "$work/fail.out" || fail "rank 3 not named"
-grep -q "node 1 (10.231.7.2) exited with code 1" "$work/fail.out" || fail "node 1 not named"
+grep -q "^\[zt E [0-9:.]*\] rank 3 exited with code 6 on node 1 (10.231.7.2); stopped all 2 nodes" \
+  "$work/fail.out" || fail "the launching ztrun does not name rank 3 on node 1"
 [ $(( $(date +%s) - start )) -lt 30 ] || fail "took too long"
 for _ in $(seq 50); do
   [ -z "$(ip netns pids "$ns0")" ] && break

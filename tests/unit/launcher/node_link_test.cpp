@@ -1,8 +1,10 @@
 // NodeLink: the ztruns of several nodes telling each other about failures, over loopback.
 #include "launcher/node_link.h"
 
+#include <chrono>
 #include <memory>
 #include <poll.h>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -90,6 +92,27 @@ TEST(NodeLink, VanishedNodeCountsAsFailedButAFinishedOneDoesNot) {
   n2.reset();  // its connection closes with no "D": like a ztrun killed with SIGKILL
   ASSERT_TRUE(stopped_within(n0, 5000));
   EXPECT_EQ(n0.peer_failure(), "node 2's ztrun went away without finishing");
+}
+
+TEST(NodeLink, ObserverLearnsTheLatestRoundAndLeavesQuietly) {
+  const int port = find_free_port();
+  NodeLink n0(0, 2, "127.0.0.1", port);
+  NodeLink n1(1, 2, "127.0.0.1", port);
+  auto observer = std::make_unique<NodeLink>(-1, 2, "127.0.0.1", port);
+  n1.report_failure("round 0 failure on node 1");
+  ASSERT_TRUE(stopped_within(*observer, 5000));
+  ASSERT_TRUE(stopped_within(n0, 5000));
+  n0.begin_attempt(1);
+  n1.begin_attempt(1);
+  n1.report_failure("round 1 failure on node 1");
+  ASSERT_TRUE(stopped_within(n0, 5000));
+  for (int i = 0; i < 100 && observer->peer_failure() != "round 1 failure on node 1"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(observer->peer_failure(), "round 1 failure on node 1");
+  n0.begin_attempt(2);
+  observer.reset();
+  EXPECT_FALSE(stopped_within(n0, 500)) << n0.peer_failure();
 }
 
 TEST(NodeLink, PortInUseOnNodeZero) {

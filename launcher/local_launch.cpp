@@ -12,6 +12,7 @@
 #include "core/base/logging.h"
 #include "launcher/node_link.h"
 #include "launcher/port.h"
+#include "launcher/remote_launch.h"
 
 namespace zt::launcher {
 namespace {
@@ -35,7 +36,7 @@ void print_dry_run(const LaunchOptions& o, const EnvMap& node_env) {
     }
     std::cout << "rank " << spec.label << ":";
     for (const char* k : keys) std::cout << " " << k << "=" << env[k];
-    for (const auto& a : spec.argv) std::cout << " " << a;
+    for (const auto& a : spec.argv) std::cout << " " << shell_quote(a);
     std::cout << "\n";
   }
   std::cout.flush();

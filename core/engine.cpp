@@ -13,6 +13,7 @@
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
+#include "core/overflow_check.h"
 #include "core/zero_unit.h"
 #include "parallel/flat_buffer.h"
 
@@ -132,12 +133,18 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
            options_.gradient_clipping);
   ZT_CHECK(options_.grad_accum_dtype == at::kFloat || options_.grad_accum_dtype == at::kBFloat16 ||
                options_.grad_accum_dtype == at::kHalf,
-           "data_types.grad_accum_dtype must be fp32, fp16 or bf16");
+           "data_types.grad_accum_dtype must be fp32, fp16 or bf16, got ",
+           options_.grad_accum_dtype, " (", static_cast<int>(options_.grad_accum_dtype), ")");
+  const at::ScalarType cd = options_.compute_dtype;
+  ZT_CHECK(cd == at::kFloat || cd == at::kHalf || cd == at::kBFloat16,
+           "engine compute dtype must be fp32, fp16 or bf16, got ", cd);
+  if (cd == at::kHalf) scaler_ = std::make_unique<DynamicLossScaler>(options_.fp16);
   rank_ = comm_->rank();
   world_ = comm_->size();
   build_units();
   build_buffers();
   broadcast_initial_state();
+  cast_model_to_compute_dtype();
   install_grad_hooks();
   MemoryReport m = memory();
   ZT_LOG_INFO("engine: ZeRO stage ", options_.stage, ", ", world_, " rank(s), ", buffers_.size(),
@@ -260,10 +267,34 @@ void Engine::broadcast_initial_state() {
           src.to(at::TensorOptions().dtype(at::kFloat).device(at::kCPU), /*non_blocking=*/false,
                  /*copy=*/true);
     }
+  }
+}
+
+// fp16/bf16: the flat buffers (and with them the parameters) become 16-bit copies of the fp32
+// values the masters were taken from; frozen parameters and floating buffers are cast too.
+// Stage 3 then releases every non-persistent buffer: from here on only shards are resident.
+void Engine::cast_model_to_compute_dtype() {
+  const at::ScalarType cd = options_.compute_dtype;
+  at::NoGradGuard no_grad;
+  for (auto& bp : buffers_) {
+    Buffer& b = *bp;
+    if (cd != at::kFloat) {
+      at::Tensor flat = b.param_flat.to(cd);
+      b.layout.bind_parameters(flat);
+      b.param_flat = flat;
+      if (b.param_shard.defined()) b.param_shard = b.param_shard.to(cd);
+    }
     if (options_.stage == 3 && !b.persistent) {
       release_storage(b.param_flat);
       b.gathered = false;
     }
+  }
+  if (cd == at::kFloat) return;
+  for (auto& p : frozen_params_) {
+    if (p.is_floating_point()) p.set_data(p.detach().to(cd));
+  }
+  for (auto& buf : model_->buffers(/*recurse=*/true)) {
+    if (buf.is_floating_point()) buf.set_data(buf.detach().to(cd));
   }
 }
 
@@ -300,9 +331,14 @@ at::Tensor Engine::forward(const std::function<at::Tensor()>& fn) {
 void Engine::backward(const at::Tensor& loss) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, "engine.backward needs a scalar loss");
   in_backward_ = true;
+  // fp16: the loss is multiplied by the loss scale (in fp32, so the product itself cannot
+  // overflow); the gradients are unscaled at the step, fused with the inf/NaN check.
+  const double factor = loss_scale() / options_.gradient_accumulation_steps;
   at::Tensor scaled = loss;
-  if (options_.gradient_accumulation_steps > 1) {
-    scaled = loss * (1.0 / options_.gradient_accumulation_steps);
+  if (scaler_) {
+    scaled = loss.to(at::kFloat) * factor;
+  } else if (factor != 1.0) {
+    scaled = loss * factor;
   }
   try {
     scaled.backward();
@@ -468,13 +504,68 @@ std::vector<optim::GroupRange> Engine::groups_for(const Buffer& b, double lr) co
   return groups;
 }
 
-void Engine::optimizer_step() {
-  at::NoGradGuard no_grad;
-  // Average over ranks: each rank's loss is the mean over its micro-batch.
-  const double inv_world = 1.0 / world_;
+// Unscales every owned gradient by inv_scale in the same pass that looks for inf/NaN, and
+// agrees across ranks (all-reduce max), so every rank skips together.
+bool Engine::grads_overflow(double inv_scale) {
+  bool local = false;
   for (auto& b : buffers_) {
     at::Tensor g = owned_grad(*b);
-    if (g.defined() && world_ > 1) g.mul_(inv_world);
+    if (g.defined() && g.numel() > 0) local |= check_and_unscale_(g, static_cast<float>(inv_scale));
+  }
+  at::Tensor flag = at::full({1}, local ? 1 : 0, at::TensorOptions().dtype(at::kInt));
+  comm_->all_reduce(flag, dist::ReduceOp::kMax)->wait();
+  return flag.item<int>() != 0;
+}
+
+// Names of the parameters whose owned gradient slice holds inf/NaN on this rank.
+std::string Engine::overflow_culprits() {
+  std::string names;
+  for (auto& bp : buffers_) {
+    Buffer& b = *bp;
+    at::Tensor g = owned_grad(b);
+    if (!g.defined()) continue;
+    const dist::Range view =
+        options_.stage == 0 ? dist::Range{0, b.layout.padded_numel()} : b.layout.shard_range(rank_);
+    for (const auto& e : b.layout.entries()) {
+      dist::Range r = dist::intersect(e.range, view);
+      if (r.empty()) continue;
+      if (!g.narrow(0, r.begin - view.begin, r.size()).isfinite().all().item<bool>()) {
+        names += (names.empty() ? "" : ", ") + e.name;
+      }
+    }
+  }
+  return names.empty() ? "none on this rank" : names;
+}
+
+void Engine::optimizer_step() {
+  at::NoGradGuard no_grad;
+  // Average over ranks (each rank's loss is the mean over its micro-batch) and, in fp16, undo
+  // the loss scale, in one pass that also finds inf/NaN.
+  const double inv = 1.0 / (world_ * loss_scale());
+  if (options_.compute_dtype == at::kFloat) {
+    for (auto& b : buffers_) {
+      at::Tensor g = owned_grad(*b);
+      if (g.defined() && world_ > 1) g.mul_(inv);
+    }
+  } else if (grads_overflow(inv)) {
+    // Skip the step on every rank; the LR schedule does not advance.
+    if (scaler_) {
+      if (scaler_->at_minimum()) {
+        ZT_THROW("fp16 loss scale collapsed: gradients overflow at step ", global_step_,
+                 " with the scale already at min_loss_scale ", scaler_->scale(),
+                 "; parameters with inf/NaN gradients: ", overflow_culprits(),
+                 " (try bf16, a lower lr, or gradient_clipping)");
+      }
+      scaler_->update(true);
+    }
+    ZT_LOG_INFO("step ", global_step_, ": inf/NaN gradients, step skipped; loss scale now ",
+                loss_scale());
+    reset_accumulation();
+    ++global_step_;
+    ++skipped_steps_;
+    return;
+  } else if (scaler_) {
+    scaler_->update(false);
   }
   last_grad_norm_ = std::sqrt(global_grad_norm_squared());
   double clip = 1.0;
@@ -491,8 +582,12 @@ void Engine::optimizer_step() {
     at::Tensor target = param_target(b);
     if (b.master.defined()) {
       at::Tensor g32 = g.to(at::TensorOptions().dtype(at::kFloat).device(at::kCPU));
-      b.optimizer->step(b.master, g32, groups);
-      target.copy_(b.master);
+      if (target.scalar_type() != at::kFloat && target.device() == b.master.device()) {
+        b.optimizer->step(b.master, g32, groups, &target);  // 16-bit copy in the same pass
+      } else {
+        b.optimizer->step(b.master, g32, groups);
+        target.copy_(b.master);
+      }
     } else {
       at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
       b.optimizer->step(target, g32, groups);
@@ -527,7 +622,9 @@ void Engine::zero_grad() {
 }
 
 double Engine::get_lr() const {
-  return options_.lr_schedule ? options_.lr_schedule(global_step_) : options_.hyper.lr;
+  // Skipped (overflow) steps do not advance the schedule.
+  return options_.lr_schedule ? options_.lr_schedule(global_step_ - skipped_steps_)
+                              : options_.hyper.lr;
 }
 
 void Engine::train(bool on) {

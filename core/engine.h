@@ -43,6 +43,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "core/loss_scaler.h"
 #include "optim/shard_optimizer.h"
 #include "parallel/communicator.h"
 
@@ -56,6 +57,12 @@ struct EngineOptions {
   int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
   int64_t stage3_param_persistence_threshold = 0;    // buffers below this stay gathered
   bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
+  // Compute dtype of the model: fp32, or fp16/bf16 with an fp32 master of the owned slice. The
+  // engine casts the model's floating parameters and buffers; inputs are the caller's.
+  at::ScalarType compute_dtype = at::kFloat;
+  LossScalerOptions fp16;  // loss scaling when compute_dtype is fp16
+  // Gradients accumulate (and are reduced) in this dtype: fp32 by default, also for bf16, where
+  // DeepSpeed's bf16 accumulation is known to hurt convergence.
   at::ScalarType grad_accum_dtype = at::kFloat;
   optim::OptimizerSpec optimizer;
   optim::GroupHyper hyper;                     // every group's defaults; hyper.lr = base lr
@@ -99,7 +106,13 @@ class Engine {
   void zero_grad();
 
   double get_lr() const;
+  // Optimizer boundaries passed, including steps skipped for inf/NaN gradients.
   int64_t global_step() const { return global_step_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  // Current fp16 loss scale (1 when not in fp16).
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  const DynamicLossScaler* loss_scaler() const { return scaler_.get(); }
+  DynamicLossScaler* mutable_loss_scaler() { return scaler_.get(); }
   int64_t micro_steps() const { return micro_steps_; }
   // Global gradient norm before clipping, of the last optimizer step.
   double last_grad_norm() const { return last_grad_norm_; }
@@ -134,6 +147,9 @@ class Engine {
   friend class GradHook;
   friend class UnitHooksImpl;
 
+  void cast_model_to_compute_dtype();
+  bool grads_overflow(double inv_scale);
+  std::string overflow_culprits();
   void build_units();
   void build_buffers();
   void broadcast_initial_state();
@@ -177,8 +193,10 @@ class Engine {
   };
   std::vector<Inflight> inflight_;
 
+  std::unique_ptr<DynamicLossScaler> scaler_;
   int64_t micro_steps_ = 0;
   int64_t global_step_ = 0;
+  int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0.0;
   bool in_backward_ = false;
   int64_t gathered_bytes_ = 0;

@@ -58,7 +58,8 @@ function(zt_executable name)
 endfunction()
 
 # zt_unit_test(<name> AREA <area> SOURCES ... [LIBS ...]): one GoogleTest binary; each test case
-# becomes a ctest test labelled "unit;<area>", discovered at test time.
+# becomes a ctest test labelled "unit-<area>" (one label: gtest_discover_tests flattens lists;
+# `ctest -L` takes a regex, so -L unit and -L <area> both select it), discovered at test time.
 function(zt_unit_test name)
   cmake_parse_arguments(A "" "AREA;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT A_TIMEOUT)
@@ -68,7 +69,7 @@ function(zt_unit_test name)
   target_compile_definitions(${name} PRIVATE ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
                                              ZT_BINARY_DIR="${CMAKE_BINARY_DIR}")
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${A_AREA}."
-    PROPERTIES LABELS "unit;${A_AREA}" TIMEOUT ${A_TIMEOUT})
+    PROPERTIES LABELS "unit-${A_AREA}" TIMEOUT ${A_TIMEOUT})
 endfunction()
 
 # zt_mpi_test(<name> AREA <area> NP <n>... SOURCES ... [LIBS ...]): a GoogleTest binary run under

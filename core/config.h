@@ -282,11 +282,11 @@ struct ConfigReport {
 
 // Reads, overrides ("a.b=value", applied in order before validation; the value is a YAML
 // scalar or flow sequence: 3, 2e8, true, auto, [0.9, 0.95]), resolves and validates. Never
-// throws for a bad config; `source` names it in messages (a file name). The format of a file is
-// chosen by its extension (.json, else YAML; JSON is read as YAML either way).
+// throws for a bad config. The format of a file is chosen by its extension (.json, else YAML;
+// JSON is read as YAML either way). Syntax errors read "line L, column C: ... syntax error".
 ConfigReport check_config(const std::string& text, ConfigFormat format,
                           const std::vector<std::string>& overrides, int world_size,
-                          const ProgramValues& program = {}, const std::string& source = "");
+                          const ProgramValues& program = {});
 ConfigReport check_config_file(const std::string& path, const std::vector<std::string>& overrides,
                                int world_size, const ProgramValues& program = {});
 

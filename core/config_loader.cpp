@@ -37,7 +37,7 @@ Config throw_or_return(ConfigReport report, const std::string& source) {
 
 ConfigReport check_config(const std::string& text, ConfigFormat format,
                           const std::vector<std::string>& overrides, int world_size,
-                          const ProgramValues& program, const std::string& source) {
+                          const ProgramValues& program) {
   ConfigReport report;
   YAML::Node root;
   // YAML forbids tabs as indentation, JSON does not; a valid JSON text has no raw tab inside a
@@ -47,9 +47,10 @@ ConfigReport check_config(const std::string& text, ConfigFormat format,
   try {
     root = YAML::Load(input);
   } catch (const YAML::Exception& e) {
-    report.errors.push_back(detail::str(
-        source.empty() ? "config" : source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ",
-        format == ConfigFormat::kJson ? "JSON" : "YAML", " syntax error: ", e.msg));
+    // No key to name: the position is the culprit (callers prefix the file name).
+    report.errors.push_back(detail::str("line ", e.mark.line + 1, ", column ", e.mark.column + 1,
+                                        ": ", format == ConfigFormat::kJson ? "JSON" : "YAML",
+                                        " syntax error: ", e.msg));
     return report;
   }
   config_detail::ReadState state;
@@ -74,7 +75,7 @@ ConfigReport check_config_file(const std::string& path, const std::vector<std::s
   }
   std::stringstream text;
   text << in.rdbuf();
-  return check_config(text.str(), format_of(path), overrides, world_size, program, path);
+  return check_config(text.str(), format_of(path), overrides, world_size, program);
 }
 
 Config parse_config(const std::string& text, ConfigFormat format,

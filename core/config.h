@@ -202,11 +202,11 @@ struct ModelConfig {
   bool activation_checkpointing = false;
 };
 
-// parameter_groups: how the optimizer splits parameters. Patterns are matched against
-// named_parameters() names by the optim area (glob with '*').
+// parameter_groups: how the optimizer splits parameters (optim/param_groups.h applies them).
 struct ParameterGroupsConfig {
-  std::vector<std::string> no_decay;  // parameters trained with weight_decay 0
-  double layer_lr_decay = 1.0;        // layer-wise LR decay factor in (0, 1]; 1 = off
+  // Parameters whose name contains one of these substrings get weight_decay 0.
+  std::vector<std::string> no_decay = {"bias", "norm", "ln_", "LayerNorm"};
+  double layer_lr_decay = 1.0;  // layer-wise LR decay factor in (0, 1]; 1 = off
 };
 
 struct Config {
@@ -231,7 +231,8 @@ struct Config {
   CommunicationConfig communication;
   DataConfig data;
   std::optional<ModelConfig> model;
-  std::vector<std::string> freeze;  // patterns of parameters not trained
+  // Glob patterns (* and ? match any character) over full parameter names: never trained.
+  std::vector<std::string> freeze;
   ParameterGroupsConfig parameter_groups;
 
   // The world size the batch triple was resolved for.

@@ -6,7 +6,9 @@
 
 #include "core/base/error.h"
 #include "optim/adam.h"
+#include "optim/adam8bit.h"
 #include "optim/cpu_adam.h"
+#include "optim/fused_adam.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"
 
@@ -87,6 +89,8 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec) 
   if (t == "SGD") return std::make_unique<Sgd>();
   if (t == "Lion") return std::make_unique<Lion>();
   if (t == "CpuAdam") return std::make_unique<CpuAdam>(spec);
+  if (t == "Adam8bit") return std::make_unique<Adam8bit>(spec);
+  if (t == "FusedAdam") return std::make_unique<FusedAdam>(spec);
   ZT_THROW(
       "optimizer.type must be one of Adam, AdamW, SGD, Lion, CpuAdam, Adam8bit, FusedAdam; got \"",
       t, "\"");

@@ -1,0 +1,214 @@
+#include "optim/adam8bit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "core/base/error.h"
+
+namespace zt::optim {
+namespace {
+
+// Per-group constants of one step, in fp32 like CpuAdam's kernel.
+struct StepConsts {
+  int64_t begin, end;
+  float beta1, omb1, beta2, omb2, eps, neg_step_size, inv_sqrt_bc2, decay_factor, l2;
+};
+
+// Where the fp16/bf16 copy goes (kind 0: nowhere).
+struct HalfOut {
+  void* data = nullptr;
+  int kind = 0;  // 1 fp16, 2 bf16
+  void write(int64_t i, float p) const {
+    if (kind == 1) {
+      static_cast<c10::Half*>(data)[i] = c10::Half(p);
+    } else if (kind == 2) {
+      static_cast<c10::BFloat16*>(data)[i] = c10::BFloat16(p);
+    }
+  }
+};
+
+inline void adam_element(const StepConsts& c, float& p, float g, float& m, float& v) {
+  p *= c.decay_factor;
+  if (c.l2 != 0) g += c.l2 * p;
+  m = m * c.beta1 + c.omb1 * g;
+  v = v * c.beta2 + c.omb2 * (g * g);
+  p += c.neg_step_size * (m / (std::sqrt(v) * c.inv_sqrt_bc2 + c.eps));
+}
+
+}  // namespace
+
+Adam8bit::Adam8bit(const OptimizerSpec& spec)
+    : adamw_mode_(spec.adamw_mode),
+      block_(spec.block_size),
+      min_8bit_size_(spec.min_8bit_size),
+      signed_codec_(dynamic_map(true)),
+      unsigned_codec_(dynamic_map(false)) {
+  ZT_CHECK(block_ >= 16 && block_ <= (1 << 20), "Adam8bit block_size must be in [16, 2^20], got ",
+           block_);
+}
+
+void Adam8bit::init(int64_t numel, const at::TensorOptions&) {
+  if (numel < min_8bit_size_) {
+    m32_ = at::zeros({numel}, at::kFloat);
+    v32_ = at::zeros({numel}, at::kFloat);
+    return;
+  }
+  const int64_t blocks = (numel + block_ - 1) / block_;
+  // Zero in both maps is a code, not necessarily 0: encode it.
+  m_code_ = at::full({numel}, signed_codec_.encode(0.0f), at::kByte);
+  v_code_ = at::full({numel}, unsigned_codec_.encode(0.0f), at::kByte);
+  m_absmax_ = at::zeros({blocks}, at::kFloat);
+  v_absmax_ = at::zeros({blocks}, at::kFloat);
+}
+
+void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
+                    const std::vector<GroupRange>& groups, at::Tensor* half_out) {
+  check_step_args(master, grad, groups, half_out);
+  ZT_CHECK(master.is_cpu(), "Adam8bit: master must be a CPU tensor, got ", master.device());
+  const int64_t n = master.numel();
+  if (!m_code_.defined() && !m32_.defined()) init(n, master.options());
+  const int64_t have = m_code_.defined() ? m_code_.numel() : m32_.numel();
+  ZT_CHECK(have == n, "Adam8bit: state has ", have, " elements but master ", n);
+  ++step_count_;
+  const double t = static_cast<double>(step_count_);
+  std::vector<StepConsts> cs;
+  for (const GroupRange& g : groups) {
+    if (g.begin == g.end) continue;
+    const GroupHyper& h = g.hyper;
+    StepConsts c;
+    c.begin = g.begin;
+    c.end = g.end;
+    c.beta1 = static_cast<float>(h.beta1);
+    c.omb1 = static_cast<float>(1 - h.beta1);
+    c.beta2 = static_cast<float>(h.beta2);
+    c.omb2 = static_cast<float>(1 - h.beta2);
+    c.eps = static_cast<float>(h.eps);
+    c.neg_step_size = static_cast<float>(-h.lr / (1 - std::pow(h.beta1, t)));
+    c.inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(1 - std::pow(h.beta2, t)));
+    c.decay_factor = adamw_mode_ ? static_cast<float>(1 - h.lr * h.weight_decay) : 1.0f;
+    c.l2 = adamw_mode_ ? 0.0f : static_cast<float>(h.weight_decay);
+    cs.push_back(c);
+  }
+  std::sort(cs.begin(), cs.end(),
+            [](const StepConsts& a, const StepConsts& b) { return a.begin < b.begin; });
+  float* p = master.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  HalfOut half;
+  if (half_out) {
+    half.data = half_out->data_ptr();
+    half.kind = half_out->scalar_type() == at::kHalf ? 1 : 2;
+  }
+
+  if (m32_.defined()) {  // small shard: plain fp32 Adam
+    float* m = m32_.data_ptr<float>();
+    float* v = v32_.data_ptr<float>();
+    for (const StepConsts& c : cs) {
+      for (int64_t i = c.begin; i < c.end; ++i) {
+        adam_element(c, p[i], g[i], m[i], v[i]);
+        half.write(i, p[i]);
+      }
+    }
+  } else {
+    uint8_t* mq = m_code_.data_ptr<uint8_t>();
+    uint8_t* vq = v_code_.data_ptr<uint8_t>();
+    float* ma = m_absmax_.data_ptr<float>();
+    float* va = v_absmax_.data_ptr<float>();
+    const int64_t blocks = m_absmax_.numel();
+    at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
+      std::vector<float> m(block_), v(block_);
+      for (int64_t b = bb; b < be; ++b) {
+        const int64_t lo = b * block_, hi = std::min(n, lo + block_);
+        for (int64_t i = lo; i < hi; ++i) {
+          m[i - lo] = signed_codec_.decode(mq[i]) * ma[b];
+          v[i - lo] = unsigned_codec_.decode(vq[i]) * va[b];
+        }
+        // Groups overlapping [lo, hi): first one whose end > lo.
+        auto it = std::upper_bound(cs.begin(), cs.end(), lo,
+                                   [](int64_t x, const StepConsts& c) { return x < c.end; });
+        for (; it != cs.end() && it->begin < hi; ++it) {
+          for (int64_t i = std::max(lo, it->begin), e = std::min(hi, it->end); i < e; ++i) {
+            adam_element(*it, p[i], g[i], m[i - lo], v[i - lo]);
+            half.write(i, p[i]);
+          }
+        }
+        float mmax = 0, vmax = 0;
+        for (int64_t k = 0; k < hi - lo; ++k) {
+          mmax = std::max(mmax, std::fabs(m[k]));
+          vmax = std::max(vmax, v[k]);
+        }
+        ma[b] = mmax;
+        va[b] = vmax;
+        const float mi = mmax > 0 ? 1 / mmax : 0, vi = vmax > 0 ? 1 / vmax : 0;
+        for (int64_t i = lo; i < hi; ++i) {
+          mq[i] = signed_codec_.encode(m[i - lo] * mi);
+          vq[i] = unsigned_codec_.encode(v[i - lo] * vi);
+        }
+      }
+    });
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> Adam8bit::dequantized_state() const {
+  if (m32_.defined()) return {m32_.clone(), v32_.clone()};
+  ZT_CHECK(m_code_.defined(), "Adam8bit: no state before the first step");
+  const int64_t n = m_code_.numel();
+  at::Tensor m = at::empty({n}, at::kFloat), v = at::empty({n}, at::kFloat);
+  dequantize_blockwise(m_code_.data_ptr<uint8_t>(), m_absmax_.data_ptr<float>(), n, block_,
+                       signed_codec_, m.data_ptr<float>());
+  dequantize_blockwise(v_code_.data_ptr<uint8_t>(), v_absmax_.data_ptr<float>(), n, block_,
+                       unsigned_codec_, v.data_ptr<float>());
+  return {m, v};
+}
+
+int64_t Adam8bit::state_bytes() const {
+  if (m32_.defined()) return 8 * m32_.numel();
+  if (!m_code_.defined()) return 0;
+  return 2 * m_code_.numel() + 4 * (m_absmax_.numel() + v_absmax_.numel());
+}
+
+std::map<std::string, at::Tensor> Adam8bit::state_dict() const {
+  std::map<std::string, at::Tensor> s{{"step", step_tensor()}};
+  if (m32_.defined()) {
+    s["exp_avg"] = m32_;
+    s["exp_avg_sq"] = v32_;
+  } else if (m_code_.defined()) {
+    s["exp_avg_code"] = m_code_;
+    s["exp_avg_absmax"] = m_absmax_;
+    s["exp_avg_sq_code"] = v_code_;
+    s["exp_avg_sq_absmax"] = v_absmax_;
+    s["block_size"] = at::scalar_tensor(block_, at::kLong);
+  }
+  return s;
+}
+
+void Adam8bit::load_state_dict(const std::map<std::string, at::Tensor>& state) {
+  load_step(state);
+  m_code_ = m_absmax_ = v_code_ = v_absmax_ = m32_ = v32_ = at::Tensor();
+  if (state.count("exp_avg")) {
+    m32_ = state_entry(state, "exp_avg", -1, name()).to(at::kCPU, at::kFloat).contiguous().clone();
+    v32_ = state_entry(state, "exp_avg_sq", m32_.numel(), name())
+               .to(at::kCPU, at::kFloat)
+               .contiguous()
+               .clone();
+    return;
+  }
+  if (!state.count("exp_avg_code")) return;  // saved before the first step
+  const int64_t block = state_entry(state, "block_size", 1, name()).item<int64_t>();
+  ZT_CHECK(block == block_, "Adam8bit: checkpoint has block_size ", block, ", this optimizer ",
+           block_);
+  m_code_ = state_entry(state, "exp_avg_code", -1, name()).contiguous().clone();
+  const int64_t n = m_code_.numel(), blocks = (n + block_ - 1) / block_;
+  ZT_CHECK(m_code_.scalar_type() == at::kByte, "Adam8bit: state \"exp_avg_code\" must be uint8");
+  v_code_ = state_entry(state, "exp_avg_sq_code", n, name()).contiguous().clone();
+  m_absmax_ =
+      state_entry(state, "exp_avg_absmax", blocks, name()).to(at::kFloat).contiguous().clone();
+  v_absmax_ =
+      state_entry(state, "exp_avg_sq_absmax", blocks, name()).to(at::kFloat).contiguous().clone();
+}
+
+}  // namespace zt::optim

@@ -1,0 +1,49 @@
+#pragma once
+// Adam8bit: Adam/AdamW whose two moments are stored block-wise quantized to 8 bits
+// (blockwise_quant.h): m with the signed dynamic map, v with the unsigned one, one fp32 absmax
+// per block for each. Each step runs one pass per block: dequantize m and v, update them and the
+// parameter in fp32, find the block's new absmax, requantize. So the state is
+// 2 bytes per parameter + 8 bytes per block (2.004 bytes/param at block 2048), against 8 for Adam.
+//
+// Shards with fewer than OptimizerSpec::min_8bit_size elements keep fp32 state (the paper's rule
+// for small tensors, here applied to the shard: a flat shard does not know its tensors).
+//
+// State (blocks of block_size elements laid out like master; the last block may be short):
+//   "exp_avg_code" uint8 [N], "exp_avg_absmax" fp32 [ceil(N / block)],
+//   "exp_avg_sq_code" uint8 [N], "exp_avg_sq_absmax" fp32 [ceil(N / block)],
+//   "block_size" int64 0-d;  or, for small shards, "exp_avg" and "exp_avg_sq" fp32 [N].
+// The codes depend on block boundaries, so resharding this state at another world size needs a
+// dequantize (dequantized_state()) and a requantize, not a plain slice.
+
+#include "optim/blockwise_quant.h"
+#include "optim/shard_optimizer.h"
+
+namespace zt::optim {
+
+class Adam8bit : public ShardOptimizer {
+ public:
+  explicit Adam8bit(const OptimizerSpec& spec);
+
+  void step(at::Tensor& master, const at::Tensor& grad, const std::vector<GroupRange>& groups,
+            at::Tensor* half_out = nullptr) override;
+  void init(int64_t numel, const at::TensorOptions& options) override;
+  int64_t state_bytes() const override;
+  std::map<std::string, at::Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, at::Tensor>& state) override;
+  std::string name() const override { return "Adam8bit"; }
+
+  bool quantized() const { return m_code_.defined(); }
+  // m and v as fp32 [N] (dequantized when quantized): for tests and resharding.
+  std::pair<at::Tensor, at::Tensor> dequantized_state() const;
+
+ private:
+  bool adamw_mode_;
+  int64_t block_;
+  int64_t min_8bit_size_;
+  QuantCodec signed_codec_;
+  QuantCodec unsigned_codec_;
+  at::Tensor m_code_, m_absmax_, v_code_, v_absmax_;  // quantized state
+  at::Tensor m32_, v32_;                              // small-shard fp32 state
+};
+
+}  // namespace zt::optim

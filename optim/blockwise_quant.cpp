@@ -1,0 +1,80 @@
+#include "optim/blockwise_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#include "core/base/error.h"
+
+namespace zt::optim {
+namespace {
+
+QuantMap build_dynamic_map(bool is_signed) {
+  constexpr int kExponents = 7;  // decades 10^0 .. 10^-6
+  std::vector<double> v;
+  for (int i = 0; i < kExponents; ++i) {
+    // i = 6 is the top decade [0.1, 1]; it gets the most fraction bits.
+    const int parts = is_signed ? (1 << i) : (1 << (i + 1));
+    const double scale = std::pow(10.0, -(kExponents - 1) + i);
+    for (int k = 0; k < parts; ++k) {
+      const double lo = 0.1 + 0.9 * k / parts, hi = 0.1 + 0.9 * (k + 1) / parts;
+      v.push_back(scale * (lo + hi) / 2);
+      if (is_signed) v.push_back(-scale * (lo + hi) / 2);
+    }
+  }
+  v.push_back(0.0);
+  v.push_back(1.0);
+  ZT_INTERNAL_ASSERT(v.size() == 256, "dynamic map has ", v.size(), " values");
+  std::sort(v.begin(), v.end());
+  QuantMap m;
+  for (int i = 0; i < 256; ++i) m[i] = static_cast<float>(v[i]);
+  return m;
+}
+
+}  // namespace
+
+const QuantMap& dynamic_map(bool is_signed) {
+  static const QuantMap kSigned = build_dynamic_map(true);
+  static const QuantMap kUnsigned = build_dynamic_map(false);
+  return is_signed ? kSigned : kUnsigned;
+}
+
+QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
+  for (int i = 0; i < 255; ++i) mid_[i] = 0.5f * (map_[i] + map_[i + 1]);
+}
+
+uint8_t QuantCodec::encode(float x) const {
+  // Branch-light bisection over the 255 midpoints: the code is the number of midpoints < x.
+  int lo = 0;
+  for (int step = 128; step > 0; step >>= 1) {
+    const int probe = lo + step - 1;
+    if (probe < 255 && mid_[probe] < x) lo += step;
+  }
+  return static_cast<uint8_t>(lo);
+}
+
+void quantize_blockwise(const float* x, int64_t n, int64_t block, const QuantCodec& codec,
+                        uint8_t* codes, float* absmax) {
+  const int64_t blocks = (n + block - 1) / block;
+  at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
+    for (int64_t b = bb; b < be; ++b) {
+      const int64_t lo = b * block, hi = std::min(n, lo + block);
+      float amax = 0;
+      for (int64_t i = lo; i < hi; ++i) amax = std::max(amax, std::fabs(x[i]));
+      absmax[b] = amax;
+      const float inv = amax > 0 ? 1.0f / amax : 0.0f;
+      for (int64_t i = lo; i < hi; ++i) codes[i] = codec.encode(x[i] * inv);
+    }
+  });
+}
+
+void dequantize_blockwise(const uint8_t* codes, const float* absmax, int64_t n, int64_t block,
+                          const QuantCodec& codec, float* out) {
+  at::parallel_for(0, n, block, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = codec.decode(codes[i]) * absmax[i / block];
+  });
+}
+
+}  // namespace zt::optim

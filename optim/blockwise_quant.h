@@ -1,0 +1,45 @@
+#pragma once
+// Block-wise dynamic 8-bit quantization (Dettmers et al., "8-bit Optimizers via Block-wise
+// Quantization", 2022). A tensor is cut into blocks of B elements; each block stores its absmax
+// (fp32) and one byte per element: the index of the nearest value of a fixed 256-entry map after
+// dividing by absmax, so every value in [-absmax, absmax] is representable.
+//
+// The dynamic map (the paper's "dynamic tree" values, as bitsandbytes' create_dynamic_map with 7
+// exponent bits): for each decade e = 0..6 the magnitudes 10^-e * midpoints of an even split of
+// [0.1, 1] into 2^(6-e) parts (signed map: both signs) or 2^(7-e) parts (unsigned map: the sign
+// bit buys one more fraction bit), plus 0 and 1. Relative precision is near-constant over six
+// decades, which is what Adam's second moment needs. Maps are sorted, so code order is value
+// order.
+
+#include <array>
+#include <cstdint>
+
+namespace zt::optim {
+
+using QuantMap = std::array<float, 256>;
+
+// The signed map (for Adam's m) or the unsigned one (for v, which is >= 0).
+const QuantMap& dynamic_map(bool is_signed);
+
+// Nearest-value encoder for one map: 255 midpoints between consecutive map values, searched by
+// bisection (8 comparisons per element).
+class QuantCodec {
+ public:
+  explicit QuantCodec(const QuantMap& map);
+  // Code of the map value nearest to x (x already divided by the block's absmax).
+  uint8_t encode(float x) const;
+  float decode(uint8_t code) const { return map_[code]; }
+  const QuantMap& map() const { return map_; }
+
+ private:
+  QuantMap map_;
+  std::array<float, 255> mid_;  // mid_[i] = (map[i] + map[i + 1]) / 2
+};
+
+// Quantizes x[0, n) block by block into codes[0, n) and absmax[0, ceil(n / block)).
+void quantize_blockwise(const float* x, int64_t n, int64_t block, const QuantCodec& codec,
+                        uint8_t* codes, float* absmax);
+void dequantize_blockwise(const uint8_t* codes, const float* absmax, int64_t n, int64_t block,
+                          const QuantCodec& codec, float* out);
+
+}  // namespace zt::optim

@@ -1,0 +1,94 @@
+#include "optim/fused_adam.h"
+
+#include <cmath>
+#include <dlfcn.h>
+
+#include <ATen/ATen.h>
+
+#include "core/base/error.h"
+
+namespace zt::optim {
+
+FusedAdam::FusedAdam(const OptimizerSpec& spec)
+    : adamw_mode_(spec.adamw_mode),
+      launcher_(reinterpret_cast<FusedAdamLauncher>(spec.cuda_launcher)) {}
+
+void FusedAdam::init(int64_t numel, const at::TensorOptions& options) {
+  exp_avg_ = at::zeros({numel}, options.dtype(at::kFloat));
+  exp_avg_sq_ = at::zeros({numel}, options.dtype(at::kFloat));
+}
+
+void FusedAdam::step(at::Tensor& master, const at::Tensor& grad,
+                     const std::vector<GroupRange>& groups, at::Tensor* half_out) {
+  check_step_args(master, grad, groups, half_out);
+  ZT_CHECK(master.is_cuda(), "FusedAdam: master must be a CUDA tensor, got ", master.device());
+  if (launcher_ == nullptr) {
+    launcher_ = reinterpret_cast<FusedAdamLauncher>(dlsym(RTLD_DEFAULT, kFusedAdamSymbol));
+    ZT_CHECK(launcher_ != nullptr, "FusedAdam needs the CUDA plugin's ", kFusedAdamSymbol,
+             ": pass OptimizerSpec::cuda_launcher or load the plugin first (zt::cuda::kernels())");
+  }
+  if (!exp_avg_.defined()) init(master.numel(), master.options());
+  ZT_CHECK(exp_avg_.numel() == master.numel() && exp_avg_.device() == master.device(),
+           "FusedAdam: state has ", exp_avg_.numel(), " elements on ", exp_avg_.device(),
+           " but master ", master.numel(), " on ", master.device());
+  ++step_count_;
+  const double t = static_cast<double>(step_count_);
+  FusedAdamLaunch launch{};
+  launch.param = master.data_ptr<float>();
+  launch.grad = grad.data_ptr<float>();
+  launch.exp_avg = exp_avg_.data_ptr<float>();
+  launch.exp_avg_sq = exp_avg_sq_.data_ptr<float>();
+  if (half_out) {
+    launch.half_out = half_out->data_ptr();
+    launch.half_kind = half_out->scalar_type() == at::kHalf ? 1 : 2;
+  }
+  auto flush = [&] {
+    if (launch.num_groups == 0) return;
+    const char* err = launcher_(&launch, nullptr);
+    ZT_CHECK(err == nullptr, "FusedAdam kernel launch failed: ", err);
+    launch.num_groups = 0;
+  };
+  for (const GroupRange& g : groups) {
+    if (g.begin == g.end) continue;
+    const GroupHyper& h = g.hyper;
+    FusedAdamGroup& fg = launch.groups[launch.num_groups++];
+    fg.begin = g.begin;
+    fg.end = g.end;
+    fg.beta1 = static_cast<float>(h.beta1);
+    fg.beta2 = static_cast<float>(h.beta2);
+    fg.eps = static_cast<float>(h.eps);
+    fg.neg_step_size = static_cast<float>(-h.lr / (1 - std::pow(h.beta1, t)));
+    fg.inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(1 - std::pow(h.beta2, t)));
+    fg.decay_factor = adamw_mode_ ? static_cast<float>(1 - h.lr * h.weight_decay) : 1.0f;
+    fg.l2_weight_decay = adamw_mode_ ? 0.0f : static_cast<float>(h.weight_decay);
+    if (launch.num_groups == kFusedAdamMaxGroups) flush();
+  }
+  flush();
+}
+
+int64_t FusedAdam::state_bytes() const {
+  return exp_avg_.defined() ? 8 * exp_avg_.numel() : 0;
+}
+
+std::map<std::string, at::Tensor> FusedAdam::state_dict() const {
+  std::map<std::string, at::Tensor> s{{"step", step_tensor()}};
+  if (exp_avg_.defined()) {
+    s["exp_avg"] = exp_avg_;
+    s["exp_avg_sq"] = exp_avg_sq_;
+  }
+  return s;
+}
+
+void FusedAdam::load_state_dict(const std::map<std::string, at::Tensor>& state) {
+  load_step(state);
+  exp_avg_ = exp_avg_sq_ = at::Tensor();
+  if (state.count("exp_avg") == 0) return;
+  // Kept on the device they come on; step() checks it is master's.
+  exp_avg_ = state_entry(state, "exp_avg", -1, name()).to(at::kFloat).contiguous().clone();
+  exp_avg_sq_ = state_entry(state, "exp_avg_sq", exp_avg_.numel(), name())
+                    .to(at::kFloat)
+                    .contiguous()
+                    .clone();
+}
+
+}  // namespace zt::optim

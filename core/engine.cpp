@@ -720,6 +720,41 @@ MemoryReport Engine::memory() const {
   return m;
 }
 
+std::vector<Engine::ShardState> Engine::shard_states() {
+  std::vector<ShardState> out;
+  for (auto& bp : buffers_) {
+    Buffer& b = *bp;
+    ShardState st;
+    st.layout = &b.layout;
+    st.stepped =
+        options_.stage == 0 ? dist::Range{0, b.layout.padded_numel()} : b.layout.shard_range(rank_);
+    st.master = b.master.defined() ? b.master : param_target(b);
+    st.optimizer = b.optimizer.get();
+    out.push_back(st);
+  }
+  return out;
+}
+
+void Engine::sync_params_from_masters() {
+  at::NoGradGuard no_grad;
+  for (auto& bp : buffers_) {
+    Buffer& b = *bp;
+    if (b.master.defined()) param_target(b).copy_(b.master);
+    if (options_.stage != 3) {
+      publish_params(b);
+    } else if (b.persistent || b.gathered) {  // resident full buffers take the new shards
+      comm_->all_gather(b.param_shard, b.param_flat)->wait();
+    }
+  }
+}
+
+void Engine::restore_counters(int64_t global_step, int64_t skipped_steps, int64_t micro_steps) {
+  global_step_ = global_step;
+  skipped_steps_ = skipped_steps;
+  micro_steps_ = micro_steps;
+  reset_accumulation();
+}
+
 Engine::GatheredParameters::GatheredParameters(Engine& engine, bool write_back)
     : engine_(engine), write_back_(write_back) {
   ++engine_.gathered_scopes_;

@@ -46,6 +46,7 @@
 #include "core/loss_scaler.h"
 #include "optim/shard_optimizer.h"
 #include "parallel/communicator.h"
+#include "parallel/flat_buffer.h"
 
 namespace zt {
 
@@ -120,6 +121,26 @@ class Engine {
   void eval() { train(false); }
 
   MemoryReport memory() const;
+
+  // ---- access for checkpoints (core/checkpoint*) ----
+  // This rank's part of one flat buffer: the layout (parameter names and ranges), the range of
+  // the flat buffer this rank steps (the whole buffer at stage 0, slice `rank` otherwise), the
+  // fp32 master values of that range (a separate master, or a view of the fp32 parameters /
+  // stage-3 shard, so writing into it changes the model once sync_params_from_masters() runs),
+  // and the optimizer stepping it (state laid out like master).
+  struct ShardState {
+    const dist::FlatLayout* layout = nullptr;
+    dist::Range stepped;
+    at::Tensor master;
+    optim::ShardOptimizer* optimizer = nullptr;
+  };
+  std::vector<ShardState> shard_states();
+  // After masters were overwritten (checkpoint load): casts them into the compute parameters and
+  // re-gathers full parameters where the stage keeps them (collective: every rank calls it).
+  void sync_params_from_masters();
+  // Counters restored from a checkpoint; gradients accumulated so far are dropped.
+  void restore_counters(int64_t global_step, int64_t skipped_steps, int64_t micro_steps);
+  std::shared_ptr<torch::nn::Module> model() const { return model_; }
   const dist::Communicator& communicator() const { return *comm_; }
   const EngineOptions& options() const { return options_; }
 

@@ -28,7 +28,8 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
     ZT_CHECK(env.world_size == 1 || env.launcher == "mpi",
              "the mpi backend needs ranks started by mpirun, but this ", env.world_size,
              "-rank job was launched by ", env.launcher, " (use gloo or nccl)");
-    comm = MpiCommunicator::create_world(job_store(env, options.timeout), options.timeout);
+    MpiMode mode = parse_mpi_mode(options.mpi_mode);
+    comm = MpiCommunicator::create_world(job_store(env, options.timeout), options.timeout, mode);
   } else if (backend == "gloo") {
     comm = std::make_shared<GlooCommunicator>(job_store(env, options.timeout), env.rank,
                                               env.world_size, options.timeout);

@@ -12,6 +12,11 @@
 //   "auto"  nccl when options.cuda and a CUDA device is usable; else mpi when launched by
 //           mpirun; else gloo (torchrun/ztrun/Slurm with MASTER_ADDR, or one process alone).
 // A single process with no launcher variables gets a working 1-rank communicator either way.
+//
+// Threading: a communicator is used from one thread at a time (the engine's autograd hooks run
+// on the thread that called backward, on CPU); its works may be waited from any thread, in any
+// order, several in flight at once. The mpi backend progresses collectives on its own thread
+// (mpi_runtime.h), gloo on ProcessGroupGloo's worker threads, nccl on its CUDA stream.
 
 #include <chrono>
 #include <memory>
@@ -29,6 +34,9 @@ struct CommOptions {
   // The engine's tensors live on CUDA: "auto" then picks nccl (when the plugin and a device are
   // available), and nccl binds to device local_rank % device_count.
   bool cuda = false;
+  // mpi backend only: "auto" | "nonblocking" | "blocking" MPI collectives (mpi_communicator.h,
+  // MpiMode: which OpenMPI algorithms run; all of them run off the caller's thread).
+  std::string mpi_mode = "auto";
 };
 
 // Every rank calls it with the same options, in the same order relative to other communicators.

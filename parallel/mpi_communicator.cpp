@@ -33,9 +33,21 @@ void check_rc(int rc, const char* call) {
 
 }  // namespace
 
+MpiMode parse_mpi_mode(const std::string& name) {
+  if (name == "auto") return MpiMode::kAuto;
+  if (name == "nonblocking") return MpiMode::kNonBlocking;
+  if (name == "blocking") return MpiMode::kBlocking;
+  ZT_THROW("mpi mode must be auto, nonblocking or blocking, got '", name, "'");
+}
+
+bool MpiCommunicator::blocking(const char* kind, int64_t bytes) const {
+  if (mode_ != MpiMode::kAuto) return mode_ == MpiMode::kBlocking;
+  return std::string(kind) == "all_gather" || bytes >= (int64_t{16} << 20);
+}
+
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, c10::intrusive_ptr<c10d::Store> store,
-                                 std::chrono::milliseconds timeout)
-    : comm_(comm), store_(std::move(store)), timeout_(timeout) {
+                                 std::chrono::milliseconds timeout, MpiMode mode)
+    : comm_(comm), store_(std::move(store)), timeout_(timeout), mode_(mode) {
   mpi::run_sync([&] {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -59,11 +71,11 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 std::shared_ptr<MpiCommunicator> MpiCommunicator::create_world(
-    c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout) {
+    c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout, MpiMode mode) {
   mpi::ensure_initialized();
   MPI_Comm comm = MPI_COMM_NULL;
   mpi::run_sync([&] { check_rc(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup"); });
-  return std::make_shared<MpiCommunicator>(comm, std::move(store), timeout);
+  return std::make_shared<MpiCommunicator>(comm, std::move(store), timeout, mode);
 }
 
 CollectiveInfo MpiCommunicator::next(const char* kind, std::string detail) {
@@ -108,13 +120,19 @@ WorkPtr MpiCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
   if (t.numel() == 0 || size_ == 1) {
     return launch(work, [] { return MPI_REQUEST_NULL; });
   }
+  const bool block = blocking("all_reduce", t.numel() * static_cast<int64_t>(t.element_size()));
   return launch(
       work,
-      [tensor, type, mpi_op, comm]() mutable {
-        MPI_Request r;
-        check_rc(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()),
-                                type, mpi_op, comm, &r),
-                 "MPI_Iallreduce");
+      [tensor, type, mpi_op, comm, block]() mutable {
+        MPI_Request r = MPI_REQUEST_NULL;
+        const int n = static_cast<int>(tensor.numel());
+        if (block) {
+          check_rc(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), n, type, mpi_op, comm),
+                   "MPI_Allreduce");
+        } else {
+          check_rc(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), n, type, mpi_op, comm, &r),
+                   "MPI_Iallreduce");
+        }
         return r;
       },
       [tensor, op, size]() mutable {
@@ -156,14 +174,21 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
       return MPI_REQUEST_NULL;
     });
   }
+  const bool block = blocking("reduce_scatter", shard_bytes * size_);
   return launch(
       work,
-      [in, out, type, mpi_op, comm, aliased]() mutable {
-        MPI_Request r;
-        check_rc(MPI_Ireduce_scatter_block(aliased ? MPI_IN_PLACE : in.data_ptr(),
-                                           aliased ? in.data_ptr() : out.data_ptr(),
-                                           static_cast<int>(out.numel()), type, mpi_op, comm, &r),
-                 "MPI_Ireduce_scatter_block");
+      [in, out, type, mpi_op, comm, aliased, block]() mutable {
+        MPI_Request r = MPI_REQUEST_NULL;
+        const void* send = aliased ? MPI_IN_PLACE : in.data_ptr();
+        void* recv = aliased ? in.data_ptr() : out.data_ptr();
+        const int n = static_cast<int>(out.numel());
+        if (block) {
+          check_rc(MPI_Reduce_scatter_block(send, recv, n, type, mpi_op, comm),
+                   "MPI_Reduce_scatter_block");
+        } else {
+          check_rc(MPI_Ireduce_scatter_block(send, recv, n, type, mpi_op, comm, &r),
+                   "MPI_Ireduce_scatter_block");
+        }
         return r;
       },
       [in, out, op, size, aliased]() mutable {
@@ -194,16 +219,21 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, at::Tensor& output)
       return MPI_REQUEST_NULL;
     });
   }
-  return launch(work, [in, out, type, comm, rank]() mutable {
-    MPI_Request r;
+  const bool block =
+      blocking("all_gather", output.numel() * static_cast<int64_t>(output.element_size()));
+  return launch(work, [in, out, type, comm, rank, block]() mutable {
+    MPI_Request r = MPI_REQUEST_NULL;
     int n = static_cast<int>(in.numel());
     // In place when the caller passes its own shard of the output (ZeRO's usual layout).
     const bool in_place = in.data_ptr() == static_cast<char*>(out.data_ptr()) +
                                                static_cast<int64_t>(rank) * n *
                                                    static_cast<int64_t>(in.element_size());
-    check_rc(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), n, type, out.data_ptr(), n,
-                            type, comm, &r),
-             "MPI_Iallgather");
+    const void* send = in_place ? MPI_IN_PLACE : in.data_ptr();
+    if (block) {
+      check_rc(MPI_Allgather(send, n, type, out.data_ptr(), n, type, comm), "MPI_Allgather");
+    } else {
+      check_rc(MPI_Iallgather(send, n, type, out.data_ptr(), n, type, comm, &r), "MPI_Iallgather");
+    }
     return r;
   });
 }
@@ -254,7 +284,7 @@ std::shared_ptr<Communicator> MpiCommunicator::split(const std::vector<int>& ran
   if (store_) {
     store = c10::make_intrusive<c10d::PrefixStore>("split" + std::to_string(split_id), store_);
   }
-  return std::make_shared<MpiCommunicator>(sub, store, timeout_);
+  return std::make_shared<MpiCommunicator>(sub, store, timeout_, mode_);
 }
 
 }  // namespace zt::dist

@@ -13,6 +13,15 @@
 // (mpi_runtime.h); integer avg is refused (an integer mean is not what a caller wants silently).
 // Every collective runs on a private duplicate of its MPI communicator, issued and progressed by
 // the process's MPI progress thread (mpi_runtime.h). Sizes above INT_MAX elements are refused.
+//
+// Blocking or non-blocking MPI calls: OpenMPI implements the non-blocking collectives (libnbc)
+// with other algorithms than the blocking ones (coll/tuned), and neither wins everywhere. Measured
+// with bench/commbench on the project machines (2 ranks, shared memory): MPI_Iallreduce and
+// MPI_Ireduce_scatter_block beat their blocking forms 2-13x from 16 KiB to 4 MiB, while
+// MPI_Iallgather reached only 0.2x of MPI_Allgather from 256 KiB to 4 MiB, and at >= 16 MiB the
+// blocking forms were as fast or faster. Either way the call runs on the progress thread, so the
+// caller overlaps its computation with it; only the algorithm differs. MpiMode::kAuto follows
+// those measurements: all_gather, and anything of >= 16 MiB, blocking; the rest non-blocking.
 
 #include <atomic>
 #include <chrono>
@@ -27,17 +36,22 @@
 
 namespace zt::dist {
 
+enum class MpiMode { kAuto, kNonBlocking, kBlocking };
+// "auto" | "nonblocking" | "blocking"; throws naming the bad value.
+MpiMode parse_mpi_mode(const std::string& name);
+
 class MpiCommunicator : public Communicator {
  public:
   // Takes ownership of `comm` (a communicator private to zerotorch). store: the desync side
   // channel (may be null).
   MpiCommunicator(MPI_Comm comm, c10::intrusive_ptr<c10d::Store> store,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, MpiMode mode = MpiMode::kAuto);
   ~MpiCommunicator() override;
 
   // A communicator over a duplicate of MPI_COMM_WORLD (initialising MPI if needed).
   static std::shared_ptr<MpiCommunicator> create_world(c10::intrusive_ptr<c10d::Store> store,
-                                                       std::chrono::milliseconds timeout);
+                                                       std::chrono::milliseconds timeout,
+                                                       MpiMode mode = MpiMode::kAuto);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -55,6 +69,8 @@ class MpiCommunicator : public Communicator {
 
  private:
   CollectiveInfo next(const char* kind, std::string detail);
+  // Whether this collective of `bytes` uses the blocking MPI call (see MpiMode).
+  bool blocking(const char* kind, int64_t bytes) const;
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -63,6 +79,7 @@ class MpiCommunicator : public Communicator {
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<DesyncReporter> desync_;
   std::chrono::milliseconds timeout_;
+  MpiMode mode_;
   uint64_t seq_ = 0;
   int splits_ = 0;
 };

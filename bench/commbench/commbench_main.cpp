@@ -37,7 +37,9 @@ namespace {
 using zt::dist::Communicator;
 
 struct Options {
-  std::vector<std::string> backends = {"mpi", "gloo"};
+  // mpi (mode auto), mpi-nb (non-blocking MPI calls), mpi-b (blocking calls on the progress
+  // thread), gloo.
+  std::vector<std::string> backends = {"mpi", "mpi-nb", "mpi-b", "gloo"};
   std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather"};
   int64_t min_bytes = 1024;
   int64_t max_bytes = 256LL << 20;
@@ -268,7 +270,9 @@ int run(int argc, char** argv) {
   std::map<std::string, std::shared_ptr<Communicator>> comms;
   for (const std::string& b : o.backends) {
     zt::dist::CommOptions options;
-    options.backend = b;
+    options.backend = b.rfind("mpi", 0) == 0 ? "mpi" : b;
+    if (b == "mpi-nb") options.mpi_mode = "nonblocking";
+    if (b == "mpi-b") options.mpi_mode = "blocking";
     options.timeout = std::chrono::minutes(5);
     comms[b] = zt::dist::create_communicator(options);
   }

@@ -8,6 +8,7 @@
 //
 // Usage: zt_parallel_collectives_test [--backend=mpi|gloo] [gtest flags]
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -297,6 +298,7 @@ TEST(Timeout, RankThatNeverJoinsTimesOutTheOthers) {
       EXPECT_GE(elapsed.count(), timeout.count() - 50);
       EXPECT_LT(elapsed.count(), timeout.count() + 1500) << "timeout error came late";
       std::string msg = e.what();
+      if (r == 0) std::printf("the timeout error reads: %s\n", msg.c_str());
       EXPECT_NE(msg.find("all_reduce #"), std::string::npos) << msg;
       EXPECT_NE(msg.find("on rank " + std::to_string(r)), std::string::npos) << msg;
       EXPECT_NE(msg.find("rank " + std::to_string(w - 1) + ": no report"), std::string::npos)

@@ -1,0 +1,127 @@
+#include "core/engine_config.h"
+
+#include <map>
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "optim/lr_schedule.h"
+
+namespace zt {
+namespace {
+
+at::ScalarType to_scalar(DType d) {
+  switch (d) {
+    case DType::kFp32: return at::kFloat;
+    case DType::kFp16: return at::kHalf;
+    case DType::kBf16: return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+std::string optimizer_name(OptimizerType t) {
+  switch (t) {
+    case OptimizerType::kAdam: return "Adam";
+    case OptimizerType::kAdamW: return "AdamW";
+    case OptimizerType::kSgd: return "SGD";
+    case OptimizerType::kAdam8bit: return "Adam8bit";
+    case OptimizerType::kCpuAdam: return "CpuAdam";
+  }
+  return "AdamW";
+}
+
+std::function<double(int64_t)> schedule_from(const SchedulerConfig& s, double base_lr) {
+  std::map<std::string, double> p = {
+      {"warmup_min_lr", s.warmup_min_lr},
+      {"warmup_max_lr", s.warmup_max_lr},
+      {"warmup_num_steps", static_cast<double>(s.warmup_num_steps)},
+      {"total_num_steps", static_cast<double>(s.total_num_steps)},
+      {"warmup_min_ratio", s.warmup_min_ratio},
+      {"cos_min_ratio", s.cos_min_ratio},
+      {"cycle_min_lr", s.cycle_min_lr},
+      {"cycle_max_lr", s.cycle_max_lr},
+      {"decay_lr_rate", s.decay_lr_rate},
+      {"cycle_first_step_size", static_cast<double>(s.cycle_first_step_size)},
+      {"cycle_first_stair_count", static_cast<double>(s.cycle_first_stair_count)},
+      {"decay_step_size", static_cast<double>(s.decay_step_size)},
+      {"cycle_momentum", s.cycle_momentum ? 1.0 : 0.0},
+      {"cycle_min_mom", s.cycle_min_mom},
+      {"cycle_max_mom", s.cycle_max_mom},
+      {"decay_mom_rate", s.decay_mom_rate}};
+  if (s.cycle_second_step_size) p["cycle_second_step_size"] = double(*s.cycle_second_step_size);
+  if (s.cycle_second_stair_count) {
+    p["cycle_second_stair_count"] = double(*s.cycle_second_stair_count);
+  }
+  std::map<std::string, std::string> text = {{"warmup_type", to_string(s.warmup_type)}};
+  std::shared_ptr<optim::LrSchedule> sched =
+      optim::make_lr_schedule(to_string(s.type), p, base_lr, text);
+  // DeepSpeed order: optimizer step s (0-based) runs with the lr of last_batch_iteration s - 1.
+  return [sched](int64_t step) { return sched->lr_at(step - 1); };
+}
+
+}  // namespace
+
+EngineOptions engine_options_from_config(const Config& c, std::vector<std::string> units) {
+  EngineOptions o;
+  const ZeroConfig& z = c.zero_optimization;
+  o.stage = z.stage;
+  o.gradient_accumulation_steps = static_cast<int>(c.gradient_accumulation_steps);
+  o.gradient_clipping = c.gradient_clipping;
+  o.reduce_bucket_size = z.reduce_bucket_size;
+  o.stage3_prefetch_bucket_size = z.stage3_prefetch_bucket_size;
+  o.stage3_param_persistence_threshold = z.stage3_param_persistence_threshold;
+  ZT_CHECK(z.offload_optimizer.device != OffloadDevice::kNvme,
+           "zero_optimization.offload_optimizer.device = nvme is not supported yet; use cpu");
+  o.offload_optimizer = z.offload_optimizer.device == OffloadDevice::kCpu;
+  if (c.fp16.enabled) {
+    o.compute_dtype = at::kHalf;
+    o.fp16.loss_scale = c.fp16.loss_scale;
+    o.fp16.initial_scale_power = static_cast<int>(c.fp16.initial_scale_power);
+    o.fp16.loss_scale_window = c.fp16.loss_scale_window;
+    o.fp16.hysteresis = static_cast<int>(c.fp16.hysteresis);
+    o.fp16.consecutive_hysteresis = c.fp16.consecutive_hysteresis;
+    o.fp16.min_loss_scale = c.fp16.min_loss_scale;
+  } else if (c.bf16.enabled) {
+    o.compute_dtype = at::kBFloat16;
+  }
+  if (c.data_types.grad_accum_dtype) o.grad_accum_dtype = to_scalar(*c.data_types.grad_accum_dtype);
+  if (c.optimizer) {
+    const OptimizerConfig& oc = *c.optimizer;
+    // DeepSpeed's "Adam" decouples weight decay unless adam_w_mode is false (its FusedAdam and
+    // CPUAdam default), so it is torch's AdamW then.
+    o.optimizer.type = optimizer_name(oc.type);
+    o.optimizer.adamw_mode = oc.type == OptimizerType::kAdamW || oc.adam_w_mode;
+    if (oc.type == OptimizerType::kAdam && oc.adam_w_mode) o.optimizer.type = "AdamW";
+    o.optimizer.block_size = oc.block_size;
+    o.hyper.lr = oc.lr;
+    o.hyper.beta1 = oc.betas.size() > 0 ? oc.betas[0] : 0.9;
+    o.hyper.beta2 = oc.betas.size() > 1 ? oc.betas[1] : 0.999;
+    o.hyper.eps = oc.eps;
+    o.hyper.weight_decay = oc.weight_decay;
+    o.hyper.momentum = oc.momentum;
+    o.hyper.dampening = oc.dampening;
+    o.hyper.nesterov = oc.nesterov;
+    // With optimizer offload the CPU step is the fused SIMD Adam (DeepSpeed's DeepSpeedCPUAdam).
+    if (o.offload_optimizer &&
+        (oc.type == OptimizerType::kAdam || oc.type == OptimizerType::kAdamW)) {
+      o.optimizer.type = "CpuAdam";
+    }
+  }
+  o.no_decay_patterns = c.parameter_groups.no_decay;
+  if (c.scheduler) o.lr_schedule = schedule_from(*c.scheduler, o.hyper.lr);
+  o.units = std::move(units);
+  return o;
+}
+
+dist::CommOptions comm_options_from_config(const Config& c) {
+  dist::CommOptions o;
+  switch (c.communication.backend) {
+    case CommBackend::kAuto: o.backend = "auto"; break;
+    case CommBackend::kMpi: o.backend = "mpi"; break;
+    case CommBackend::kGloo: o.backend = "gloo"; break;
+    case CommBackend::kNccl: o.backend = "nccl"; break;
+  }
+  o.timeout = std::chrono::seconds(c.communication.timeout);
+  return o;
+}
+
+}  // namespace zt

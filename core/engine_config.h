@@ -1,0 +1,25 @@
+#pragma once
+// From a resolved zt::Config (DeepSpeed-style file) to what the engine and the communicator
+// take: one place that says which config key drives which engine behaviour.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/engine.h"
+#include "parallel/dist.h"
+
+namespace zt {
+
+// zero_optimization, fp16/bf16, data_types, gradient_accumulation_steps, gradient_clipping,
+// optimizer (+ parameter_groups.no_decay) and scheduler. `units` are the model's stage-3 units.
+// Keys the engine does not act on (overlap_comm: always on; contiguous_gradients: always;
+// sub_group_size, stage3_max_live_parameters / max_reuse_distance, offload_param, nvme) are
+// accepted by the config and ignored here.
+EngineOptions engine_options_from_config(const Config& config, std::vector<std::string> units = {});
+
+// communication.backend / timeout.
+dist::CommOptions comm_options_from_config(const Config& config);
+
+}  // namespace zt

@@ -1,5 +1,6 @@
 #include "core/cli_options.h"
 
+#include <cctype>
 #include <iostream>
 #include <sstream>
 
@@ -29,6 +30,10 @@ po::options_description_easy_init CliOptions::add() {
   return options_.add_options();
 }
 
+po::options_description_easy_init CliOptions::add_hidden() {
+  return hidden_.add_options();
+}
+
 void CliOptions::add_positional(const char* name, int max_count) {
   positional_.add(name, max_count);
   positional_names_.emplace_back(name);
@@ -36,7 +41,9 @@ void CliOptions::add_positional(const char* name, int max_count) {
 
 bool CliOptions::parse(int argc, const char* const argv[]) {
   try {
-    po::store(po::command_line_parser(argc, argv).options(options_).positional(positional_).run(),
+    po::options_description all;
+    all.add(options_).add(hidden_);
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional_).run(),
               values_);
     if (values_.count("help")) {
       std::cout << help();
@@ -64,7 +71,10 @@ bool CliOptions::parse(int argc, const char* const argv[]) {
 std::string CliOptions::help() const {
   std::ostringstream os;
   os << "Usage: " << program_;
-  for (const auto& name : positional_names_) os << " " << name;
+  for (std::string name : positional_names_) {
+    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    os << " " << name;
+  }
   os << " [options]\n";
   if (!summary_.empty()) os << summary_ << "\n";
   os << "\n" << options_;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/error.h"
 #include "core/config.h"
 
 namespace zt {
@@ -37,8 +38,10 @@ class CliOptions {
 
   // Registers program options: cli.add()("name,n", po::value<T>(), "help").
   boost::program_options::options_description_easy_init add();
+  // Options parsed but left out of --help: the slots of positional arguments.
+  boost::program_options::options_description_easy_init add_hidden();
   // Names a positional argument (`zt-config validate FILE`): max_count -1 = any number. The
-  // option must also be registered with add().
+  // option must also be registered with add() or add_hidden(); usage shows it upper-cased.
   void add_positional(const char* name, int max_count);
 
   // Parses argv. Returns false when --help was given (usage already printed to stdout).
@@ -48,8 +51,10 @@ class CliOptions {
   const std::vector<std::string>& overrides() const { return overrides_; }
   int world_size() const { return world_size_; }
   bool has(const std::string& name) const { return values_.count(name) > 0; }
+  // The value of a registered option that was given or has a default.
   template <typename T>
   T get(const std::string& name) const {
+    ZT_CHECK(has(name), program_, ": option --", name, " has no value");
     return values_[name].as<T>();
   }
   const boost::program_options::variables_map& values() const { return values_; }
@@ -64,6 +69,7 @@ class CliOptions {
   std::string summary_;
   CliOptionsSpec spec_;
   boost::program_options::options_description options_;
+  boost::program_options::options_description hidden_;
   boost::program_options::positional_options_description positional_;
   std::vector<std::string> positional_names_;
   boost::program_options::variables_map values_;

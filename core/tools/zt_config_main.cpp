@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
     spec.config_required = false;
     spec.world_size = true;
     zt::CliOptions cli(
-        "zt-config", "Commands: validate FILE  (prints the resolved config or every error)", spec);
+        "zt-config",
+        "COMMAND is validate: print FILE resolved as JSON (exit 0) or every error (exit 1)", spec);
     cli.add()("command", po::value<std::string>(), "validate")("file", po::value<std::string>(),
                                                                "config file (or --config)")(
         "micro-batch", po::value<int64_t>(), "program value for \"auto\" micro batch")(

@@ -69,6 +69,19 @@ TEST(CliOptions, BadCommandLinesAreOneLineErrors) {
   }
 }
 
+TEST(CliOptions, PositionalsAreHiddenFromOptionList) {
+  CliOptionsSpec spec;
+  spec.config_required = false;
+  CliOptions cli("tool", "", spec);
+  cli.add_hidden()("file", po::value<std::string>(), "");
+  cli.add_positional("file", 1);
+  ASSERT_TRUE(parse(cli, {"tool", "x.yaml"}));
+  EXPECT_EQ(cli.get<std::string>("file"), "x.yaml");
+  EXPECT_NE(cli.help().find("Usage: tool FILE [options]"), std::string::npos) << cli.help();
+  EXPECT_EQ(cli.help().find("--file"), std::string::npos);
+  EXPECT_THROW(cli.get<int>("missing"), Error);
+}
+
 TEST(CliOptions, WorldSizeWhereEnabled) {
   CliOptionsSpec spec;
   spec.world_size = true;

@@ -22,6 +22,7 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev
   libsentencepiece-dev sentencepiece
   iproute2 procps
+  slurmd slurmctld slurm-client munge
   bible-kjv bible-kjv-text fortunes fortunes-min
 )
 

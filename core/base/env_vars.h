@@ -25,6 +25,11 @@ inline constexpr const char* kSlurmNTasks = "SLURM_NTASKS";
 inline constexpr const char* kSlurmLocalId = "SLURM_LOCALID";
 inline constexpr const char* kSlurmNTasksPerNode = "SLURM_NTASKS_PER_NODE";
 inline constexpr const char* kSlurmNodeId = "SLURM_NODEID";
+inline constexpr const char* kSlurmStepTasksPerNode = "SLURM_STEP_TASKS_PER_NODE";
+
+// Set by the launcher for its ranks.
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 
 // zerotorch's own.
 inline constexpr const char* kLogLevel = "ZT_LOG_LEVEL";

@@ -1,0 +1,509 @@
+#include "core/checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "core/checkpoint_format.h"
+
+namespace zt {
+namespace fs = std::filesystem;
+using ckpt::Metadata;
+using ckpt::ShardBuffer;
+using ckpt::ShardIndex;
+
+namespace {
+
+// Tests only: seconds each rank sleeps after its shard is fsynced under the temporary name and
+// before the rename, so a test can kill -9 a save midway.
+constexpr const char* kPauseEnv = "ZT_CHECKPOINT_TEST_PAUSE_S";
+
+// Engine::communicator() is const; collectives are not (see the report: a non-const accessor).
+dist::Communicator& comm_of(Engine& e) {
+  return const_cast<dist::Communicator&>(e.communicator());
+}
+void barrier(Engine& e) {
+  comm_of(e).barrier()->wait();
+}
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // best effort: the file data itself was already fsynced
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void write_text_atomic(const fs::path& path, const std::string& text) {
+  ckpt::RecordWriter w(path.string());
+  w.bytes(text.data(), text.size());
+  w.commit();
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << '[';
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << ']';
+  return o.str();
+}
+
+std::vector<ckpt::ParamInfo> model_params(const Engine& engine) {
+  std::vector<ckpt::ParamInfo> out;
+  for (const auto& p : engine.model()->named_parameters()) {
+    out.push_back({p.key(), p.value().requires_grad(), p.value().sizes().vec()});
+  }
+  return out;
+}
+
+// ---- opening a checkpoint: everything validated before anything is used ----
+
+struct OpenCheckpoint {
+  fs::path tag_dir;
+  std::string meta_path;
+  Metadata meta;
+  std::vector<ShardIndex> shards;  // index r = rank r's file
+  std::vector<std::unique_ptr<ckpt::RecordReader>> readers;
+};
+
+OpenCheckpoint open_checkpoint(const std::string& dir, const std::string& tag_in) {
+  ZT_CHECK(fs::is_directory(dir), "checkpoint dir ", dir, " does not exist");
+  const std::string tag = tag_in.empty() ? latest_checkpoint_tag(dir) : tag_in;
+  OpenCheckpoint c;
+  c.tag_dir = fs::path(dir) / tag;
+  ZT_CHECK(fs::is_directory(c.tag_dir), "checkpoint tag ", tag, " does not exist: no directory ",
+           c.tag_dir.string());
+  c.meta_path = (c.tag_dir / ckpt::kMetadataFile).string();
+  ZT_CHECK(fs::exists(c.meta_path), "checkpoint ", c.tag_dir.string(),
+           " is incomplete: ", c.meta_path, " is missing (a save that did not finish)");
+  c.meta = ckpt::read_metadata(c.meta_path);
+  for (int r = 0; r < c.meta.world_size; ++r) {
+    const auto& s = c.meta.shards[r];
+    const std::string path = (c.tag_dir / s.file).string();
+    ZT_CHECK(fs::exists(path), "checkpoint shard ", path, " is missing (", c.meta_path, " lists ",
+             c.meta.world_size, " shards)");
+    const uint64_t size = fs::file_size(path);
+    ZT_CHECK(size == s.size, "checkpoint shard ", path, " is truncated or grown: ", size,
+             " bytes, metadata says ", s.size);
+    ZT_CHECK(ckpt::fnv64_file(path) == s.fnv64, "checkpoint shard ", path,
+             " is corrupt: checksum mismatch (FNV-1a-64 differs from ", c.meta_path, ")");
+    c.shards.push_back(ckpt::read_shard_index(path));
+    ZT_CHECK(c.shards.back().rank == r && c.shards.back().world_size == c.meta.world_size,
+             "checkpoint shard ", path, " belongs to rank ", c.shards.back().rank, " of ",
+             c.shards.back().world_size, ", expected rank ", r, " of ", c.meta.world_size);
+    c.readers.push_back(std::make_unique<ckpt::RecordReader>(path));
+  }
+  return c;
+}
+
+void check_same_model(const OpenCheckpoint& c, const Engine& engine) {
+  std::map<std::string, const ckpt::ParamInfo*> saved;
+  for (const auto& p : c.meta.params) saved[p.name] = &p;
+  const auto mine = model_params(engine);
+  for (const auto& p : mine) {
+    auto it = saved.find(p.name);
+    ZT_CHECK(it != saved.end(), "checkpoint ", c.meta_path,
+             " is from another model: it has no parameter ", p.name);
+    ZT_CHECK(it->second->shape == p.shape, "checkpoint ", c.meta_path,
+             " is from another model: parameter ", p.name, " has shape ",
+             shape_str(it->second->shape), " there, ", shape_str(p.shape), " in the model");
+    ZT_CHECK(it->second->trainable == p.trainable, "checkpoint ", c.meta_path, ": parameter ",
+             p.name, " is ", it->second->trainable ? "trainable" : "frozen",
+             " there but not in the model");
+  }
+  ZT_CHECK(mine.size() == c.meta.params.size(), "checkpoint ", c.meta_path,
+           " is from another model: it has ", c.meta.params.size(), " parameters, the model ",
+           mine.size());
+}
+
+// One saved piece of a parameter: elements [pbegin, pend) of the parameter sit at element
+// `at` of the master (and of each state tensor laid out like master) of `buf` in shard `shard`.
+struct Piece {
+  int shard;
+  const ShardBuffer* buf;
+  int64_t pbegin, pend, at;
+};
+using PieceIndex = std::map<std::string, std::vector<Piece>>;
+
+PieceIndex index_pieces(const OpenCheckpoint& c) {
+  PieceIndex idx;
+  for (size_t s = 0; s < c.shards.size(); ++s) {
+    for (const auto& b : c.shards[s].buffers) {
+      for (const auto& e : b.entries) {
+        const int64_t lo = std::max(e.begin, b.stepped_begin), hi = std::min(e.end, b.stepped_end);
+        if (lo >= hi) continue;
+        idx[e.name].push_back(
+            {static_cast<int>(s), &b, lo - e.begin, hi - e.begin, lo - b.stepped_begin});
+      }
+    }
+  }
+  return idx;
+}
+
+// The saved tensor `what` of a piece's buffer ("master" or a state key laid out like master).
+const ckpt::TensorRef& piece_ref(const OpenCheckpoint& c, const Piece& p, const std::string& what) {
+  if (what == "master") return p.buf->master;
+  auto it = p.buf->state.find(what);
+  ZT_CHECK(it != p.buf->state.end(), "checkpoint shard ", c.shards[p.shard].path,
+           " has no optimizer state ", what);
+  ZT_CHECK(it->second.numel() == p.buf->master.numel(), "checkpoint shard ", c.shards[p.shard].path,
+           ": optimizer state ", what, " is not laid out like master, so it cannot be resharded");
+  return it->second;
+}
+
+// Fills dst[dst_at, dst_at + (pend - pbegin)) with elements [pbegin, pend) of parameter `name`.
+void fill_range(const OpenCheckpoint& c, const PieceIndex& idx, const std::string& name,
+                const std::string& what, int64_t pbegin, int64_t pend, at::Tensor& dst,
+                int64_t dst_at) {
+  auto it = idx.find(name);
+  ZT_CHECK(it != idx.end(), "checkpoint ", c.meta_path, " holds no values of parameter ", name);
+  int64_t covered = 0;
+  char* base = static_cast<char*>(dst.data_ptr());
+  const size_t es = dst.element_size();
+  for (const auto& p : it->second) {
+    const int64_t lo = std::max(pbegin, p.pbegin), hi = std::min(pend, p.pend);
+    if (lo >= hi) continue;
+    const auto& ref = piece_ref(c, p, what);
+    ZT_CHECK(ref.dtype == dst.scalar_type(), "checkpoint shard ", c.shards[p.shard].path, ": ",
+             what, " has dtype ", ref.dtype, ", expected ", dst.scalar_type());
+    c.readers[p.shard]->read_at(ref.offset + (p.at + lo - p.pbegin) * es,
+                                base + (dst_at + lo - pbegin) * es, (hi - lo) * es);
+    covered += hi - lo;
+  }
+  ZT_CHECK(covered == pend - pbegin, "checkpoint ", c.meta_path, " covers ", covered, " of ",
+           pend - pbegin, " requested elements of parameter ", name);
+}
+
+at::Tensor read_ref(const OpenCheckpoint& c, int shard, const ckpt::TensorRef& ref) {
+  at::Tensor t = at::empty(ref.shape, at::TensorOptions().dtype(ref.dtype));
+  c.readers[shard]->read_at(ref.offset, t.data_ptr(), ref.nbytes);
+  return t;
+}
+
+bool same_layouts(const std::vector<Engine::ShardState>& states, const ShardIndex& s) {
+  if (states.size() != s.buffers.size()) return false;
+  for (size_t b = 0; b < states.size(); ++b) {
+    const auto& st = states[b];
+    const auto& sb = s.buffers[b];
+    if (st.layout->padded_numel() != sb.padded_numel || st.stepped.begin != sb.stepped_begin ||
+        st.stepped.end != sb.stepped_end || st.layout->entries().size() != sb.entries.size())
+      return false;
+    for (size_t e = 0; e < sb.entries.size(); ++e) {
+      const auto& en = st.layout->entries()[e];
+      if (en.name != sb.entries[e].name || en.range.begin != sb.entries[e].begin ||
+          en.range.end != sb.entries[e].end)
+        return false;
+    }
+  }
+  return true;
+}
+
+// New values of one buffer, prepared before the engine is touched.
+struct Prepared {
+  at::Tensor master;
+  std::map<std::string, at::Tensor> state;
+};
+
+std::vector<Prepared> prepare_exact(const OpenCheckpoint& c, int rank) {
+  std::vector<Prepared> out;
+  for (const auto& b : c.shards[rank].buffers) {
+    Prepared p;
+    p.master = read_ref(c, rank, b.master);
+    for (const auto& [k, ref] : b.state) p.state[k] = read_ref(c, rank, ref);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
+                                      const std::vector<Engine::ShardState>& states) {
+  const PieceIndex idx = index_pieces(c);
+  // Every saved buffer has the same optimizer, so the first one names the state keys.
+  const ShardBuffer* proto = nullptr;
+  for (const auto& s : c.shards)
+    if (!s.buffers.empty()) {
+      proto = &s.buffers.front();
+      break;
+    }
+  std::vector<Prepared> out;
+  for (const auto& st : states) {
+    Prepared p;
+    const int64_t n = st.stepped.size();
+    // Padding elements stay zero, as a fresh engine has them.
+    p.master = at::zeros({n}, at::kFloat);
+    std::vector<std::string> laid_out;
+    if (proto) {
+      for (const auto& [k, ref] : proto->state) {
+        if (ref.shape.empty()) {  // a scalar such as "step": the same on every rank
+          p.state[k] = read_ref(c, 0, ref);
+        } else {
+          p.state[k] = at::zeros({n}, at::TensorOptions().dtype(ref.dtype));
+          laid_out.push_back(k);
+        }
+      }
+    }
+    for (const auto& e : st.layout->entries()) {
+      const int64_t lo = std::max(e.range.begin, st.stepped.begin);
+      const int64_t hi = std::min(e.range.end, st.stepped.end);
+      if (lo >= hi) continue;
+      const int64_t pb = lo - e.range.begin, pe = hi - e.range.begin;
+      const int64_t dst_at = lo - st.stepped.begin;
+      fill_range(c, idx, e.name, "master", pb, pe, p.master, dst_at);
+      for (const auto& k : laid_out) fill_range(c, idx, e.name, k, pb, pe, p.state[k], dst_at);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+void retain_last(const fs::path& dir, int64_t keep_last) {
+  if (keep_last <= 0) return;
+  std::vector<std::pair<fs::file_time_type, fs::path>> complete;
+  for (const auto& d : fs::directory_iterator(dir)) {
+    const fs::path meta = d.path() / ckpt::kMetadataFile;
+    if (d.is_directory() && fs::exists(meta))
+      complete.emplace_back(fs::last_write_time(meta), d.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  const int64_t drop = static_cast<int64_t>(complete.size()) - keep_last;
+  for (int64_t i = 0; i < drop; ++i) {
+    // Metadata first: a crash mid-removal leaves an incomplete tag, never a half-valid one.
+    fs::remove(complete[i].second / ckpt::kMetadataFile);
+    fs::remove_all(complete[i].second);
+    ZT_LOG_INFO("checkpoint: removed ", complete[i].second.string(), " (keep_last ", keep_last,
+                ")");
+  }
+}
+
+}  // namespace
+
+std::string latest_checkpoint_tag(const std::string& dir) {
+  const fs::path p = fs::path(dir) / ckpt::kLatestFile;
+  std::ifstream in(p);
+  ZT_CHECK(in.good(), "checkpoint dir ", dir, " has no ", ckpt::kLatestFile,
+           " file: pass a tag or save first");
+  std::string tag;
+  std::getline(in, tag);
+  ZT_CHECK(!tag.empty(), "checkpoint file ", p.string(), " is empty");
+  return tag;
+}
+
+void save_checkpoint(Engine& engine, const std::string& dir, const std::string& tag,
+                     const ClientState& client, const CheckpointOptions& options) {
+  ZT_CHECK(!tag.empty() && tag.find('/') == std::string::npos && tag != "." && tag != "..",
+           "checkpoint tag '", tag, "' must be a non-empty name without '/'");
+  const int rank = engine.communicator().rank(), world = engine.communicator().size();
+  const fs::path tag_dir = fs::path(dir) / tag;
+  if (rank == 0) {
+    fs::create_directories(tag_dir);
+    // Re-saving a tag: it is incomplete from here until the new metadata lands.
+    fs::remove(tag_dir / ckpt::kMetadataFile);
+  }
+  barrier(engine);
+
+  int pause_s = 0;
+  if (const char* p = std::getenv(kPauseEnv)) pause_s = std::atoi(p);
+  auto states = engine.shard_states();
+  {
+    ckpt::RecordWriter w((tag_dir / ckpt::shard_file_name(rank)).string());
+    w.bytes("ZTSHARD1", 8);
+    w.u32(ckpt::kFormatVersion);
+    w.u32(rank);
+    w.u32(world);
+    w.u32(states.size());
+    for (const auto& s : states) {
+      w.i64(s.layout->padded_numel());
+      w.i64(s.stepped.begin);
+      w.i64(s.stepped.end);
+      w.u32(s.layout->entries().size());
+      for (const auto& e : s.layout->entries()) {
+        w.str(e.name);
+        w.i64(e.range.begin);
+        w.i64(e.range.end);
+      }
+      w.tensor(s.master.to(at::kFloat));
+      const auto sd = s.optimizer->state_dict();
+      w.u32(sd.size());
+      for (const auto& [k, t] : sd) {
+        w.str(k);
+        w.tensor(t);
+      }
+    }
+    // Frozen parameters never change and live outside the flat buffers; rank 0 keeps a copy so
+    // consolidation exports the whole model.
+    std::vector<std::pair<std::string, at::Tensor>> frozen;
+    if (rank == 0) {
+      for (const auto& p : engine.model()->named_parameters())
+        if (!p.value().requires_grad() && p.value().has_storage() &&
+            (p.value().numel() == 0 || p.value().data_ptr() != nullptr))
+          frozen.emplace_back(p.key(), p.value());
+    }
+    w.u32(frozen.size());
+    for (const auto& [name, t] : frozen) {
+      w.str(name);
+      w.tensor(t);
+    }
+    at::Tensor rng;
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      rng = gen.get_state();
+    }
+    w.tensor(rng);
+    w.u32(client.size());
+    for (const auto& [k, v] : client) {
+      w.str(k);
+      w.str(v);
+    }
+    w.commit(pause_s);
+  }
+  fsync_dir(tag_dir);
+  barrier(engine);  // every shard is durable under its final name
+
+  if (rank == 0) {
+    Metadata m;
+    m.world_size = world;
+    m.stage = engine.options().stage;
+    m.compute_dtype = engine.options().compute_dtype;
+    m.global_step = engine.global_step();
+    m.skipped_steps = engine.skipped_steps();
+    m.micro_steps = engine.micro_steps();
+    m.optimizer = states.empty() ? "" : states.front().optimizer->name();
+    m.config_json = options.config_json;
+    if (engine.loss_scaler()) m.scaler = engine.loss_scaler()->state();
+    m.params = model_params(engine);
+    for (int r = 0; r < world; ++r) {
+      const fs::path p = tag_dir / ckpt::shard_file_name(r);
+      m.shards.push_back({ckpt::shard_file_name(r), fs::file_size(p), ckpt::fnv64_file(p)});
+    }
+    ckpt::write_metadata((tag_dir / ckpt::kMetadataFile).string(), m);
+    fsync_dir(tag_dir);
+    write_text_atomic(fs::path(dir) / ckpt::kLatestFile, tag + "\n");
+    fsync_dir(dir);
+    retain_last(dir, options.keep_last);
+    ZT_LOG_INFO("checkpoint: saved ", tag_dir.string(), " (", world, " shards, step ",
+                m.global_step, ")");
+  }
+  barrier(engine);
+}
+
+ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::string& tag) {
+  const int rank = engine.communicator().rank(), world = engine.communicator().size();
+  // Validation: no collective and no change to the engine until everything is read, so a bad
+  // checkpoint throws the same error on every rank.
+  OpenCheckpoint c = open_checkpoint(dir, tag);
+  check_same_model(c, engine);
+  auto states = engine.shard_states();
+  if (!states.empty() && !c.meta.optimizer.empty()) {
+    ZT_CHECK(states.front().optimizer->name() == c.meta.optimizer, "checkpoint ", c.meta_path,
+             " was saved with optimizer ", c.meta.optimizer, ", the engine uses ",
+             states.front().optimizer->name());
+  }
+  const bool exact = c.meta.world_size == world && same_layouts(states, c.shards[rank]);
+  std::vector<Prepared> prepared = exact ? prepare_exact(c, rank) : prepare_reshard(c, states);
+  const ShardIndex& own = c.shards[rank < c.meta.world_size ? rank : 0];
+  std::vector<std::pair<std::string, at::Tensor>> frozen;
+  for (const auto& [name, ref] : c.shards[0].frozen) frozen.emplace_back(name, read_ref(c, 0, ref));
+  at::Tensor rng = read_ref(c, rank < c.meta.world_size ? rank : 0, own.rng);
+
+  // Commit.
+  {
+    c10::NoGradGuard no_grad;
+    for (size_t b = 0; b < states.size(); ++b) {
+      states[b].master.copy_(prepared[b].master);
+      states[b].optimizer->load_state_dict(prepared[b].state);
+    }
+    auto params = engine.model()->named_parameters();
+    for (const auto& [name, t] : frozen) params[name].copy_(t);
+  }
+  engine.sync_params_from_masters();
+  engine.restore_counters(c.meta.global_step, c.meta.skipped_steps, c.meta.micro_steps);
+  if (engine.mutable_loss_scaler() && !c.meta.scaler.empty())
+    engine.mutable_loss_scaler()->load_state(c.meta.scaler);
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng);
+  }
+  ZT_LOG_INFO("checkpoint: loaded ", c.tag_dir.string(),
+              exact ? " (exact resume)" : " (resharded from ",
+              exact ? ""
+                    : std::to_string(c.meta.world_size) + " ranks, stage " +
+                          std::to_string(c.meta.stage) + ")");
+  return own.client;
+}
+
+void for_each_consolidated(const std::string& dir, const std::string& tag, const std::string& what,
+                           const std::function<void(const std::string&, const at::Tensor&)>& fn) {
+  OpenCheckpoint c = open_checkpoint(dir, tag);
+  const PieceIndex idx = index_pieces(c);
+  for (const auto& p : c.meta.params) {
+    if (!p.trainable) continue;
+    at::Tensor t = at::empty(p.shape, at::kFloat);
+    if (t.numel() > 0) fill_range(c, idx, p.name, what, 0, t.numel(), t, 0);
+    fn(p.name, t);
+  }
+  if (what == "master") {
+    for (const auto& [name, ref] : c.shards[0].frozen) fn(name, read_ref(c, 0, ref));
+  }
+}
+
+void consolidate_to_safetensors(const std::string& dir, const std::string& tag,
+                                const std::string& out_path) {
+  // The header needs every shape up front: the metadata has them, so values are never held
+  // more than one at a time.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> order;
+  {
+    OpenCheckpoint c = open_checkpoint(dir, tag);
+    for (const auto& p : c.meta.params)
+      if (p.trainable) order.emplace_back(p.name, p.shape);
+    for (const auto& [name, ref] : c.shards[0].frozen) order.emplace_back(name, ref.shape);
+  }
+  std::ostringstream h;
+  h << '{';
+  uint64_t off = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    uint64_t n = 1;
+    for (int64_t d : order[i].second) n *= d;
+    std::string name;
+    for (char ch : order[i].first) {
+      if (ch == '"' || ch == '\\') name += '\\';
+      name += ch;
+    }
+    h << (i ? "," : "") << '"' << name << "\":{\"dtype\":\"F32\",\"shape\":[";
+    for (size_t d = 0; d < order[i].second.size(); ++d) h << (d ? "," : "") << order[i].second[d];
+    h << "],\"data_offsets\":[" << off << ',' << off + 4 * n << "]}";
+    off += 4 * n;
+  }
+  h << '}';
+  std::string header = h.str();
+  while (header.size() % 8 != 0) header += ' ';  // tensors start 8-byte aligned
+
+  ckpt::RecordWriter w(out_path);
+  w.u64(header.size());
+  w.bytes(header.data(), header.size());
+  size_t next = 0;
+  for_each_consolidated(dir, tag, "master", [&](const std::string& name, const at::Tensor& t) {
+    ZT_CHECK(next < order.size() && order[next].first == name, "consolidation order changed at ",
+             name);
+    ++next;
+    at::Tensor f = t.to(at::kFloat).contiguous();
+    w.bytes(f.data_ptr(), f.numel() * 4);
+  });
+  w.commit();
+}
+
+}  // namespace zt

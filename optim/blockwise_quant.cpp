@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -43,9 +44,17 @@ const QuantMap& dynamic_map(bool is_signed) {
 
 QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
   for (int i = 0; i < 255; ++i) mid_[i] = 0.5f * (map_[i] + map_[i + 1]);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    // The bucket's floats share the top 16 bits; its smallest value is the low end for positive
+    // numbers and the high-magnitude end for negative ones.
+    const uint32_t lo_bits = (h & 0x8000u) ? (h << 16) | 0xffffu : (h << 16);
+    float lo;
+    std::memcpy(&lo, &lo_bits, 4);
+    table_[h] = std::isnan(lo) ? 0 : encode_by_bisection(lo);
+  }
 }
 
-uint8_t QuantCodec::encode(float x) const {
+uint8_t QuantCodec::encode_by_bisection(float x) const {
   // Branch-light bisection over the 255 midpoints: the code is the number of midpoints < x.
   int lo = 0;
   for (int step = 128; step > 0; step >>= 1) {

@@ -21,19 +21,29 @@ using QuantMap = std::array<float, 256>;
 // The signed map (for Adam's m) or the unsigned one (for v, which is >= 0).
 const QuantMap& dynamic_map(bool is_signed);
 
-// Nearest-value encoder for one map: 255 midpoints between consecutive map values, searched by
-// bisection (8 comparisons per element).
+// Nearest-value encoder for one map. encode() looks the top 16 bits of x up in a 64 Ki table
+// holding the code of the smallest float with those bits, then steps up past the midpoints that x
+// exceeds (0-2 steps: a 16-bit bucket is 2^-7 wide relatively, about one map gap at most), so it
+// costs one table load and a compare or two; encode_by_bisection() is the 8-compare reference.
 class QuantCodec {
  public:
   explicit QuantCodec(const QuantMap& map);
   // Code of the map value nearest to x (x already divided by the block's absmax).
-  uint8_t encode(float x) const;
+  uint8_t encode(float x) const {
+    uint32_t bits;
+    __builtin_memcpy(&bits, &x, 4);
+    int code = table_[bits >> 16];
+    while (code < 255 && mid_[code] < x) ++code;
+    return static_cast<uint8_t>(code);
+  }
+  uint8_t encode_by_bisection(float x) const;
   float decode(uint8_t code) const { return map_[code]; }
   const QuantMap& map() const { return map_; }
 
  private:
   QuantMap map_;
-  std::array<float, 255> mid_;  // mid_[i] = (map[i] + map[i + 1]) / 2
+  std::array<float, 255> mid_;        // mid_[i] = (map[i] + map[i + 1]) / 2
+  std::array<uint8_t, 65536> table_;  // top 16 bits of x -> code of the bucket's smallest value
 };
 
 // Quantizes x[0, n) block by block into codes[0, n) and absmax[0, ceil(n / block)).

@@ -179,3 +179,28 @@ TEST(Adam8bit, PaddingAndHalfCopyAndResume) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(QuantCodec, TableEncodeEqualsBisection) {
+  torch::manual_seed(8);
+  // Normalised values as the optimizer produces them, plus exact map values and midpoints.
+  torch::Tensor x = torch::cat({torch::rand({200000}) * 2 - 1,
+                                (torch::randn({200000}) * 5).exp() * 1e-3 *
+                                    (torch::rand({200000}) > 0.5).to(torch::kFloat).mul(2).sub(1),
+                                torch::tensor({0.0f, -0.0f, 1.0f, -1.0f, 1e-30f, 2.0f})});
+  for (bool is_signed : {true, false}) {
+    zt::optim::QuantCodec c(zt::optim::dynamic_map(is_signed));
+    std::vector<float> probes(x.data_ptr<float>(), x.data_ptr<float>() + x.numel());
+    for (int i = 0; i < 255; ++i) {
+      const float mid = 0.5f * (c.map()[i] + c.map()[i + 1]);
+      probes.insert(probes.end(),
+                    {c.map()[i], mid, std::nextafter(mid, 2.0f), std::nextafter(mid, -2.0f)});
+    }
+    int64_t bad = 0;
+    for (float v : probes) bad += c.encode(v) != c.encode_by_bisection(v);
+    EXPECT_EQ(bad, 0) << (is_signed ? "signed" : "unsigned");
+  }
+}
+
+}  // namespace

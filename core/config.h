@@ -239,7 +239,9 @@ struct Config {
   int world_size = 1;
 
   // The resolved config as JSON (DeepSpeed key names; every key written, so defaults show).
-  // Loading it again with the same world size gives an equal Config. world_size is not written.
+  // Loading it again with the same world size gives an equal Config. world_size is not written;
+  // to reload at another world size, override one batch key: train_batch_size=auto keeps the
+  // per-GPU micro batch and accumulation, and scales the global batch.
   std::string to_json(bool pretty = true) const;
 };
 

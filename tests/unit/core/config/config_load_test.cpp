@@ -92,6 +92,15 @@ TEST(ConfigLoad, EveryShippedConfigRoundTrips) {
   }
 }
 
+TEST(ConfigLoad, SavedConfigReloadsAtAnotherWorldSize) {
+  Config saved = yaml("train_micro_batch_size_per_gpu: 4\ngradient_accumulation_steps: 2", 2);
+  const std::string json = saved.to_json();
+  EXPECT_FALSE(check_config(json, ConfigFormat::kJson, {}, 4).config);  // 16 != 4 * 2 * 4
+  Config moved = parse_config(json, ConfigFormat::kJson, {"train_batch_size=auto"}, 4);
+  EXPECT_EQ(moved.train_batch_size, 32);
+  EXPECT_EQ(moved.train_micro_batch_size_per_gpu, 4);
+}
+
 TEST(ConfigLoad, JsonAndYamlGiveEqualConfigs) {
   const std::string dir = std::string(ZT_SOURCE_DIR) + "/configs/";
   Config j = load_config(dir + "zero3.json", {}, 2);

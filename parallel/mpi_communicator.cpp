@@ -40,9 +40,10 @@ MpiMode parse_mpi_mode(const std::string& name) {
   ZT_THROW("mpi mode must be auto, nonblocking or blocking, got '", name, "'");
 }
 
-bool MpiCommunicator::blocking(const char* kind, int64_t bytes) const {
+bool MpiCommunicator::blocking(const char* kind, int64_t /*bytes*/) const {
   if (mode_ != MpiMode::kAuto) return mode_ == MpiMode::kBlocking;
-  return std::string(kind) == "all_gather" || bytes >= (int64_t{16} << 20);
+  const std::string k = kind;
+  return k == "all_reduce" || k == "reduce_scatter" || k == "all_gather";
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, c10::intrusive_ptr<c10d::Store> store,

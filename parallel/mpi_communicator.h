@@ -15,13 +15,17 @@
 // the process's MPI progress thread (mpi_runtime.h). Sizes above INT_MAX elements are refused.
 //
 // Blocking or non-blocking MPI calls: OpenMPI implements the non-blocking collectives (libnbc)
-// with other algorithms than the blocking ones (coll/tuned), and neither wins everywhere. Measured
-// with bench/commbench on the project machines (2 ranks, shared memory): MPI_Iallreduce and
-// MPI_Ireduce_scatter_block beat their blocking forms 2-13x from 16 KiB to 4 MiB, while
-// MPI_Iallgather reached only 0.2x of MPI_Allgather from 256 KiB to 4 MiB, and at >= 16 MiB the
-// blocking forms were as fast or faster. Either way the call runs on the progress thread, so the
-// caller overlaps its computation with it; only the algorithm differs. MpiMode::kAuto follows
-// those measurements: all_gather, and anything of >= 16 MiB, blocking; the rest non-blocking.
+// with other algorithms than the blocking ones (coll/tuned). Either call runs on the progress
+// thread, so the caller overlaps its computation with it either way; only the algorithm differs.
+// Measured with bench/commbench (2 ranks, shared memory, a loaded shared machine, median of 5;
+// busbw GB/s, blocking-on-progress-thread vs non-blocking): all_reduce 1.81 vs 0.94 at 1 MiB,
+// 0.85 vs 0.35 at 4 MiB, 0.77 vs 0.22 at 16 MiB; all_gather 7.98 vs 1.67 at 1 MiB, 7.93 vs 1.62
+// at 4 MiB; reduce_scatter 1.22 vs 1.26 at 1 MiB (a tie). So MpiMode::kAuto issues the blocking
+// MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather (the same algorithms as a direct MPI
+// call, which is what the commbench compares against) and keeps the non-blocking calls for
+// broadcast and barrier. kNonBlocking keeps MPI_I* everywhere (useful where libnbc wins, and a
+// blocking call that never completes also holds back later collectives of other communicators
+// queued behind it on the progress thread).
 
 #include <atomic>
 #include <chrono>

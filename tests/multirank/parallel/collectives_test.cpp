@@ -6,7 +6,8 @@
 // pattern(i) = i % 7 + 1, small integers, exact in every dtype (also after sums of 4 ranks and
 // the halves of an average), so results are compared exactly.
 //
-// Usage: zt_parallel_collectives_test [--backend=mpi|gloo] [gtest flags]
+// Usage: zt_parallel_collectives_test [--backend=mpi|gloo] [--mpi-mode=auto|nonblocking|blocking]
+//        [gtest flags]
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,7 @@ using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 std::string g_backend = "mpi";
+std::string g_mpi_mode = "auto";
 std::shared_ptr<Communicator> g_comm;
 
 Communicator& comm() {
@@ -318,10 +320,12 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--backend=", 10) == 0) zt::dist::g_backend = argv[i] + 10;
+    if (std::strncmp(argv[i], "--mpi-mode=", 11) == 0) zt::dist::g_mpi_mode = argv[i] + 11;
   }
   return zt::run_main("zt_parallel_collectives_test", [&] {
     zt::dist::CommOptions options;
     options.backend = zt::dist::g_backend;
+    options.mpi_mode = zt::dist::g_mpi_mode;
     options.timeout = std::chrono::seconds(120);
     zt::dist::g_comm = zt::dist::create_communicator(options);
     int rc = RUN_ALL_TESTS();

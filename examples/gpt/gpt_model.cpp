@@ -1,0 +1,103 @@
+#include "examples/gpt/gpt_model.h"
+
+#include <cmath>
+
+#include "core/base/error.h"
+#include "core/zero_unit.h"
+
+namespace zt::examples {
+
+GptShape gpt_shape_from_config(const ModelConfig& m, int64_t shard_vocab_size) {
+  GptShape s;
+  s.n_layer = m.n_layer;
+  s.n_head = m.n_head;
+  s.d_model = m.d_model;
+  s.vocab_size = std::max(m.vocab_size, shard_vocab_size);
+  s.max_seq_len = m.max_seq_len;
+  s.dropout = m.dropout;
+  s.activation_checkpointing = m.activation_checkpointing;
+  ZT_CHECK(s.n_layer >= 1 && s.n_head >= 1 && s.d_model >= 1 && s.max_seq_len >= 1,
+           "model: n_layer, n_head, d_model and max_seq_len must be >= 1");
+  ZT_CHECK(s.d_model % s.n_head == 0, "model.d_model (", s.d_model,
+           ") must be a multiple of model.n_head (", s.n_head, ")");
+  ZT_CHECK(s.vocab_size >= 1, "model.vocab_size is 0 and the shard names no vocabulary");
+  ZT_CHECK(s.dropout >= 0 && s.dropout < 1, "model.dropout must be in [0, 1), got ", s.dropout);
+  return s;
+}
+
+GptImpl::GptImpl(const GptShape& shape) : shape_(shape) {
+  wte = register_module("wte", torch::nn::Embedding(shape.vocab_size, shape.d_model));
+  wpe = register_module("wpe", torch::nn::Embedding(shape.max_seq_len, shape.d_model));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < shape.n_layer; ++i) blocks->push_back(GptBlock(shape));
+  ln_f =
+      register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({shape.d_model})));
+  if (shape.dropout > 0) drop = register_module("drop", torch::nn::Dropout(shape.dropout));
+  init_weights();
+}
+
+// GPT-2's initialisation: N(0, 0.02) weights, zero biases, and the projections that write into
+// the residual stream scaled by 1/sqrt(2 n_layer) so its variance does not grow with depth.
+void GptImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * shape_.n_layer);
+  for (auto& p : named_parameters()) {
+    const std::string& name = p.key();
+    torch::Tensor& t = p.value();
+    if (name.find("ln") != std::string::npos) continue;  // LayerNorm: ones and zeros already
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      t.zero_();
+    } else if (name.find("attn.proj.weight") != std::string::npos ||
+               name.find(".out.weight") != std::string::npos) {
+      t.normal_(0.0, residual_std);
+    } else {
+      t.normal_(0.0, 0.02);
+    }
+  }
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& input_ids,
+                               const torch::Tensor& attention_mask) {
+  const int64_t b = input_ids.size(0), t = input_ids.size(1);
+  ZT_CHECK(t <= shape_.max_seq_len, "gpt: sequence of ", t, " tokens exceeds model.max_seq_len ",
+           shape_.max_seq_len, " (set data.max_length <= max_seq_len)");
+  torch::Tensor pos = torch::arange(t, input_ids.options());
+  torch::Tensor x = wte->forward(input_ids) + wpe->forward(pos);
+  if (drop) x = drop->forward(x);
+  // (B, 1, T, T): causal AND the key is a real token. A query always sees itself or an earlier
+  // real token (the collator pads on the right), so no row is fully masked.
+  torch::Tensor causal = torch::ones({t, t}, input_ids.options().dtype(torch::kBool)).tril();
+  torch::Tensor keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
+  torch::Tensor mask = causal.view({1, 1, t, t}) & keys;
+  for (const auto& block : *blocks) x = zt::call_unit(*block->as<GptBlockImpl>(), x, mask);
+  // Tied head: the token embedding doubles as the output projection.
+  return at::linear(ln_f->forward(x), wte->weight);
+}
+
+torch::Tensor GptImpl::loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+std::pair<double, int64_t> GptImpl::loss_sum(const torch::Tensor& logits,
+                                             const torch::Tensor& labels) {
+  torch::Tensor sum = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+  return {sum.item<double>(), labels.ne(-100).sum().item<int64_t>()};
+}
+
+std::vector<std::string> GptImpl::unit_names() const {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < shape_.n_layer; ++i) names.push_back("blocks." + std::to_string(i));
+  return names;
+}
+
+int64_t GptImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace zt::examples

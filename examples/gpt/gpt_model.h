@@ -1,0 +1,53 @@
+#pragma once
+// The GPT example's decoder: token + position embeddings, n_layer pre-LayerNorm blocks, a final
+// LayerNorm and an output head tied to the token embedding (logits = x wte^T, no extra weight).
+//
+// Parameter names (what the engine, parameter groups and checkpoints see):
+//   wte.weight (V, C), wpe.weight (max_seq_len, C),
+//   blocks.<i>.{ln1,attn.qkv,attn.proj,ln2,fc,out}.*, ln_f.{weight,bias}
+// Stage-3 units are "blocks.0" .. "blocks.<n_layer-1>" (unit_names()); wte, wpe and ln_f form
+// the engine's root unit, gathered for the whole forward and backward.
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "examples/gpt/gpt_block.h"
+
+namespace zt::examples {
+
+// The config's `model` block; vocab_size is raised to the shard's vocabulary when smaller
+// (0 = take the shard's).
+GptShape gpt_shape_from_config(const ModelConfig& model, int64_t shard_vocab_size);
+
+class GptImpl : public torch::nn::Module {
+ public:
+  explicit GptImpl(const GptShape& shape);
+
+  // input_ids (B, T) int64, attention_mask (B, T) int64 (1 = token, 0 = pad) -> logits (B, T, V)
+  // in the compute dtype. Position t attends to positions <= t that are not padding.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // Mean cross-entropy (fp32) over labels != -100; logits (B, T, V), labels (B, T).
+  static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
+  // Sum of the token losses and the number of tokens counted (for perplexity).
+  static std::pair<double, int64_t> loss_sum(const torch::Tensor& logits,
+                                             const torch::Tensor& labels);
+
+  std::vector<std::string> unit_names() const;
+  const GptShape& shape() const { return shape_; }
+  int64_t num_parameters() const;
+
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Dropout drop{nullptr};  // null when dropout is 0
+
+ private:
+  void init_weights();
+  GptShape shape_;
+};
+TORCH_MODULE(Gpt);
+
+}  // namespace zt::examples

@@ -259,7 +259,7 @@ void Engine::broadcast_initial_state() {
       b.param_shard = b.param_flat.narrow(0, own.begin, own.size()).clone();
     }
     const bool separate_master =
-        options_.offload_optimizer || b.param_flat.scalar_type() != at::kFloat;
+        options_.offload_optimizer || options_.compute_dtype != at::kFloat;
     if (separate_master) {
       at::Tensor src =
           options_.stage == 0 ? b.param_flat : b.param_flat.narrow(0, own.begin, own.size());

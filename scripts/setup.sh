@@ -18,7 +18,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-pip
   openmpi-bin libopenmpi-dev
   libyaml-cpp-dev libboost-program-options-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libgloo-dev
   libspdlog-dev libfmt-dev
   libsentencepiece-dev sentencepiece
   iproute2 procps

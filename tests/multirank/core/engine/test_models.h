@@ -4,6 +4,7 @@
 // frozen layer, which must stay bit-identical.
 
 #include <cmath>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -49,7 +50,8 @@ struct BlockImpl : torch::nn::Module {
     torch::Tensor q = split(parts[0]), k = split(parts[1]), v = split(parts[2]);
     torch::Tensor att = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
     torch::Tensor mask = torch::ones({t, t}, torch::kBool).triu(1);
-    att = torch::softmax(att.masked_fill(mask, -1e9), -1);
+    // -inf, not a large negative number: it must fit fp16 and bf16 too.
+    att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
     torch::Tensor y = torch::matmul(att, v).transpose(1, 2).reshape({b, t, c});
     x = x + proj->forward(y);
     return x + out->forward(torch::gelu(fc->forward(ln2->forward(x))));

@@ -19,6 +19,7 @@
 
 #include "core/base/logging.h"
 #include "core/base/main_guard.h"
+#include "core/checkpoint.h"
 #include "core/cli_options.h"
 #include "core/engine.h"
 #include "core/engine_config.h"
@@ -58,7 +59,7 @@ std::vector<double> sum_over_ranks(dist::Communicator& comm, const std::vector<d
 }
 
 struct Args {
-  std::string train_shard, valid_shard, tokenizer, out_dir, sample_prompt;
+  std::string train_shard, valid_shard, tokenizer, out_dir, sample_prompt, checkpoint_dir;
   int64_t steps = 0, eval_batches = 0, sample_tokens = 0, top_k = 1;
 };
 
@@ -106,6 +107,7 @@ class BatchStream {
     loader_->set_epoch(0);
   }
   int64_t num_batches() const { return loader_->num_batches(); }
+  std::string sampler_state() const { return loader_->state().to_string(); }
   const data::TokenDataset& dataset() const { return ds_; }
 
  private:
@@ -191,7 +193,9 @@ int train(int argc, char** argv) {
       "sample-prompt", po::value(&a.sample_prompt)->default_value("And God said"),
       "prompt of the text sample printed at the end")(
       "sample-tokens", po::value(&a.sample_tokens)->default_value(32), "0 = no sample")(
-      "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy");
+      "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy")(
+      "checkpoint-dir", po::value(&a.checkpoint_dir),
+      "save a checkpoint here at the end (core/checkpoint.h); none = no checkpoint");
   if (!cli.parse(argc, argv)) return 0;
   const auto t_start = Clock::now();
   dist::Env env = dist::Env::discover();
@@ -272,6 +276,14 @@ int train(int argc, char** argv) {
   }
   if (a.sample_tokens > 0) print_sample(engine, model, a, train_data.dataset());
 
+  if (!a.checkpoint_dir.empty()) {
+    const std::string tag = config.checkpoint.tag_prefix + std::to_string(engine.global_step());
+    CheckpointOptions co;
+    co.keep_last = config.checkpoint.keep_last;
+    co.config_json = config.to_json(/*pretty=*/false);
+    save_checkpoint(engine, a.checkpoint_dir, tag, {{"sampler", train_data.sampler_state()}}, co);
+    ZT_LOG_INFO("checkpoint ", a.checkpoint_dir, "/", tag);
+  }
   std::vector<double> rss = sum_over_ranks(*comm, {double(peak_rss_bytes())});
   const MemoryReport mem = engine.memory();
   MetricsLog summary(comm->rank() == 0 ? a.out_dir + "/summary.json" : "");

@@ -8,6 +8,8 @@ if [ "${ZT_SKIP_SETUP:-0}" != "1" ]; then
   bash "$root/scripts/setup.sh"
 fi
 jobs="${ZT_JOBS:-$(nproc)}"
+# ccache keys on paths relative to the clone, so a fresh clone (CI) reuses earlier builds.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 echo "[build] configuring $build"
 cmake -S "$root" -B "$build" -G Ninja "$@" >"$build.configure.log" 2>&1 || {
   cat "$build.configure.log"; echo "[build] error: CMake configure failed (log above)" >&2; exit 1; }

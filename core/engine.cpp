@@ -1,6 +1,7 @@
 #include "core/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <unordered_map>
 #include <unordered_set>
@@ -258,8 +259,7 @@ void Engine::broadcast_initial_state() {
     if (options_.stage == 3) {
       b.param_shard = b.param_flat.narrow(0, own.begin, own.size()).clone();
     }
-    const bool separate_master =
-        options_.offload_optimizer || options_.compute_dtype != at::kFloat;
+    const bool separate_master = options_.offload_optimizer || options_.compute_dtype != at::kFloat;
     if (separate_master) {
       at::Tensor src =
           options_.stage == 0 ? b.param_flat : b.param_flat.narrow(0, own.begin, own.size());
@@ -414,7 +414,7 @@ void Engine::drain_reductions(size_t keep_inflight) {
   size_t done = 0;
   while (inflight_.size() - done > keep_inflight) {
     Inflight& f = inflight_[done++];
-    f.work->wait();
+    timed_wait(f.work);
     Buffer& b = *buffers_[f.buffer];
     if (options_.stage >= 2) {
       if (b.shard_has_grad) {
@@ -426,6 +426,12 @@ void Engine::drain_reductions(size_t keep_inflight) {
     }
   }
   inflight_.erase(inflight_.begin(), inflight_.begin() + static_cast<long>(done));
+}
+
+void Engine::timed_wait(const dist::WorkPtr& work) {
+  auto start = std::chrono::steady_clock::now();
+  work->wait();
+  comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void Engine::finish_backward() {
@@ -477,7 +483,7 @@ double Engine::global_grad_norm_squared() {
   }
   if (options_.stage == 0) return local;  // every rank holds the whole reduced gradient
   at::Tensor t = at::full({1}, local, at::TensorOptions().dtype(at::kDouble));
-  comm_->all_reduce(t, dist::ReduceOp::kSum)->wait();
+  timed_wait(comm_->all_reduce(t, dist::ReduceOp::kSum));
   return t.item<double>();
 }
 
@@ -513,7 +519,7 @@ bool Engine::grads_overflow(double inv_scale) {
     if (g.defined() && g.numel() > 0) local |= check_and_unscale_(g, static_cast<float>(inv_scale));
   }
   at::Tensor flag = at::full({1}, local ? 1 : 0, at::TensorOptions().dtype(at::kInt));
-  comm_->all_reduce(flag, dist::ReduceOp::kMax)->wait();
+  timed_wait(comm_->all_reduce(flag, dist::ReduceOp::kMax));
   return flag.item<int>() != 0;
 }
 
@@ -603,7 +609,7 @@ void Engine::publish_params(Buffer& b) {
   if (world_ == 1 || stage == 0) return;
   if (stage == 3 && !b.persistent) return;  // gathered from the shard on next use
   at::Tensor shard = param_target(b).clone();
-  comm_->all_gather(shard, b.param_flat)->wait();
+  timed_wait(comm_->all_gather(shard, b.param_flat));
 }
 
 void Engine::reset_accumulation() {
@@ -650,7 +656,7 @@ void Engine::gather_buffer(size_t bi, bool wait) {
 void Engine::wait_gathered(size_t bi) {
   Buffer& b = *buffers_[bi];
   if (b.gathered || !b.gather_work) return;
-  b.gather_work->wait();
+  timed_wait(b.gather_work);
   b.gather_work.reset();
   b.gathered = true;
 }

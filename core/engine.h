@@ -121,6 +121,11 @@ class Engine {
   void eval() { train(false); }
 
   MemoryReport memory() const;
+  // Seconds this rank spent blocked in Work::wait() (gradient reductions, parameter gathers and
+  // publishes, norm and overflow votes) since the last reset: communication not hidden behind
+  // computation.
+  double comm_wait_seconds() const { return comm_wait_s_; }
+  void reset_comm_wait() { comm_wait_s_ = 0; }
 
   // ---- access for checkpoints (core/checkpoint*) ----
   // This rank's part of one flat buffer: the layout (parameter names and ranges), the range of
@@ -223,6 +228,8 @@ class Engine {
   int64_t gathered_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;
   int gathered_scopes_ = 0;
+  double comm_wait_s_ = 0;
+  void timed_wait(const dist::WorkPtr& work);
 };
 
 }  // namespace zt

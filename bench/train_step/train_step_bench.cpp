@@ -1,0 +1,213 @@
+// bench/train_step: one training step of a ~20M-parameter GPT-style model under each ZeRO stage
+// (and stage 2 with optimizer offload), fp32 on CPU, every rank of an mpirun job:
+//
+//   mpirun -np 2 build/bin/zt_bench_train_step [--steps 3] [--json FILE]
+//
+// Per configuration: forward / backward / optimizer time (median over steps; "comm wait" is the
+// time blocked in Work::wait(), i.e. communication not hidden behind computation), tokens/s over
+// all ranks, the engine's accounted model-state bytes per rank next to DESIGN.md's formula, and
+// the peak RSS of rank 0 while that configuration ran (VmHWM, reset between configurations).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/base/error.h"
+#include "core/base/main_guard.h"
+#include "core/engine.h"
+#include "core/zero_unit.h"
+#include "parallel/dist.h"
+
+namespace {
+
+constexpr int64_t kVocab = 8000, kWidth = 384, kHeads = 6, kLayers = 10, kSeq = 128, kBatch = 4;
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl() {
+    ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
+    qkv = register_module("qkv", torch::nn::Linear(kWidth, 3 * kWidth));
+    proj = register_module("proj", torch::nn::Linear(kWidth, kWidth));
+    ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
+    fc = register_module("fc", torch::nn::Linear(kWidth, 4 * kWidth));
+    out = register_module("out", torch::nn::Linear(4 * kWidth, kWidth));
+  }
+  torch::Tensor forward(torch::Tensor x) {  // (B, T, C)
+    const int64_t b = x.size(0), t = x.size(1), d = kWidth / kHeads;
+    auto parts = qkv->forward(ln1->forward(x)).chunk(3, -1);
+    auto heads = [&](const torch::Tensor& y) { return y.view({b, t, kHeads, d}).transpose(1, 2); };
+    torch::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]),
+                                                       heads(parts[2]), {}, 0.0, /*causal=*/true);
+    x = x + proj->forward(y.transpose(1, 2).reshape({b, t, kWidth}));
+    return x + out->forward(torch::gelu(fc->forward(ln2->forward(x))));
+  }
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc{nullptr}, out{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct GptImpl : torch::nn::Module {
+  GptImpl() {
+    wte = register_module("wte", torch::nn::Embedding(kVocab, kWidth));
+    wpe = register_module("wpe", torch::nn::Embedding(kSeq, kWidth));
+    for (int64_t i = 0; i < kLayers; ++i) {
+      blocks.push_back(register_module("blocks." + std::to_string(i), Block()));
+    }
+    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
+  }
+  torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& targets) {
+    torch::Tensor x = wte->forward(ids) + wpe->forward(torch::arange(ids.size(1)));
+    for (auto& b : blocks) x = zt::call_unit(*b, x);
+    torch::Tensor logits = torch::linear(ln_f->forward(x), wte->weight);  // tied head
+    return torch::cross_entropy_loss(logits.view({-1, kVocab}), targets.view({-1}));
+  }
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  std::vector<Block> blocks;
+  torch::nn::LayerNorm ln_f{nullptr};
+};
+TORCH_MODULE(Gpt);
+
+struct Setup {
+  std::string name;
+  int stage;
+  bool offload;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int64_t read_status_kib(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
+  }
+  return 0;
+}
+
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+double formula_bytes(int stage, int64_t psi, int n) {
+  // DESIGN.md, fp32: params 4, grads 4, K = 8 (Adam's m and v; the params are the master).
+  switch (stage) {
+    case 0: return 16.0 * psi;
+    case 1: return 8.0 * psi + 8.0 * psi / n;
+    case 2: return 4.0 * psi + 12.0 * psi / n;
+    default: return 16.0 * psi / n;
+  }
+}
+
+int run(int argc, char** argv) {
+  int steps = 3;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (a == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      ZT_THROW("unknown argument '", a, "' (usage: zt_bench_train_step [--steps N] [--json F])");
+    }
+  }
+  ZT_CHECK(steps >= 1, "--steps must be >= 1, got ", steps);
+  zt::dist::CommOptions copt;
+  auto comm = zt::dist::create_communicator(copt);
+  const int rank = comm->rank(), world = comm->size();
+  const std::vector<Setup> setups = {{"stage 0", 0, false},
+                                     {"stage 1", 1, false},
+                                     {"stage 2", 2, false},
+                                     {"stage 3", 3, false},
+                                     {"stage 2 + offload", 2, true}};
+  std::vector<std::string> rows;
+  if (rank == 0) {
+    std::printf(
+        "zerotorch train_step: GPT d=%ld L=%ld vocab=%ld, %d ranks x %ld x %ld tokens, fp32, "
+        "%s backend, %d timed steps (median)\n",
+        static_cast<long>(kWidth), static_cast<long>(kLayers), static_cast<long>(kVocab), world,
+        static_cast<long>(kBatch), static_cast<long>(kSeq), comm->backend().c_str(), steps);
+    std::printf("%-18s %8s %8s %9s %8s %8s %9s %12s %12s %10s\n", "config", "fwd ms", "bwd ms",
+                "wait ms", "opt ms", "step ms", "tokens/s", "state B/rank", "formula B",
+                "peakRSS MiB");
+  }
+  for (const Setup& s : setups) {
+    reset_peak_rss();
+    torch::manual_seed(0);
+    Gpt model;
+    int64_t psi = 0;
+    for (auto& p : model->parameters()) psi += p.numel();
+    zt::EngineOptions o;
+    o.stage = s.stage;
+    o.offload_optimizer = s.offload;
+    o.optimizer.type = s.offload ? "CpuAdam" : "AdamW";
+    o.hyper.lr = 1e-4;
+    o.reduce_bucket_size = 5'000'000;
+    o.stage3_prefetch_bucket_size = 5'000'000;
+    for (int64_t i = 0; i < kLayers; ++i) o.units.push_back("blocks." + std::to_string(i));
+    zt::Engine engine(model.ptr(), o, comm);
+    std::vector<double> fwd, bwd, opt, wait, total;
+    for (int step = 0; step < steps + 1; ++step) {  // step 0 warms up
+      torch::manual_seed(100 * step + rank);
+      torch::Tensor ids = torch::randint(kVocab, {kBatch, kSeq});
+      torch::Tensor targets = torch::randint(kVocab, {kBatch, kSeq});
+      engine.reset_comm_wait();
+      auto t0 = std::chrono::steady_clock::now();
+      torch::Tensor loss = engine.forward([&] { return model->loss(ids, targets); });
+      auto t1 = std::chrono::steady_clock::now();
+      engine.backward(loss);
+      auto t2 = std::chrono::steady_clock::now();
+      engine.step();
+      auto t3 = std::chrono::steady_clock::now();
+      if (step == 0) continue;
+      auto ms = [](auto a, auto b) {
+        return std::chrono::duration<double, std::milli>(b - a).count();
+      };
+      fwd.push_back(ms(t0, t1));
+      bwd.push_back(ms(t1, t2));
+      opt.push_back(ms(t2, t3));
+      total.push_back(ms(t0, t3));
+      wait.push_back(engine.comm_wait_seconds() * 1e3);
+    }
+    const zt::MemoryReport m = engine.memory();
+    const double step_ms = median(total);
+    const double tokens_per_s = world * kBatch * kSeq / (step_ms / 1e3);
+    const double rss_mib = read_status_kib("VmHWM:") / 1024.0;
+    const double formula = formula_bytes(s.stage, psi, world);
+    if (rank == 0) {
+      std::printf("%-18s %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %12ld %12.0f %10.0f\n", s.name.c_str(),
+                  median(fwd), median(bwd), median(wait), median(opt), step_ms, tokens_per_s,
+                  static_cast<long>(m.model_state_bytes()), formula, rss_mib);
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "{\"config\":\"%s\",\"stage\":%d,\"offload\":%s,\"ranks\":%d,\"params\":%ld,"
+                    "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"comm_wait_ms\":%.3f,"
+                    "\"optimizer_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
+                    "\"model_state_bytes\":%ld,\"formula_bytes\":%.0f,\"peak_rss_bytes\":%.0f}",
+                    s.name.c_str(), s.stage, s.offload ? "true" : "false", world,
+                    static_cast<long>(psi), median(fwd), median(bwd), median(wait), median(opt),
+                    step_ms, tokens_per_s, static_cast<long>(m.model_state_bytes()), formula,
+                    rss_mib * 1024 * 1024);
+      rows.push_back(buf);
+    }
+  }
+  if (rank == 0 && !json.empty()) {
+    std::ofstream f(json);
+    ZT_CHECK(f.good(), "cannot write --json file ", json);
+    for (const auto& r : rows) f << r << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return zt::run_main("zt_bench_train_step", [&] { return run(argc, argv); });
+}

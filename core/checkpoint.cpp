@@ -140,7 +140,9 @@ using PieceIndex = std::map<std::string, std::vector<Piece>>;
 
 PieceIndex index_pieces(const OpenCheckpoint& c) {
   PieceIndex idx;
-  for (size_t s = 0; s < c.shards.size(); ++s) {
+  // At stage 0 every rank steps (and saved) the whole buffer: one copy is enough.
+  const size_t shards = c.meta.stage == 0 ? std::min<size_t>(1, c.shards.size()) : c.shards.size();
+  for (size_t s = 0; s < shards; ++s) {
     for (const auto& b : c.shards[s].buffers) {
       for (const auto& e : b.entries) {
         const int64_t lo = std::max(e.begin, b.stepped_begin), hi = std::min(e.end, b.stepped_end);

@@ -88,8 +88,10 @@ function(zt_mpi_test name)
   foreach(np IN LISTS A_NP)
     add_test(NAME ${A_AREA}.${name}.np${np}
              COMMAND ${ZT_MPIEXEC} ${ZT_MPIEXEC_FLAGS} -np ${np} $<TARGET_FILE:${name}> ${A_ARGS})
+    # RUN_SERIAL: multi-process tests pick free ports and oversubscribe the cores; run alone so
+    # no other test takes a port between "free" and "bound", or starves a timing check.
     set_tests_properties(${A_AREA}.${name}.np${np} PROPERTIES
-      LABELS "multirank;${A_AREA}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${np})
+      LABELS "multirank;${A_AREA}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${np} RUN_SERIAL TRUE)
   endforeach()
 endfunction()
 
@@ -102,6 +104,9 @@ function(zt_command_test name)
   endif()
   add_test(NAME ${A_AREA}.${name} COMMAND ${A_COMMAND})
   set_tests_properties(${A_AREA}.${name} PROPERTIES LABELS "${A_KIND};${A_AREA}" TIMEOUT ${A_TIMEOUT})
+  if(A_KIND STREQUAL "multirank")
+    set_tests_properties(${A_AREA}.${name} PROPERTIES RUN_SERIAL TRUE)  # see zt_mpi_test
+  endif()
 endfunction()
 
 # zt_bench(<name> SOURCES ... [LIBS ...]): a benchmark program in build/bin.

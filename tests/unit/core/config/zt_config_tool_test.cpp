@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace {
 
@@ -21,7 +22,8 @@ std::string slurp(const std::string& path) {
 }
 
 ToolRun zt_config(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
+  // Per-process names: ctest runs each case as its own process, two at a time.
+  const std::string dir = ::testing::TempDir() + std::to_string(::getpid()) + "_";
   const std::string out = dir + "zt_config_out.txt", err = dir + "zt_config_err.txt";
   const std::string cmd =
       std::string(ZT_BINARY_DIR) + "/bin/zt-config " + args + " >" + out + " 2>" + err;
@@ -30,7 +32,7 @@ ToolRun zt_config(const std::string& args) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
   std::ofstream(path) << text;
   return path;
 }

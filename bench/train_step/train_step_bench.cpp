@@ -54,8 +54,10 @@ struct GptImpl : torch::nn::Module {
   GptImpl() {
     wte = register_module("wte", torch::nn::Embedding(kVocab, kWidth));
     wpe = register_module("wpe", torch::nn::Embedding(kSeq, kWidth));
+    auto list = register_module("blocks", torch::nn::ModuleList());  // names blocks.0, ...
     for (int64_t i = 0; i < kLayers; ++i) {
-      blocks.push_back(register_module("blocks." + std::to_string(i), Block()));
+      blocks.push_back(Block());
+      list->push_back(blocks.back());
     }
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
   }

@@ -15,8 +15,8 @@ namespace {
 __global__ void fused_adam_kernel(const zt::optim::FusedAdamLaunch launch) {
   const zt::optim::FusedAdamGroup& g = launch.groups[blockIdx.y];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = g.begin + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < g.end; i += stride) {
+  for (int64_t i = g.begin + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < g.end;
+       i += stride) {
     float p = launch.param[i] * g.decay_factor;
     float grad = launch.grad[i];
     if (g.l2_weight_decay != 0.0f) grad = fmaf(g.l2_weight_decay, p, grad);

@@ -11,8 +11,9 @@ jobs="${ZT_JOBS:-$(nproc)}"
 # ccache keys on paths relative to the clone, so a fresh clone (CI) reuses earlier builds.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 echo "[build] configuring $build"
-cmake -S "$root" -B "$build" -G Ninja "$@" >"$build.configure.log" 2>&1 || {
-  cat "$build.configure.log"; echo "[build] error: CMake configure failed (log above)" >&2; exit 1; }
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -G Ninja "$@" >"$build/configure.log" 2>&1 || {
+  cat "$build/configure.log"; echo "[build] error: CMake configure failed (log above)" >&2; exit 1; }
 echo "[build] building with $jobs jobs"
 start=$(date +%s)
 cmake --build "$build" -j "$jobs"

@@ -29,7 +29,6 @@
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
 #include "examples/gpt/gpt_model.h"
-#include "examples/gpt/lr_schedule_from_config.h"
 #include "examples/gpt/metrics_log.h"
 #include "examples/gpt/text_generation.h"
 #include "parallel/dist.h"
@@ -169,15 +168,6 @@ void print_sample(Engine& engine, Gpt& model, const Args& a, const data::TokenDa
   ZT_LOG_INFO("sample (top_k ", a.top_k, "): ", tok.decode(text_ids));
 }
 
-EngineOptions engine_options(const Config& config, std::vector<std::string> units) {
-  // The scheduler is applied here (lr_schedule_from_config.h explains why).
-  Config without_scheduler = config;
-  without_scheduler.scheduler.reset();
-  EngineOptions o = engine_options_from_config(without_scheduler, std::move(units));
-  if (config.scheduler) o.lr_schedule = lr_schedule_from_config(*config.scheduler, o.hyper.lr);
-  return o;
-}
-
 int train(int argc, char** argv) {
   CliOptions cli("train_gpt", "Trains the GPT example on a token shard with ZeRO.");
   Args a;
@@ -214,7 +204,7 @@ int train(int argc, char** argv) {
   Gpt model(shape);
   ZT_LOG_INFO("gpt: ", shape.n_layer, " layers, ", shape.n_head, " heads, d_model ", shape.d_model,
               ", vocab ", shape.vocab_size, ", ", model->num_parameters(), " parameters");
-  Engine engine(model.ptr(), engine_options(config, model->unit_names()), comm);
+  Engine engine(model.ptr(), engine_options_from_config(config, model->unit_names()), comm);
 
   BatchStream train_data(a.train_shard, config, shape, *comm, /*training=*/true);
   std::optional<BatchStream> valid_data;

@@ -4,9 +4,9 @@
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 namespace {
 

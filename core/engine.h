@@ -147,6 +147,8 @@ class Engine {
   void restore_counters(int64_t global_step, int64_t skipped_steps, int64_t micro_steps);
   std::shared_ptr<torch::nn::Module> model() const { return model_; }
   const dist::Communicator& communicator() const { return *comm_; }
+  // Collectives are non-const; code that runs them on the engine's group (checkpoints) uses this.
+  dist::Communicator& communicator() { return *comm_; }
   const EngineOptions& options() const { return options_; }
 
   // RAII scope in which every parameter holds its full values (stage 3 gathers, others no-op),

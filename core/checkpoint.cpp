@@ -19,6 +19,7 @@
 #include "core/base/error.h"
 #include "core/base/logging.h"
 #include "core/checkpoint_format.h"
+#include "core/safetensors_writer.h"
 
 namespace zt {
 namespace fs = std::filesystem;
@@ -464,43 +465,16 @@ void consolidate_to_safetensors(const std::string& dir, const std::string& tag,
                                 const std::string& out_path) {
   // The header needs every shape up front: the metadata has them, so values are never held
   // more than one at a time.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> order;
+  std::vector<SafetensorsWriter::Entry> entries;
   {
     OpenCheckpoint c = open_checkpoint(dir, tag);
     for (const auto& p : c.meta.params)
-      if (p.trainable) order.emplace_back(p.name, p.shape);
-    for (const auto& [name, ref] : c.shards[0].frozen) order.emplace_back(name, ref.shape);
+      if (p.trainable) entries.push_back({p.name, at::kFloat, p.shape});
+    for (const auto& [name, ref] : c.shards[0].frozen) entries.push_back({name, at::kFloat, ref.shape});
   }
-  std::ostringstream h;
-  h << '{';
-  uint64_t off = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    uint64_t n = 1;
-    for (int64_t d : order[i].second) n *= d;
-    std::string name;
-    for (char ch : order[i].first) {
-      if (ch == '"' || ch == '\\') name += '\\';
-      name += ch;
-    }
-    h << (i ? "," : "") << '"' << name << "\":{\"dtype\":\"F32\",\"shape\":[";
-    for (size_t d = 0; d < order[i].second.size(); ++d) h << (d ? "," : "") << order[i].second[d];
-    h << "],\"data_offsets\":[" << off << ',' << off + 4 * n << "]}";
-    off += 4 * n;
-  }
-  h << '}';
-  std::string header = h.str();
-  while (header.size() % 8 != 0) header += ' ';  // tensors start 8-byte aligned
-
-  ckpt::RecordWriter w(out_path);
-  w.u64(header.size());
-  w.bytes(header.data(), header.size());
-  size_t next = 0;
+  SafetensorsWriter w(out_path, std::move(entries));
   for_each_consolidated(dir, tag, "master", [&](const std::string& name, const at::Tensor& t) {
-    ZT_CHECK(next < order.size() && order[next].first == name, "consolidation order changed at ",
-             name);
-    ++next;
-    at::Tensor f = t.to(at::kFloat).contiguous();
-    w.bytes(f.data_ptr(), f.numel() * 4);
+    w.write(name, t.to(at::kFloat));
   });
   w.commit();
 }

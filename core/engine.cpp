@@ -761,6 +761,28 @@ void Engine::restore_counters(int64_t global_step, int64_t skipped_steps, int64_
   reset_accumulation();
 }
 
+std::vector<std::pair<std::string, at::Tensor>> Engine::named_parameters_by_unit() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& unit : units_) out.insert(out.end(), unit->params.begin(), unit->params.end());
+  for (const auto& p : model_->named_parameters(/*recurse=*/true)) {
+    if (!p.value().requires_grad()) out.emplace_back(p.key(), p.value());
+  }
+  return out;
+}
+
+void Engine::for_each_full_parameter(
+    const std::function<void(const std::string&, const at::Tensor&)>& fn) {
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    gather_unit(u, /*wait=*/true);
+    for (const auto& [name, param] : units_[u]->params) fn(name, param);
+    if (gathered_scopes_ == 0) release_unit(u);
+  }
+  for (const auto& p : model_->named_parameters(/*recurse=*/true)) {
+    if (!p.value().requires_grad()) fn(p.key(), p.value());
+  }
+}
+
 Engine::GatheredParameters::GatheredParameters(Engine& engine, bool write_back)
     : engine_(engine), write_back_(write_back) {
   ++engine_.gathered_scopes_;

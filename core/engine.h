@@ -71,6 +71,9 @@ struct EngineOptions {
   std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
   std::vector<std::string> units;              // submodule names that are stage-3 units
   int max_inflight_reductions = 4;             // bounds transient gradient buckets
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save: save_16bit_model (core/
+  // model_export.h) gathers a stage-3 model's weights; off, it saves nothing at stage 3.
+  bool stage3_gather_16bit_weights_on_model_save = false;
 };
 
 // Bytes this rank holds for model states, by the engine's own accounting.
@@ -150,6 +153,16 @@ class Engine {
   // Collectives are non-const; code that runs them on the engine's group (checkpoints) uses this.
   dist::Communicator& communicator() { return *comm_; }
   const EngineOptions& options() const { return options_; }
+
+  // Visits every parameter with its full values in the compute dtype, one stage-3 unit at a time
+  // (gathered, visited, released: peak memory ~ the largest unit), then the frozen parameters.
+  // Collective at stage 3: every rank calls it. Order: as named_parameters_by_unit().
+  void for_each_full_parameter(
+      const std::function<void(const std::string&, const at::Tensor&)>& fn);
+  // Names and parameter tensors in for_each_full_parameter's order: the declared units, the root
+  // unit, then frozen parameters. Shapes and dtypes are valid at any time; at stage 3 values
+  // only inside a gathered scope.
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters_by_unit() const;
 
   // RAII scope in which every parameter holds its full values (stage 3 gathers, others no-op),
   // for evaluation, EMA or export in user code. With write_back, changes made to the parameters

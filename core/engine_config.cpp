@@ -88,6 +88,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.reduce_bucket_size = z.reduce_bucket_size;
   o.stage3_prefetch_bucket_size = z.stage3_prefetch_bucket_size;
   o.stage3_param_persistence_threshold = z.stage3_param_persistence_threshold;
+  o.stage3_gather_16bit_weights_on_model_save = z.stage3_gather_16bit_weights_on_model_save;
   ZT_CHECK(z.offload_optimizer.device != OffloadDevice::kNvme,
            "zero_optimization.offload_optimizer.device = nvme is not supported yet; use cpu");
   o.offload_optimizer = z.offload_optimizer.device == OffloadDevice::kCpu;

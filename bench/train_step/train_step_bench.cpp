@@ -1,8 +1,12 @@
 // bench/train_step: one training step of a ~20M-parameter GPT-style model under each ZeRO stage
-// (and stage 2 with optimizer offload), fp32 on CPU, every rank of an mpirun job:
+// (and stage 2 with optimizer offload), in fp32, bf16 or fp16 (fp32 masters, dynamic loss
+// scaling), on CPU, every rank of an mpirun job:
 //
-//   mpirun -np 2 build/bin/zt_bench_train_step [--steps 3] [--json FILE]
+//   mpirun -np 2 build/bin/zt_bench_train_step [--steps 3] [--stages 0,1,2,3,2o]
+//       [--dtypes fp32,bf16,fp16] [--json FILE]
 //
+// Rows run configuration by configuration, dtype by dtype inside each (so dtypes of one stage
+// are neighbours in time).
 // Per configuration: forward / backward / optimizer time (median over steps; "comm wait" is the
 // time blocked in Work::wait(), i.e. communication not hidden behind computation), tokens/s over
 // all ranks, the engine's accounted model-state bytes per rank next to DESIGN.md's formula, and
@@ -11,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -65,7 +70,8 @@ struct GptImpl : torch::nn::Module {
     torch::Tensor x = wte->forward(ids) + wpe->forward(torch::arange(ids.size(1)));
     for (auto& b : blocks) x = zt::call_unit(*b, x);
     torch::Tensor logits = torch::linear(ln_f->forward(x), wte->weight);  // tied head
-    return torch::cross_entropy_loss(logits.view({-1, kVocab}), targets.view({-1}));
+    return torch::cross_entropy_loss(logits.view({-1, kVocab}).to(torch::kFloat),
+                                     targets.view({-1}));
   }
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   std::vector<Block> blocks;
@@ -78,6 +84,23 @@ struct Setup {
   int stage;
   bool offload;
 };
+
+struct Dtype {
+  std::string name;
+  torch::ScalarType type;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -97,109 +120,137 @@ void reset_peak_rss() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
-double formula_bytes(int stage, int64_t psi, int n) {
-  // DESIGN.md, fp32: params 4, grads 4, K = 8 (Adam's m and v; the params are the master).
+double formula_bytes(int stage, int64_t psi, int n, torch::ScalarType dtype) {
+  // DESIGN.md: params p (4 in fp32, 2 in 16-bit), gradients g = 4 (accumulated in fp32), a
+  // master m (0 in fp32, where the params are the master; 4 otherwise), K = 8 (Adam's m, v).
+  const double p = dtype == torch::kFloat ? 4 : 2, g = 4, m = dtype == torch::kFloat ? 0 : 4, k = 8;
   switch (stage) {
-    case 0: return 16.0 * psi;
-    case 1: return 8.0 * psi + 8.0 * psi / n;
-    case 2: return 4.0 * psi + 12.0 * psi / n;
-    default: return 16.0 * psi / n;
+    case 0: return (p + g + m + k) * psi;
+    case 1: return (p + g) * psi + (m + k) * psi / n;
+    case 2: return p * psi + (g + m + k) * psi / n;
+    default: return (p + g + m + k) * psi / n;
   }
 }
 
 int run(int argc, char** argv) {
   int steps = 3;
-  std::string json;
+  std::string json, stages = "0,1,2,3,2o", dtypes = "fp32";
+  const char* usage =
+      "usage: zt_bench_train_step [--steps N] [--stages 0,1,2,3,2o] [--dtypes fp32,bf16,fp16] "
+      "[--json F]";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
       steps = std::atoi(argv[++i]);
+    } else if (a == "--stages" && i + 1 < argc) {
+      stages = argv[++i];
+    } else if (a == "--dtypes" && i + 1 < argc) {
+      dtypes = argv[++i];
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
     } else {
-      ZT_THROW("unknown argument '", a, "' (usage: zt_bench_train_step [--steps N] [--json F])");
+      ZT_THROW("unknown argument '", a, "' (", usage, ")");
     }
   }
   ZT_CHECK(steps >= 1, "--steps must be >= 1, got ", steps);
+  std::vector<Setup> setups;
+  for (const std::string& st : split(stages)) {
+    ZT_CHECK(st == "0" || st == "1" || st == "2" || st == "3" || st == "2o",
+             "--stages: unknown entry '", st, "' (0, 1, 2, 3 or 2o = stage 2 + offload)");
+    if (st == "2o") {
+      setups.push_back({"stage 2 + offload", 2, true});
+    } else {
+      setups.push_back({"stage " + st, std::stoi(st), false});
+    }
+  }
+  std::vector<Dtype> types;
+  for (const std::string& d : split(dtypes)) {
+    ZT_CHECK(d == "fp32" || d == "bf16" || d == "fp16", "--dtypes: unknown entry '", d,
+             "' (fp32, bf16 or fp16)");
+    types.push_back({d, d == "fp32"   ? torch::kFloat
+                        : d == "bf16" ? torch::kBFloat16
+                                      : torch::kHalf});
+  }
+  ZT_CHECK(!setups.empty() && !types.empty(), usage);
   zt::dist::CommOptions copt;
   auto comm = zt::dist::create_communicator(copt);
   const int rank = comm->rank(), world = comm->size();
-  const std::vector<Setup> setups = {{"stage 0", 0, false},
-                                     {"stage 1", 1, false},
-                                     {"stage 2", 2, false},
-                                     {"stage 3", 3, false},
-                                     {"stage 2 + offload", 2, true}};
   std::vector<std::string> rows;
   if (rank == 0) {
     std::printf(
-        "zerotorch train_step: GPT d=%ld L=%ld vocab=%ld, %d ranks x %ld x %ld tokens, fp32, "
+        "zerotorch train_step: GPT d=%ld L=%ld vocab=%ld, %d ranks x %ld x %ld tokens, "
         "%s backend, %d timed steps (median)\n",
         static_cast<long>(kWidth), static_cast<long>(kLayers), static_cast<long>(kVocab), world,
         static_cast<long>(kBatch), static_cast<long>(kSeq), comm->backend().c_str(), steps);
-    std::printf("%-18s %8s %8s %9s %8s %8s %9s %12s %12s %10s\n", "config", "fwd ms", "bwd ms",
-                "wait ms", "opt ms", "step ms", "tokens/s", "state B/rank", "formula B",
-                "peakRSS MiB");
+    std::printf("%-18s %5s %8s %8s %9s %8s %8s %9s %12s %12s %10s %6s\n", "config", "dtype",
+                "fwd ms", "bwd ms", "wait ms", "opt ms", "step ms", "tokens/s", "state B/rank",
+                "formula B", "peakRSS MiB", "skips");
   }
-  for (const Setup& s : setups) {
-    reset_peak_rss();
-    torch::manual_seed(0);
-    Gpt model;
-    int64_t psi = 0;
-    for (auto& p : model->parameters()) psi += p.numel();
-    zt::EngineOptions o;
-    o.stage = s.stage;
-    o.offload_optimizer = s.offload;
-    o.optimizer.type = s.offload ? "CpuAdam" : "AdamW";
-    o.hyper.lr = 1e-4;
-    o.reduce_bucket_size = 5'000'000;
-    o.stage3_prefetch_bucket_size = 5'000'000;
-    for (int64_t i = 0; i < kLayers; ++i) o.units.push_back("blocks." + std::to_string(i));
-    zt::Engine engine(model.ptr(), o, comm);
-    std::vector<double> fwd, bwd, opt, wait, total;
-    for (int step = 0; step < steps + 1; ++step) {  // step 0 warms up
-      torch::manual_seed(100 * step + rank);
-      torch::Tensor ids = torch::randint(kVocab, {kBatch, kSeq});
-      torch::Tensor targets = torch::randint(kVocab, {kBatch, kSeq});
-      engine.reset_comm_wait();
-      auto t0 = std::chrono::steady_clock::now();
-      torch::Tensor loss = engine.forward([&] { return model->loss(ids, targets); });
-      auto t1 = std::chrono::steady_clock::now();
-      engine.backward(loss);
-      auto t2 = std::chrono::steady_clock::now();
-      engine.step();
-      auto t3 = std::chrono::steady_clock::now();
-      if (step == 0) continue;
-      auto ms = [](auto a, auto b) {
-        return std::chrono::duration<double, std::milli>(b - a).count();
-      };
-      fwd.push_back(ms(t0, t1));
-      bwd.push_back(ms(t1, t2));
-      opt.push_back(ms(t2, t3));
-      total.push_back(ms(t0, t3));
-      wait.push_back(engine.comm_wait_seconds() * 1e3);
+  for (const Setup& s : setups)
+    for (const Dtype& dt : types) {
+      reset_peak_rss();
+      torch::manual_seed(0);
+      Gpt model;
+      int64_t psi = 0;
+      for (auto& p : model->parameters()) psi += p.numel();
+      zt::EngineOptions o;
+      o.stage = s.stage;
+      o.offload_optimizer = s.offload;
+      o.optimizer.type = s.offload ? "CpuAdam" : "AdamW";
+      o.hyper.lr = 1e-4;
+      o.compute_dtype = dt.type;
+      o.reduce_bucket_size = 5'000'000;
+      o.stage3_prefetch_bucket_size = 5'000'000;
+      for (int64_t i = 0; i < kLayers; ++i) o.units.push_back("blocks." + std::to_string(i));
+      zt::Engine engine(model.ptr(), o, comm);
+      std::vector<double> fwd, bwd, opt, wait, total;
+      for (int step = 0; step < steps + 1; ++step) {  // step 0 warms up
+        torch::manual_seed(100 * step + rank);
+        torch::Tensor ids = torch::randint(kVocab, {kBatch, kSeq});
+        torch::Tensor targets = torch::randint(kVocab, {kBatch, kSeq});
+        engine.reset_comm_wait();
+        auto t0 = std::chrono::steady_clock::now();
+        torch::Tensor loss = engine.forward([&] { return model->loss(ids, targets); });
+        auto t1 = std::chrono::steady_clock::now();
+        engine.backward(loss);
+        auto t2 = std::chrono::steady_clock::now();
+        engine.step();
+        auto t3 = std::chrono::steady_clock::now();
+        if (step == 0) continue;
+        auto ms = [](auto a, auto b) {
+          return std::chrono::duration<double, std::milli>(b - a).count();
+        };
+        fwd.push_back(ms(t0, t1));
+        bwd.push_back(ms(t1, t2));
+        opt.push_back(ms(t2, t3));
+        total.push_back(ms(t0, t3));
+        wait.push_back(engine.comm_wait_seconds() * 1e3);
+      }
+      const zt::MemoryReport m = engine.memory();
+      const double step_ms = median(total);
+      const double tokens_per_s = world * kBatch * kSeq / (step_ms / 1e3);
+      const double rss_mib = read_status_kib("VmHWM:") / 1024.0;
+      const double formula = formula_bytes(s.stage, psi, world, dt.type);
+      if (rank == 0) {
+        std::printf("%-18s %5s %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %12ld %12.0f %10.0f %6ld\n",
+                    s.name.c_str(), dt.name.c_str(), median(fwd), median(bwd), median(wait),
+                    median(opt), step_ms, tokens_per_s, static_cast<long>(m.model_state_bytes()),
+                    formula, rss_mib, static_cast<long>(engine.skipped_steps()));
+        char buf[640];
+        std::snprintf(buf, sizeof buf,
+                      "{\"config\":\"%s\",\"dtype\":\"%s\",\"stage\":%d,\"offload\":%s,"
+                      "\"ranks\":%d,\"params\":%ld,"
+                      "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"comm_wait_ms\":%.3f,"
+                      "\"optimizer_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
+                      "\"model_state_bytes\":%ld,\"formula_bytes\":%.0f,\"peak_rss_bytes\":%.0f,"
+                      "\"skipped_steps\":%ld}",
+                      s.name.c_str(), dt.name.c_str(), s.stage, s.offload ? "true" : "false", world,
+                      static_cast<long>(psi), median(fwd), median(bwd), median(wait), median(opt),
+                      step_ms, tokens_per_s, static_cast<long>(m.model_state_bytes()), formula,
+                      rss_mib * 1024 * 1024, static_cast<long>(engine.skipped_steps()));
+        rows.push_back(buf);
+      }
     }
-    const zt::MemoryReport m = engine.memory();
-    const double step_ms = median(total);
-    const double tokens_per_s = world * kBatch * kSeq / (step_ms / 1e3);
-    const double rss_mib = read_status_kib("VmHWM:") / 1024.0;
-    const double formula = formula_bytes(s.stage, psi, world);
-    if (rank == 0) {
-      std::printf("%-18s %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %12ld %12.0f %10.0f\n", s.name.c_str(),
-                  median(fwd), median(bwd), median(wait), median(opt), step_ms, tokens_per_s,
-                  static_cast<long>(m.model_state_bytes()), formula, rss_mib);
-      char buf[512];
-      std::snprintf(buf, sizeof buf,
-                    "{\"config\":\"%s\",\"stage\":%d,\"offload\":%s,\"ranks\":%d,\"params\":%ld,"
-                    "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"comm_wait_ms\":%.3f,"
-                    "\"optimizer_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
-                    "\"model_state_bytes\":%ld,\"formula_bytes\":%.0f,\"peak_rss_bytes\":%.0f}",
-                    s.name.c_str(), s.stage, s.offload ? "true" : "false", world,
-                    static_cast<long>(psi), median(fwd), median(bwd), median(wait), median(opt),
-                    step_ms, tokens_per_s, static_cast<long>(m.model_state_bytes()), formula,
-                    rss_mib * 1024 * 1024);
-      rows.push_back(buf);
-    }
-  }
   if (rank == 0 && !json.empty()) {
     std::ofstream f(json);
     ZT_CHECK(f.good(), "cannot write --json file ", json);

@@ -4,6 +4,7 @@
 #   3 ranks stage 3 load "a" (2 -> 3, stage 1 -> 3), resave "b3"
 #   2 ranks stage 2 load "b3" (3 -> 2, stage 3 -> 2)
 #   4 ranks stage 3 load "a" (2 -> 4), resave "b4"; 1 rank stage 1 loads "b4" (4 -> 1)
+#   2 ranks stage 3 bf16 save_16bit_model -> Python reads the bf16 weights
 #   kill -9 during a save of "k": `latest` still names the previous tag, which loads.
 # usage: checkpoint_cross_run.sh TEST_BIN CONSOLIDATE_BIN WORK_DIR CHECK_PY
 set -euo pipefail
@@ -24,6 +25,9 @@ run 2 1 CrossRun.Save ZT_CKPT_TAG=a
 /usr/bin/time -v "$consolidate" "$dir" "$dir/a.safetensors" --tag a 2> "$dir/time.txt"
 grep "Maximum resident" "$dir/time.txt"
 "$py" "$check_py" "$dir/a.safetensors" "$dir/ref"
+
+run 2 3 CrossRun.Save16bit
+"$py" "$check_py" "$dir/m16.safetensors" "$dir/ref16" bfloat16
 
 run 3 3 CrossRun.LoadReshardedAndContinue ZT_CKPT_LOAD_TAG=a ZT_CKPT_RESAVE_TAG=b3
 run 2 2 CrossRun.LoadReshardedAndContinue ZT_CKPT_LOAD_TAG=b3

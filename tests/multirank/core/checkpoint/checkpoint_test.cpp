@@ -3,12 +3,15 @@
 //     parameters and losses), stages 0-3;
 //   - bad input: each broken checkpoint throws its own error naming the file, and the engine is
 //     left untouched;
-//   - retention: keep_last.
+//   - retention: keep_last;
+//   - fp16/bf16: exact resume restores the loss scaler (scale, counters) exactly;
+//   - save_16bit_model: stage 3 gathers one unit at a time; the file holds the 16-bit params.
 // CrossRun.* run only from checkpoint_cross_run.sh (env ZT_CKPT_DIR set): one mpirun saves, a
 // later one with another -np and stage loads and checks the values bit-identically.
 
 #include "core/checkpoint.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +23,7 @@
 
 #include "core/base/error.h"
 #include "core/engine.h"
+#include "core/model_export.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
 
@@ -42,9 +46,16 @@ torch::Tensor run_model(torch::nn::Module& m, ModelKind kind, const torch::Tenso
   return static_cast<zt::testing::TinyTransformerImpl&>(m).forward(x);
 }
 
-zt::EngineOptions engine_options(ModelKind kind, int stage) {
+zt::EngineOptions engine_options(ModelKind kind, int stage,
+                                 torch::ScalarType dtype = torch::kFloat) {
   zt::EngineOptions o;
   o.stage = stage;
+  o.compute_dtype = dtype;
+  // fp16: a start scale that overflows for the first steps and a short window that probes
+  // upward again, so the scaler's state changes throughout a 10-step run.
+  o.fp16.initial_scale_power = 20;
+  o.fp16.loss_scale_window = 2;
+  o.fp16.hysteresis = 2;
   o.reduce_bucket_size = 97;  // several buckets, each padded
   o.stage3_prefetch_bucket_size = 200;
   o.optimizer.type = "AdamW";
@@ -70,8 +81,9 @@ double train_step(zt::Engine& engine, ModelKind kind, int step) {
   const int64_t micro = kGlobalBatch / world;
   torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
   auto model = engine.model();
-  torch::Tensor loss =
-      engine.forward([&] { return torch::mse_loss(run_model(*model, kind, xs), ys); });
+  const torch::ScalarType dtype = engine.options().compute_dtype;
+  torch::Tensor loss = engine.forward(
+      [&] { return torch::mse_loss(run_model(*model, kind, xs.to(dtype)).to(torch::kFloat), ys); });
   engine.backward(loss);
   engine.step();
   torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
@@ -99,46 +111,124 @@ std::string test_dir(const std::string& name) {
 struct ResumeCase {
   ModelKind kind;
   int stage;
+  torch::ScalarType dtype = torch::kFloat;
 };
 
 class ExactResume : public ::testing::TestWithParam<ResumeCase> {};
 
 TEST_P(ExactResume, TenStepsEqualFourSaveLoadSix) {
-  const auto [kind, stage] = GetParam();
-  const std::string dir =
-      test_dir("exact_" + std::to_string(int(kind)) + "_" + std::to_string(stage));
-  std::vector<double> want, got;
+  const auto [kind, stage, dtype] = GetParam();
+  const std::string dir = test_dir("exact_" + std::to_string(int(kind)) + "_" +
+                                   std::to_string(stage) + "_" + c10::toString(dtype));
+  const zt::EngineOptions options = engine_options(kind, stage, dtype);
+  std::vector<double> want, got, want_scales, got_scales;  // loss, loss scale after each step
   std::map<std::string, torch::Tensor> want_params;
+  std::map<std::string, double> want_scaler_at4, want_scaler;
+  int64_t want_skipped = 0, want_skipped_at4 = 0;
   {
-    zt::Engine engine(make_model(kind), engine_options(kind, stage), g_comm);
-    for (int s = 0; s < 10; ++s) want.push_back(train_step(engine, kind, s));
+    zt::Engine engine(make_model(kind), options, g_comm);
+    for (int s = 0; s < 10; ++s) {
+      want.push_back(train_step(engine, kind, s));
+      want_scales.push_back(engine.loss_scale());
+      if (s == 3 && engine.loss_scaler()) want_scaler_at4 = engine.loss_scaler()->state();
+      if (s == 3) want_skipped_at4 = engine.skipped_steps();
+    }
     want_params = full_params(engine);
+    if (engine.loss_scaler()) want_scaler = engine.loss_scaler()->state();
+    want_skipped = engine.skipped_steps();
+  }
+  if (dtype == torch::kHalf) {
+    // The case only means something if the scale moved and steps were both skipped and taken
+    // on each side of the save.
+    EXPECT_GT(want_skipped_at4, 0);
+    EXPECT_LT(want_skipped, 10);
+    EXPECT_TRUE(std::any_of(want_scales.begin() + 4, want_scales.end(),
+                            [&](double v) { return v != want_scales[3]; }));
   }
   {
-    zt::Engine engine(make_model(kind), engine_options(kind, stage), g_comm);
-    for (int s = 0; s < 4; ++s) got.push_back(train_step(engine, kind, s));
+    zt::Engine engine(make_model(kind), options, g_comm);
+    for (int s = 0; s < 4; ++s) {
+      got.push_back(train_step(engine, kind, s));
+      got_scales.push_back(engine.loss_scale());
+    }
     zt::save_checkpoint(engine, dir, "step4",
                         {{"sampler", "epoch=0 pos=" + std::to_string(g_comm->rank())}});
   }
   // Another initialisation: only the checkpoint can make the runs agree.
-  zt::Engine engine(make_model(kind, 999), engine_options(kind, stage), g_comm);
+  zt::Engine engine(make_model(kind, 999), options, g_comm);
   zt::ClientState client = zt::load_checkpoint(engine, dir);
   EXPECT_EQ(client["sampler"], "epoch=0 pos=" + std::to_string(g_comm->rank()));
   EXPECT_EQ(engine.global_step(), 4);
-  for (int s = 4; s < 10; ++s) got.push_back(train_step(engine, kind, s));
+  EXPECT_EQ(engine.skipped_steps(), want_skipped_at4);
+  if (engine.loss_scaler()) {
+    EXPECT_EQ(engine.loss_scaler()->state(), want_scaler_at4);
+  }
+  for (int s = 4; s < 10; ++s) {
+    got.push_back(train_step(engine, kind, s));
+    got_scales.push_back(engine.loss_scale());
+  }
+  EXPECT_EQ(got_scales, want_scales);
+  EXPECT_EQ(engine.skipped_steps(), want_skipped);
+  if (engine.loss_scaler()) {
+    EXPECT_EQ(engine.loss_scaler()->state(), want_scaler);
+  }
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "loss of step " << i;
   for (auto& [name, p] : full_params(engine))
     EXPECT_TRUE(torch::equal(p, want_params[name])) << name << " differs after resume";
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, ExactResume,
-                         ::testing::Values(ResumeCase{ModelKind::kMlp, 0},
-                                           ResumeCase{ModelKind::kMlp, 1},
-                                           ResumeCase{ModelKind::kMlp, 2},
-                                           ResumeCase{ModelKind::kMlp, 3},
-                                           ResumeCase{ModelKind::kTransformer, 1},
-                                           ResumeCase{ModelKind::kTransformer, 3}));
+INSTANTIATE_TEST_SUITE_P(
+    Stages, ExactResume,
+    ::testing::Values(ResumeCase{ModelKind::kMlp, 0}, ResumeCase{ModelKind::kMlp, 1},
+                      ResumeCase{ModelKind::kMlp, 2}, ResumeCase{ModelKind::kMlp, 3},
+                      ResumeCase{ModelKind::kTransformer, 1},
+                      ResumeCase{ModelKind::kTransformer, 3},
+                      ResumeCase{ModelKind::kMlp, 2, torch::kHalf},
+                      ResumeCase{ModelKind::kTransformer, 3, torch::kHalf},
+                      ResumeCase{ModelKind::kTransformer, 1, torch::kBFloat16}));
+
+// save_16bit_model: at stage 3 with gathering on, one unit at a time; the file appears on disk
+// whole (checked by Python in checkpoint_cross_run.sh); off, nothing is written.
+TEST(Save16bitModel, Stage3GathersUnitByUnit) {
+  const std::string dir = test_dir("save16");
+  zt::EngineOptions options = engine_options(ModelKind::kTransformer, 3, torch::kBFloat16);
+  {
+    zt::Engine engine(make_model(ModelKind::kTransformer), options, g_comm);
+    train_step(engine, ModelKind::kTransformer, 0);
+    EXPECT_FALSE(zt::save_16bit_model(engine, dir + "/off.safetensors"));
+    EXPECT_FALSE(fs::exists(dir + "/off.safetensors"));
+  }
+  options.stage3_gather_16bit_weights_on_model_save = true;
+  zt::Engine engine(make_model(ModelKind::kTransformer), options, g_comm);
+  for (int s = 0; s < 3; ++s) train_step(engine, ModelKind::kTransformer, s);
+  int64_t model_bytes = 0, max_gathered = 0;
+  size_t visited = 0;
+  for (const auto& [name, p] : engine.named_parameters_by_unit())
+    model_bytes += p.numel() * p.element_size();
+  engine.for_each_full_parameter([&](const std::string&, const at::Tensor& p) {
+    EXPECT_EQ(p.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+    max_gathered = std::max(max_gathered, engine.memory().gathered_param_bytes);
+    ++visited;
+  });
+  EXPECT_EQ(visited, engine.named_parameters_by_unit().size());
+  EXPECT_GT(max_gathered, 0);
+  EXPECT_LT(max_gathered, model_bytes) << "the whole model was gathered at once";
+  EXPECT_EQ(engine.memory().gathered_param_bytes, 0) << "units left gathered";
+  const std::string path = dir + "/model.safetensors";
+  ASSERT_TRUE(zt::save_16bit_model(engine, path));
+  // Header length + header + every parameter's 16-bit bytes.
+  uint64_t header = 0;
+  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(&header), 8);
+  EXPECT_EQ(fs::file_size(path), 8 + header + static_cast<uint64_t>(model_bytes));
+  // The 16-bit parameters are the fp32 masters cast to bf16.
+  zt::save_checkpoint(engine, dir, "c");
+  auto params = full_params(engine);
+  zt::for_each_consolidated(dir, "c", "master", [&](const std::string& n, const at::Tensor& t) {
+    EXPECT_TRUE(torch::equal(params.at(n), t.to(torch::kBFloat16))) << n;
+  });
+}
 
 // Saves a 2-step MLP checkpoint under dir/tag, applies `damage` on rank 0, then expects every
 // rank's load to throw an error containing `expect`, with the engine unchanged.
@@ -258,6 +348,32 @@ TEST(CrossRun, Save) {
       torch::Tensor f = p.to(torch::kFloat).contiguous();
       std::ofstream(ref / (name + ".bin"), std::ios::binary)
           .write(static_cast<const char*>(f.data_ptr()), f.numel() * 4);
+    }
+  }
+}
+
+// ZT_CKPT_DIR: a bf16 stage-3 model saved by save_16bit_model as m16.safetensors, with the
+// reference bits in ref16/ (index.txt: name dims; <name>.bin: raw bf16) for check_safetensors.py.
+TEST(CrossRun, Save16bit) {
+  const std::string dir = env("ZT_CKPT_DIR");
+  if (dir.empty()) GTEST_SKIP() << "run by checkpoint_cross_run.sh";
+  zt::EngineOptions options = engine_options(ModelKind::kTransformer, 3, torch::kBFloat16);
+  options.stage3_gather_16bit_weights_on_model_save = true;
+  zt::Engine engine(make_model(ModelKind::kTransformer), options, g_comm);
+  for (int s = 0; s < 3; ++s) train_step(engine, ModelKind::kTransformer, s);
+  ASSERT_TRUE(zt::save_16bit_model(engine, dir + "/m16.safetensors"));
+  auto params = full_params(engine);
+  if (g_comm->rank() == 0) {
+    const fs::path ref = fs::path(dir) / "ref16";
+    fs::create_directories(ref);
+    std::ofstream index(ref / "index.txt");
+    for (auto& [name, p] : params) {
+      index << name;
+      for (int64_t d : p.sizes()) index << ' ' << d;
+      index << '\n';
+      torch::Tensor c = p.contiguous();
+      std::ofstream(ref / (name + ".bin"), std::ios::binary)
+          .write(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
     }
   }
 }

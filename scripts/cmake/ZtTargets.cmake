@@ -74,9 +74,13 @@ endfunction()
 
 # zt_mpi_test(<name> AREA <area> NP <n>... SOURCES ... [LIBS ...]): a GoogleTest binary run under
 # `mpirun -np <n>` for each n given: real processes, labelled "multirank;<area>". The binary gets
-# its own main (it must initialise MPI or its communicator itself).
+# its own main (it must initialise MPI or its communicator itself), or with MPI_WORLD_MAIN the
+# shared one of tests/support/mpi_world.h.
 function(zt_mpi_test name)
-  cmake_parse_arguments(A "" "AREA;TIMEOUT" "NP;SOURCES;LIBS;ARGS" ${ARGN})
+  cmake_parse_arguments(A "MPI_WORLD_MAIN" "AREA;TIMEOUT" "NP;SOURCES;LIBS;ARGS" ${ARGN})
+  if(A_MPI_WORLD_MAIN)
+    list(APPEND A_SOURCES ${CMAKE_SOURCE_DIR}/tests/support/mpi_world_main.cpp)
+  endif()
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()

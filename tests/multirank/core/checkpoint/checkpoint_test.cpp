@@ -25,12 +25,13 @@
 #include "core/engine.h"
 #include "core/model_export.h"
 #include "parallel/dist.h"
+#include "tests/support/mpi_world.h"
 #include "tests/multirank/core/engine/test_models.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-std::shared_ptr<zt::dist::Communicator> g_comm;
+std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
 constexpr int64_t kGlobalBatch = 48;
 
 enum class ModelKind { kMlp, kTransformer };
@@ -417,17 +418,3 @@ TEST(CrossRun, LoadReshardedAndContinue) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  zt::dist::CommOptions options;
-  options.backend = "mpi";
-  options.timeout = std::chrono::seconds(120);
-  g_comm = zt::dist::create_communicator(options);
-  int rc = RUN_ALL_TESTS();
-  torch::Tensor bad = torch::full({1}, rc != 0 ? 1 : 0, torch::kInt);
-  g_comm->all_reduce(bad, zt::dist::ReduceOp::kMax)->wait();
-  rc = bad.item<int>();
-  g_comm.reset();
-  return rc;
-}

@@ -15,11 +15,12 @@
 
 #include "core/engine.h"
 #include "parallel/dist.h"
+#include "tests/support/mpi_world.h"
 #include "tests/multirank/core/engine/test_models.h"
 
 namespace {
 
-std::shared_ptr<zt::dist::Communicator> g_comm;
+std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
 
 constexpr int64_t kGlobalBatch = 48;  // divisible by world * accumulation for 1..4 x {1, 4}
 constexpr int kSteps = 5;
@@ -284,18 +285,3 @@ TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  zt::dist::CommOptions options;
-  options.backend = "mpi";
-  options.timeout = std::chrono::seconds(120);
-  g_comm = zt::dist::create_communicator(options);
-  int rc = RUN_ALL_TESTS();
-  // Every rank must agree: a failure on any rank fails all.
-  torch::Tensor bad = torch::full({1}, rc != 0 ? 1 : 0, torch::kInt);
-  g_comm->all_reduce(bad, zt::dist::ReduceOp::kMax)->wait();
-  rc = bad.item<int>();
-  g_comm.reset();
-  return rc;
-}

@@ -11,11 +11,12 @@
 #include "core/base/error.h"
 #include "core/engine.h"
 #include "parallel/dist.h"
+#include "tests/support/mpi_world.h"
 #include "tests/multirank/core/engine/test_models.h"
 
 namespace {
 
-std::shared_ptr<zt::dist::Communicator> g_comm;
+std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
 
 zt::EngineOptions options(int stage, at::ScalarType dtype) {
   zt::EngineOptions o;
@@ -156,17 +157,3 @@ TEST(Precision, CollapsedScaleNamesTheOverflowingParameters) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  zt::dist::CommOptions options;
-  options.backend = "mpi";
-  options.timeout = std::chrono::seconds(120);
-  g_comm = zt::dist::create_communicator(options);
-  int rc = RUN_ALL_TESTS();
-  torch::Tensor bad = torch::full({1}, rc != 0 ? 1 : 0, torch::kInt);
-  g_comm->all_reduce(bad, zt::dist::ReduceOp::kMax)->wait();
-  rc = bad.item<int>();
-  g_comm.reset();
-  return rc;
-}

@@ -185,11 +185,11 @@ std::vector<data::Batch> sample_batches(const data::TokenDataset& ds, const Args
   co.max_length = a.max_length;
   co.causal_lm_shift = true;
   data::Loader loader(ds, sampler, data::Collator(co), data::LoaderOptions{.num_workers = 0});
-  ZT_CHECK(loader.num_batches() > 0, "shard ", ds.path(), " gives no batch of ", a.batch_size,
-           " samples per rank");
   std::vector<data::Batch> out;
   int64_t epoch = 0;
   loader.set_epoch(epoch);
+  ZT_CHECK(loader.num_batches() > 0, "shard ", ds.path(), " gives no batch of ", a.batch_size,
+           " samples per rank");
   while (static_cast<int64_t>(out.size()) < a.steps) {
     auto b = loader.next();
     if (!b) {

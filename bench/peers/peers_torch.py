@@ -176,7 +176,37 @@ def model_state_bytes(model, optimizer):
 
 # ---- setups ------------------------------------------------------------------------------
 
-def build(mode, model, meta):
+class AdamWZtMath(torch.optim.Optimizer):
+    """Diagnostic only (--adamw zt-math): AdamW with optim/adam.cpp's rounding, m = b1 m + (1-b1) g
+    as mul_ + add_, where torch.optim.AdamW rounds once in lerp_. Everything else is the same
+    formula in the same order. Tells optimizer rounding apart from other causes of loss drift."""
+
+    def __init__(self, params, lr, betas, eps, weight_decay):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for g in self.param_groups:
+            b1, b2 = g["betas"]
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p)
+                    st["exp_avg_sq"] = torch.zeros_like(p)
+                st["step"] += 1
+                t, m, v, d = st["step"], st["exp_avg"], st["exp_avg_sq"], p.grad
+                p.mul_(1 - g["lr"] * g["weight_decay"])
+                bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+                m.mul_(b1).add_(d, alpha=1 - b1)
+                v.mul_(b2).addcmul_(d, d, value=1 - b2)
+                denom = (v.sqrt() / math.sqrt(bc2)).add_(g["eps"])
+                p.addcdiv_(m, denom, value=-g["lr"] / bc1)
+
+def build(mode, model, meta, adamw="torch"):
+    adamw_class = AdamWZtMath if adamw == "zt-math" else torch.optim.AdamW
     hyper = dict(lr=meta["lr"], betas=(meta["beta1"], meta["beta2"]), eps=meta["eps"],
                  weight_decay=meta["weight_decay"])
     if mode in ("ddp", "zero"):
@@ -184,10 +214,10 @@ def build(mode, model, meta):
         wrapped = DDP(model, bucket_cap_mb=meta["bucket_elements"] * 4 / 2**20,
                       gradient_as_bucket_view=True)
         if mode == "ddp":
-            return wrapped, torch.optim.AdamW(model.parameters(), **hyper)
+            return wrapped, adamw_class(model.parameters(), **hyper)
         from torch.distributed.optim import ZeroRedundancyOptimizer
         return wrapped, ZeroRedundancyOptimizer(model.parameters(),
-                                                optimizer_class=torch.optim.AdamW, **hyper)
+                                                optimizer_class=adamw_class, **hyper)
     if mode in ("fsdp2", "fsdp2-noreshard"):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
@@ -196,7 +226,7 @@ def build(mode, model, meta):
         for block in model.blocks:  # the blocks are the units, as zerotorch's stage 3
             fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard)  # wte, wpe, ln_f
-        return model, torch.optim.AdamW(model.parameters(), **hyper)
+        return model, adamw_class(model.parameters(), **hyper)
     raise SystemExit(f"unknown --mode {mode}")
 
 
@@ -209,6 +239,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--label", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--adamw", choices=["torch", "zt-math"], default="torch",
+                    help="zt-math: diagnostic AdamW with zerotorch's rounding (AdamWZtMath)")
     ap.add_argument("--check-weights", action="store_true",
                     help="compare the loaded weights' checksum with the export's (slow at size)")
     a = ap.parse_args()
@@ -224,7 +256,7 @@ def main():
     batches = read_batches(os.path.join(a.export_dir, f"batches_r{rank}.bin"))
     model = Gpt(meta)
     load_initial_weights(model, a.export_dir, meta, a.check_weights)
-    wrapped, optimizer = build(a.mode, model, meta)
+    wrapped, optimizer = build(a.mode, model, meta, a.adamw)
 
     losses, fwd, bwd, opt, step_ms = [], [], [], [], []
     timed_tokens, t_timed = 0.0, time.perf_counter()
@@ -232,6 +264,7 @@ def main():
         if i == a.warmup:
             dist.barrier()
             t_timed = time.perf_counter()
+            cpu_timed = time.process_time()
         t0 = time.perf_counter()
         loss = Gpt.loss(wrapped(ids, am), labels)
         t1 = time.perf_counter()
@@ -251,6 +284,7 @@ def main():
         opt.append((t3 - t2) * 1e3)
         step_ms.append((t3 - t0) * 1e3)
     wall_s = time.perf_counter() - t_timed
+    cpu_ms = (time.process_time() - cpu_timed) * 1e3 / (len(batches) - a.warmup)
 
     def per_rank(value):
         out = [None] * world
@@ -258,17 +292,20 @@ def main():
         return out
 
     wall0 = per_rank(wall_s)[0]
+    cpu = per_rank(cpu_ms)
     rss = per_rank(status_bytes("VmHWM:"))
     base = per_rank(baseline_rss)
     state = per_rank(model_state_bytes(wrapped, optimizer))
     if rank == 0:
         label = a.label or a.mode
-        row = dict(impl="pytorch", config=label, mode=a.mode, backend="gloo", ranks=world,
-                   threads_per_rank=a.threads, steps=len(batches), warmup_steps=a.warmup,
+        row = dict(impl="pytorch", config=label, mode=a.mode, adamw=a.adamw, backend="gloo",
+                   ranks=world, threads_per_rank=a.threads, steps=len(batches),
+                   warmup_steps=a.warmup,
                    timed_tokens=timed_tokens, wall_s=wall_s, tokens_per_s=timed_tokens / wall0,
                    forward_ms=statistics.median(fwd), backward_ms=statistics.median(bwd),
                    comm_wait_ms=None, optimizer_ms=statistics.median(opt),
-                   step_ms=statistics.median(step_ms), peak_rss_bytes=max(rss),
+                   step_ms=statistics.median(step_ms), cpu_ms_per_step_per_rank=cpu,
+                   peak_rss_bytes=max(rss),
                    peak_rss_bytes_per_rank=rss, baseline_rss_bytes_per_rank=base,
                    model_state_bytes=state[0], model_state_bytes_per_rank=state,
                    losses=losses, torch_version=torch.__version__)

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include "core/base/error.h"
@@ -76,6 +77,13 @@ int64_t read_status_kib(const char* key) {
     if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
   }
   return 0;
+}
+
+// CPU seconds of the whole process (every thread: compute, gloo / MPI progress threads).
+double process_cpu_seconds() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 double median(std::vector<double> v) {
@@ -344,11 +352,13 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
   std::vector<double> losses, fwd, bwd, opt, wait, step_ms;
   double timed_tokens = 0;
   auto t_timed = std::chrono::steady_clock::now();
+  double cpu_timed = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
     const HostBatch& b = batches[i];
     if (static_cast<int64_t>(i) == a.warmup) {
       comm->barrier()->wait();
       t_timed = std::chrono::steady_clock::now();
+      cpu_timed = process_cpu_seconds();
     }
     engine.reset_comm_wait();
     const auto t0 = std::chrono::steady_clock::now();
@@ -374,6 +384,9 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_timed).count();
+  const int64_t timed_steps = static_cast<int64_t>(batches.size()) - a.warmup;
+  const std::vector<double> cpu_ms =
+      per_rank(*comm, (process_cpu_seconds() - cpu_timed) * 1e3 / timed_steps);
   // The wall clock of rank 0 decides (ranks meet at every step's loss all_reduce anyway).
   const double tokens_per_s = timed_tokens / per_rank(*comm, wall_s)[0];
   const MemoryReport mem = engine.memory();

@@ -212,12 +212,15 @@ def summarize(rows, configs):
         base = [statistics.median(r["baseline_rss_bytes_per_rank"][i] for r in rs)
                 for i in range(len(rs[0]["baseline_rss_bytes_per_rank"]))]
         tps = sorted(r["tokens_per_s"] for r in rs)
+        cpu = [statistics.mean(r["cpu_ms_per_step_per_rank"]) for r in rs
+               if r.get("cpu_ms_per_step_per_rank")]
         deterministic = all(r["losses"] == rs[0]["losses"] for r in rs)
         out[name] = dict(config=name, impl=rs[0]["impl"], backend=rs[0]["backend"], runs=len(rs),
                          tokens_per_s=med("tokens_per_s"), tokens_per_s_min=tps[0],
                          tokens_per_s_max=tps[-1], forward_ms=med("forward_ms"),
                          backward_ms=med("backward_ms"), comm_wait_ms=med("comm_wait_ms"),
                          optimizer_ms=med("optimizer_ms"), step_ms=med("step_ms"),
+                         cpu_ms_per_step=statistics.median(cpu) if cpu else None,
                          peak_rss_bytes_per_rank=peak, baseline_rss_bytes_per_rank=base,
                          model_state_bytes_per_rank=rs[0]["model_state_bytes_per_rank"],
                          losses=rs[0]["losses"], losses_same_every_run=deterministic)
@@ -243,9 +246,9 @@ def table(summary, meta, size, repeats):
         f"gloo); PyTorch {{torch}}: torchrun, gloo.",
         "",
         "| config | tokens/s (min-max) | vs DDP | vs FSDP2 | fwd ms | bwd ms | comm wait ms "
-        "| opt ms | step ms | peak RSS MiB/rank (above start) | model states MiB/rank "
+        "| opt ms | step ms | CPU ms/step/rank | peak RSS MiB/rank (above start) | model states MiB/rank "
         "| last loss | max rel loss diff vs DDP |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, s in summary.items():
         peak = max(s["peak_rss_bytes_per_rank"])
@@ -259,7 +262,8 @@ def table(summary, meta, size, repeats):
             f"| {name} | {s['tokens_per_s']:.0f} ({s['tokens_per_s_min']:.0f}-"
             f"{s['tokens_per_s_max']:.0f}) | {vs_ddp} | {vs_fsdp} | {fmt_ms(s['forward_ms'])} | "
             f"{fmt_ms(s['backward_ms'])} | {fmt_ms(s['comm_wait_ms'])} | "
-            f"{fmt_ms(s['optimizer_ms'])} | {fmt_ms(s['step_ms'])} | {mib(peak):.0f} "
+            f"{fmt_ms(s['optimizer_ms'])} | {fmt_ms(s['step_ms'])} | "
+            f"{fmt_ms(s['cpu_ms_per_step'])} | {mib(peak):.0f} "
             f"({mib(above):.0f}) | {mib(state):.2f} | {s['losses'][-1]:.5f} | {diff} |")
     return lines
 
@@ -288,7 +292,7 @@ def plot(summary, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5))
+    fig, (ax1, ax3, ax2) = plt.subplots(1, 3, figsize=(20, 5.5))
     for name, s in summary.items():
         style = "-" if s["impl"] == "zerotorch" else "--"
         ax1.plot(range(1, len(s["losses"]) + 1), s["losses"], style, label=name)
@@ -296,6 +300,19 @@ def plot(summary, path):
     ax1.set_ylabel("training loss (mean over ranks)")
     ax1.set_title("loss per step (fp32, same weights and batches)")
     ax1.legend(fontsize=8)
+    ref = summary.get("ddp")
+    if ref:
+        for name, s in summary.items():
+            if name == "ddp":
+                continue
+            d = [max(abs(x - y) / abs(y), 1e-9) for x, y in zip(s["losses"], ref["losses"])]
+            ax3.semilogy(range(1, len(d) + 1), d, "-" if s["impl"] == "zerotorch" else "--",
+                         label=name)
+        ax3.axhline(1e-4, color="k", lw=0.8, ls=":")
+        ax3.set_xlabel("step")
+        ax3.set_ylabel("|loss - DDP loss| / DDP loss (1e-9 = equal)")
+        ax3.set_title("loss difference against DDP (dotted: 1e-4)")
+        ax3.legend(fontsize=7)
     names = list(summary)
     tps = [summary[n]["tokens_per_s"] for n in names]
     err = [[t - summary[n]["tokens_per_s_min"] for n, t in zip(names, tps)],
@@ -323,6 +340,8 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--shard", default=None, help="a .ztt shard instead of the built-in one")
+    ap.add_argument("--report-only", action="store_true",
+                    help="no runs: rebuild the table and plot from <out>/runs.jsonl")
     a = ap.parse_args()
 
     size = dict(SIZES[a.size or ("tiny" if a.check else "small")])
@@ -341,22 +360,31 @@ def main():
     os.makedirs(out, exist_ok=True)
 
     t0 = time.time()
-    shard = a.shard or make_shard(os.path.join(out, "shard"), bin_dir, real_text=not a.check)
     export_dir = os.path.join(out, "export")
+    runs = os.path.join(out, "runs.jsonl")
+    if a.report_only:
+        return report(a, out, export_dir, runs, size, configs, t0)
+    shard = a.shard or make_shard(os.path.join(out, "shard"), bin_dir, real_text=not a.check)
     export(bin_dir, shard, export_dir, size, a.np, a.seed)
     with open(os.path.join(export_dir, "meta.json")) as f:
         meta = json.load(f)
     log(f"export: {meta['parameters']:,} parameters, {meta['steps']} batches per rank "
         f"({time.time() - t0:.0f} s)")
-    runs = os.path.join(out, "runs.jsonl")
     if os.path.exists(runs):
         os.remove(runs)
     for r in range(repeats):
         for name in configs:
             run_config(name, bin_dir, export_dir, size, a.np, runs, check_weights=a.check)
         log(f"-- round {r + 1}/{repeats} done ({time.time() - t0:.0f} s)")
+    return report(a, out, export_dir, runs, size, configs, t0)
 
+
+def report(a, out, export_dir, runs, size, configs, t0):
+    with open(os.path.join(export_dir, "meta.json")) as f:
+        meta = json.load(f)
     rows = read_rows(runs)
+    configs = [c for c in configs if any(r["config"] == c for r in rows)]
+    repeats = max(sum(r["config"] == c for r in rows) for c in configs)
     summary = summarize(rows, configs)
     torch_version = next((r["torch_version"] for r in rows if "torch_version" in r), "?")
     lines = [l.replace("{torch}", torch_version) for l in table(summary, meta, size, repeats)]

@@ -27,9 +27,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/resource.h>
 #include <vector>
 
-#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include "core/base/error.h"
@@ -93,7 +93,8 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
@@ -155,7 +156,9 @@ EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
 
 // ---- batches -------------------------------------------------------------------------------
 
-void write_i64(std::ofstream& f, int64_t v) { f.write(reinterpret_cast<const char*>(&v), 8); }
+void write_i64(std::ofstream& f, int64_t v) {
+  f.write(reinterpret_cast<const char*>(&v), 8);
+}
 
 void write_tensor(std::ofstream& f, const torch::Tensor& t) {
   torch::Tensor c = t.to(torch::kLong).contiguous();
@@ -253,12 +256,11 @@ void write_meta(const std::string& path, const Args& a, const examples::GptShape
   f.precision(17);
   f << "{\"n_layer\":" << s.n_layer << ",\"n_head\":" << s.n_head << ",\"d_model\":" << s.d_model
     << ",\"vocab_size\":" << s.vocab_size << ",\"max_seq_len\":" << s.max_seq_len
-    << ",\"steps\":" << a.steps << ",\"batch_size\":" << a.batch_size
-    << ",\"world_size\":" << world << ",\"seed\":" << a.seed << ",\"lr\":" << a.lr
-    << ",\"weight_decay\":" << a.weight_decay << ",\"beta1\":" << a.beta1
-    << ",\"beta2\":" << a.beta2 << ",\"eps\":" << a.eps << ",\"parameters\":" << params
-    << ",\"bucket_elements\":" << a.bucket_elements << ",\"weights_fnv64\":\"" << std::hex << fnv
-    << std::dec << "\"}\n";
+    << ",\"steps\":" << a.steps << ",\"batch_size\":" << a.batch_size << ",\"world_size\":" << world
+    << ",\"seed\":" << a.seed << ",\"lr\":" << a.lr << ",\"weight_decay\":" << a.weight_decay
+    << ",\"beta1\":" << a.beta1 << ",\"beta2\":" << a.beta2 << ",\"eps\":" << a.eps
+    << ",\"parameters\":" << params << ",\"bucket_elements\":" << a.bucket_elements
+    << ",\"weights_fnv64\":\"" << std::hex << fnv << std::dec << "\"}\n";
 }
 
 // Reads `"key":value` from meta.json (our own flat file: no nesting, no strings with commas).
@@ -402,14 +404,15 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
         !a.label.empty() ? a.label
                          : "zt stage " + std::to_string(a.stage) + (a.offload ? " + offload" : "");
     row << "{\"impl\":\"zerotorch\",\"config\":\"" << label << "\",\"stage\":" << a.stage
-        << ",\"offload\":" << (a.offload ? "true" : "false") << ",\"backend\":\""
-        << comm->backend() << "\",\"ranks\":" << world << ",\"threads_per_rank\":" << a.threads
+        << ",\"offload\":" << (a.offload ? "true" : "false") << ",\"backend\":\"" << comm->backend()
+        << "\",\"ranks\":" << world << ",\"threads_per_rank\":" << a.threads
         << ",\"steps\":" << batches.size() << ",\"warmup_steps\":" << a.warmup
         << ",\"timed_tokens\":" << timed_tokens << ",\"wall_s\":" << wall_s
         << ",\"tokens_per_s\":" << tokens_per_s << ",\"forward_ms\":" << median(fwd)
         << ",\"backward_ms\":" << median(bwd) << ",\"comm_wait_ms\":" << median(wait)
         << ",\"comm_wait_ms_per_rank\":" << json_list(wait_all, 6)
         << ",\"optimizer_ms\":" << median(opt) << ",\"step_ms\":" << median(step_ms)
+        << ",\"cpu_ms_per_step_per_rank\":" << json_list(cpu_ms, 6)
         << ",\"peak_rss_bytes\":" << *std::max_element(rss.begin(), rss.end())
         << ",\"peak_rss_bytes_per_rank\":" << json_list(rss, 12)
         << ",\"baseline_rss_bytes_per_rank\":" << json_list(base, 12)
@@ -422,11 +425,12 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
       ZT_CHECK(f.good(), "cannot write --json file ", a.json);
       f << row.str() << "\n";
     }
-    std::printf("%-22s %10.0f tokens/s | fwd %.1f bwd %.1f wait %.1f opt %.1f ms | peak RSS %.0f MiB"
-                " | state %.2f MiB/rank | last loss %.6f\n",
-                label.c_str(), tokens_per_s, median(fwd), median(bwd), median(wait), median(opt),
-                *std::max_element(rss.begin(), rss.end()) / 1048576.0,
-                mem.model_state_bytes() / 1048576.0, losses.back());
+    std::printf(
+        "%-22s %10.0f tokens/s | fwd %.1f bwd %.1f wait %.1f opt %.1f ms | peak RSS %.0f MiB"
+        " | state %.2f MiB/rank | last loss %.6f\n",
+        label.c_str(), tokens_per_s, median(fwd), median(bwd), median(wait), median(opt),
+        *std::max_element(rss.begin(), rss.end()) / 1048576.0, mem.model_state_bytes() / 1048576.0,
+        losses.back());
   }
   comm->barrier()->wait();
   return 0;
@@ -439,8 +443,8 @@ int run(int argc, char** argv) {
                  CliOptionsSpec{.config = false, .config_required = false});
   Args a;
   cli.add()("export", po::value(&a.export_dir), "write weights, batches and meta.json to DIR")(
-      "run", po::value(&a.run_dir), "train on the export in DIR")(
-      "shard", po::value(&a.shard), "--export: token shard (.ztt)")(
+      "run", po::value(&a.run_dir), "train on the export in DIR")("shard", po::value(&a.shard),
+                                                                  "--export: token shard (.ztt)")(
       "steps", po::value(&a.steps)->default_value(a.steps), "--export: batches per rank")(
       "batch-size", po::value(&a.batch_size)->default_value(a.batch_size),
       "--export: samples per batch per rank")(

@@ -91,6 +91,12 @@ def mpirun_cmd(np_):
            "-x", "OMP_NUM_THREADS", "-x", "ZT_LOG_LEVEL", "-np", str(np_)]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
+    # Every rank in a session of its own, as torchrun starts its workers (start_new_session):
+    # with the kernel's autogroup scheduling (sched_autogroup_enabled=1) CPU time is shared
+    # between sessions first, so on a loaded machine ranks that share their launcher's session
+    # get a fraction of the CPU a torchrun worker gets, whatever their own speed.
+    if shutil.which("setsid"):
+        cmd += ["setsid", "--wait"]
     return cmd
 
 

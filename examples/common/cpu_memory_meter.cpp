@@ -1,8 +1,8 @@
 #include "examples/common/cpu_memory_meter.h"
 
 #include <atomic>
-#include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -20,18 +20,9 @@ void raise_peak(int64_t now) {
   }
 }
 
-// Owns the inner allocator's DataPtr; deleting it frees the memory and uncounts it.
-struct Counted {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
-
-void delete_counted(void* ctx) {
-  auto* c = static_cast<Counted*>(ctx);
-  g_live.fetch_sub(c->bytes, std::memory_order_relaxed);
-  delete c;
-}
-
+// LibTorch's raw_allocate/raw_deallocate (used by some kernels) need a DataPtr whose context is
+// its data pointer and a fixed deleter taking that pointer, so the byte count of a live
+// allocation is kept in a table rather than in a context object.
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
@@ -40,18 +31,49 @@ class CountingAllocator final : public c10::Allocator {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
-    auto* ctx = new Counted{std::move(inner), static_cast<int64_t>(n)};
-    raise_peak(g_live.fetch_add(ctx->bytes, std::memory_order_relaxed) + ctx->bytes);
-    return c10::DataPtr(data, ctx, &delete_counted, device);
+    if (data == nullptr) return inner;  // n == 0: nothing to count
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_[data] = Entry{std::move(inner), static_cast<int64_t>(n)};
+    }
+    raise_peak(g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) +
+               static_cast<int64_t>(n));
+    return c10::DataPtr(data, data, &delete_counted, device);
   }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_counted; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
+    default_copy_data(dest, src, count);
   }
 
+  static CountingAllocator* instance;
+
  private:
+  struct Entry {
+    c10::DataPtr inner;
+    int64_t bytes = 0;
+  };
+
+  static void delete_counted(void* data) {
+    Entry e;
+    {
+      std::lock_guard<std::mutex> lock(instance->mutex_);
+      auto it = instance->live_.find(data);
+      if (it == instance->live_.end()) return;
+      e = std::move(it->second);
+      instance->live_.erase(it);
+    }
+    g_live.fetch_sub(e.bytes, std::memory_order_relaxed);
+    // e.inner frees the memory through the inner allocator as it goes out of scope.
+  }
+
   c10::Allocator* inner_;
+  std::mutex mutex_;
+  std::unordered_map<void*, Entry> live_;
 };
+
+CountingAllocator* CountingAllocator::instance = nullptr;
 
 }  // namespace
 
@@ -59,8 +81,8 @@ void CpuMemoryMeter::install() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Leaked on purpose: storages made through it may outlive every static destructor.
-    static auto* counting = new CountingAllocator(c10::GetDefaultCPUAllocator());
-    c10::SetCPUAllocator(counting, /*priority=*/100);
+    CountingAllocator::instance = new CountingAllocator(c10::GetDefaultCPUAllocator());
+    c10::SetCPUAllocator(CountingAllocator::instance, /*priority=*/100);
     g_installed = true;
   });
 }

@@ -6,7 +6,8 @@
 // install() wraps LibTorch's CPU allocator (c10::SetCPUAllocator) in a counting one: every CPU
 // tensor storage allocated afterwards adds its bytes to `live` while it exists. Storages made
 // before install() are not seen (count deltas, not absolutes). The wrapper stays for the life of
-// the process; it costs two atomic adds per allocation.
+// the process; it costs a mutex-guarded table insert and erase per allocation (a measuring tool,
+// not for production runs).
 //
 //   CpuMemoryMeter::install();
 //   CpuMemoryMeter::reset_peak();                 // peak := live

@@ -8,8 +8,8 @@
 //
 //   zt-readability-corpus --format fortune --input $(cat corpora/fortunes.list) --output fk.jsonl
 
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>

@@ -123,8 +123,8 @@ int train(int argc, char** argv) {
       engine.step();
       loss_sum += loss.item<double>();
     }
-    const double loss = sum_over_ranks(*comm, {loss_sum})[0] /
-                        static_cast<double>(accumulation * comm->size());
+    const double loss =
+        sum_over_ranks(*comm, {loss_sum})[0] / static_cast<double>(accumulation * comm->size());
     const double dt = seconds_since(t0);
     metrics.write({{"step", double(step)},
                    {"loss", loss},

@@ -179,11 +179,13 @@ class Validator {
 
     if (c_.model) {
       const ModelConfig& m = *c_.model;
-      for (auto [key, v] : {std::pair{"n_layer", m.n_layer}, std::pair{"n_head", m.n_head},
-                            std::pair{"d_model", m.d_model}, std::pair{"vocab_size", m.vocab_size},
-                            std::pair{"max_seq_len", m.max_seq_len}}) {
+      for (auto [key, v] :
+           {std::pair{"n_layer", m.n_layer}, std::pair{"n_head", m.n_head},
+            std::pair{"d_model", m.d_model}, std::pair{"max_seq_len", m.max_seq_len}}) {
         at_least<int64_t>(std::string("model.") + key, v, 1);
       }
+      // 0: the program takes the vocabulary of its data (the token shard's tokenizer).
+      at_least<int64_t>("model.vocab_size", m.vocab_size, 0);
       check("model.d_model", m.n_head < 1 || m.d_model % m.n_head == 0, "must be divisible by ",
             "model.n_head (", m.n_head, "), got ", m.d_model);
       check("model.dropout", m.dropout >= 0 && m.dropout < 1, "must be in [0, 1), got ", m.dropout);

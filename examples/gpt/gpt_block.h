@@ -15,12 +15,16 @@ struct GptShape {
   int64_t max_seq_len = 64;
   double dropout = 0.0;  // 0 turns every dropout of the model off (no Dropout module at all)
   bool activation_checkpointing = false;
+  // false: every position attends to every real token (an encoder, as the classifier example
+  // uses the trunk); true: GPT's causal attention.
+  bool causal = true;
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptShape& shape);
-  // x (B, T, C); mask (B, 1, T, T) bool, true = may attend (causal AND key is not padding).
+  // x (B, T, C); mask (B, 1, T, T) bool, true = may attend (causal AND key is not padding), or
+  // (B, 1, 1, T) without causality.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
 
   torch::nn::Linear qkv{nullptr}, proj{nullptr};

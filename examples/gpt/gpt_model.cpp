@@ -58,6 +58,11 @@ void GptImpl::init_weights() {
 
 torch::Tensor GptImpl::forward(const torch::Tensor& input_ids,
                                const torch::Tensor& attention_mask) {
+  // Tied head: the token embedding doubles as the output projection.
+  return at::linear(hidden(input_ids, attention_mask), wte->weight);
+}
+
+torch::Tensor GptImpl::hidden(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
   ZT_CHECK(t <= shape_.max_seq_len, "gpt: sequence of ", t, " tokens exceeds model.max_seq_len ",
            shape_.max_seq_len, " (set data.max_length <= max_seq_len)");
@@ -65,13 +70,16 @@ torch::Tensor GptImpl::forward(const torch::Tensor& input_ids,
   torch::Tensor x = wte->forward(input_ids) + wpe->forward(pos);
   if (drop) x = drop->forward(x);
   // (B, 1, T, T): causal AND the key is a real token. A query always sees itself or an earlier
-  // real token (the collator pads on the right), so no row is fully masked.
-  torch::Tensor causal = torch::ones({t, t}, input_ids.options().dtype(torch::kBool)).tril();
+  // real token (the collator pads on the right), so no row is fully masked. Without causal:
+  // (B, 1, 1, T), every real key.
   torch::Tensor keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
-  torch::Tensor mask = causal.view({1, 1, t, t}) & keys;
+  torch::Tensor mask = keys;
+  if (shape_.causal) {
+    torch::Tensor causal = torch::ones({t, t}, input_ids.options().dtype(torch::kBool)).tril();
+    mask = causal.view({1, 1, t, t}) & keys;
+  }
   for (const auto& block : *blocks) x = zt::call_unit(*block->as<GptBlockImpl>(), x, mask);
-  // Tied head: the token embedding doubles as the output projection.
-  return at::linear(ln_f->forward(x), wte->weight);
+  return ln_f->forward(x);
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& logits, const torch::Tensor& labels) {

@@ -29,6 +29,8 @@ class GptImpl : public torch::nn::Module {
   // input_ids (B, T) int64, attention_mask (B, T) int64 (1 = token, 0 = pad) -> logits (B, T, V)
   // in the compute dtype. Position t attends to positions <= t that are not padding.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // The trunk without the head: the final LayerNorm's output (B, T, C) in the compute dtype.
+  torch::Tensor hidden(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   // Mean cross-entropy (fp32) over labels != -100; logits (B, T, V), labels (B, T).
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
   // Sum of the token losses and the number of tokens counted (for perplexity).

@@ -28,8 +28,12 @@
 #include "data/loader.h"
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
+#include "examples/common/cpu_memory_meter.h"
+#include "examples/common/freeze_parameters.h"
+#include "examples/common/metrics_log.h"
+#include "examples/common/parameter_snapshot.h"
+#include "examples/common/rank_sum.h"
 #include "examples/gpt/gpt_model.h"
-#include "examples/gpt/metrics_log.h"
 #include "examples/gpt/text_generation.h"
 #include "parallel/dist.h"
 
@@ -44,22 +48,22 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 int64_t peak_rss_bytes() {
   struct rusage u {};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<int64_t>(u.ru_maxrss) * 1024;
 }
 
-// Sums values over ranks (doubles, so token counts and losses travel in one collective).
-std::vector<double> sum_over_ranks(dist::Communicator& comm, const std::vector<double>& values) {
-  torch::Tensor t = torch::tensor(values, torch::kDouble);
-  comm.all_reduce(t)->wait();
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-}
-
 struct Args {
   std::string train_shard, valid_shard, tokenizer, out_dir, sample_prompt, checkpoint_dir;
   int64_t steps = 0, eval_batches = 0, sample_tokens = 0, top_k = 1;
+  bool measure_memory = false;
 };
 
 // Batch pipeline of one shard for this rank: sampler -> collator -> loader, epochs chained.
@@ -134,8 +138,7 @@ double validation_loss(Engine& engine, Gpt& model, BatchStream& valid, int64_t m
     });
   }
   engine.train();
-  std::vector<double> total =
-      sum_over_ranks(const_cast<dist::Communicator&>(engine.communicator()), {sum, count});
+  std::vector<double> total = sum_over_ranks(engine.communicator(), {sum, count});
   ZT_CHECK(total[1] > 0, "validation shard ", valid.dataset().path(), " gave no tokens");
   return total[0] / total[1];
 }
@@ -185,9 +188,13 @@ int train(int argc, char** argv) {
       "sample-tokens", po::value(&a.sample_tokens)->default_value(32), "0 = no sample")(
       "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy")(
       "checkpoint-dir", po::value(&a.checkpoint_dir),
-      "save a checkpoint here at the end (core/checkpoint.h); none = no checkpoint");
+      "save a checkpoint here at the end (core/checkpoint.h); none = no checkpoint")(
+      "measure-memory", po::bool_switch(&a.measure_memory),
+      "count CPU tensor bytes (cpu_memory_meter.h): per step, the peak allocated above what was "
+      "live before it (activations, gathered parameters, transient gradients)");
   if (!cli.parse(argc, argv)) return 0;
   const auto t_start = Clock::now();
+  if (a.measure_memory) CpuMemoryMeter::install();
   dist::Env env = dist::Env::discover();
   ProgramValues pv;
   pv.total_steps = a.steps;
@@ -204,7 +211,15 @@ int train(int argc, char** argv) {
   Gpt model(shape);
   ZT_LOG_INFO("gpt: ", shape.n_layer, " layers, ", shape.n_head, " heads, d_model ", shape.d_model,
               ", vocab ", shape.vocab_size, ", ", model->num_parameters(), " parameters");
+  // `freeze` globs (e.g. ["wte.*", "wpe.*"]): those parameters never train (the tied head
+  // with wte). The engine keeps parameters without requires_grad out of every buffer.
+  const std::vector<std::string> frozen = freeze_parameters(*model, config.freeze);
+  if (!frozen.empty()) ZT_LOG_INFO("frozen (config `freeze`): ", join(frozen));
   Engine engine(model.ptr(), engine_options_from_config(config, model->unit_names()), comm);
+  // With a freeze list: a copy of every parameter, to show after training that the frozen ones
+  // are bit-identical and the others moved.
+  std::optional<ParameterSnapshot> initial;
+  if (!frozen.empty()) initial.emplace(engine);
 
   BatchStream train_data(a.train_shard, config, shape, *comm, /*training=*/true);
   std::optional<BatchStream> valid_data;
@@ -222,8 +237,11 @@ int train(int argc, char** argv) {
   const int accumulation = static_cast<int>(config.gradient_accumulation_steps);
   const auto t_train = Clock::now();
   double total_tokens = 0;
+  int64_t max_step_extra_bytes = 0;
   for (int64_t step = 1; step <= a.steps; ++step) {
     const auto t0 = Clock::now();
+    const int64_t live_before = CpuMemoryMeter::live_bytes();
+    CpuMemoryMeter::reset_peak();
     double loss_sum = 0, tokens = 0, padded = 0;
     for (int m = 0; m < accumulation; ++m) {
       data::Batch b = *train_data.next(/*wrap=*/true);
@@ -235,6 +253,8 @@ int train(int argc, char** argv) {
       tokens += static_cast<double>(b.num_tokens);
       padded += static_cast<double>(b.num_padded_tokens);
     }
+    const int64_t step_extra = CpuMemoryMeter::peak_bytes() - live_before;
+    max_step_extra_bytes = std::max(max_step_extra_bytes, step_extra);
     std::vector<double> g = sum_over_ranks(*comm, {loss_sum, tokens, padded});
     const double dt = seconds_since(t0);
     const double loss = g[0] / (accumulation * comm->size());
@@ -249,7 +269,8 @@ int train(int argc, char** argv) {
                    {"loss_scale", engine.loss_scale()},
                    {"grad_norm", engine.last_grad_norm()},
                    {"model_state_bytes_per_rank", double(mem.model_state_bytes())},
-                   {"step_seconds", dt}});
+                   {"step_seconds", dt},
+                   {"step_peak_extra_bytes", a.measure_memory ? double(step_extra) : NAN}});
     if (step % config.steps_per_print == 0 || step == 1 || step == a.steps) {
       ZT_LOG_INFO("step ", step, "/", a.steps, " | loss ", loss, " | ", std::lround(g[1] / dt),
                   " tok/s | lr ", engine.get_lr(), " | loss scale ", engine.loss_scale(),
@@ -275,21 +296,36 @@ int train(int argc, char** argv) {
     ZT_LOG_INFO("checkpoint ", a.checkpoint_dir, "/", tag);
   }
   std::vector<double> rss = sum_over_ranks(*comm, {double(peak_rss_bytes())});
+  ParameterChanges changes;
+  if (initial) {
+    changes = initial->compare(engine);
+    ZT_LOG_INFO("after training: ", changes.frozen_unchanged, "/", changes.frozen,
+                " frozen parameters bit-identical, ", changes.trainable_changed, "/",
+                changes.trainable, " trainable parameters changed");
+    ZT_CHECK(changes.frozen_moved.empty(),
+             "frozen parameters changed in training: ", join(changes.frozen_moved));
+  }
   const MemoryReport mem = engine.memory();
   MetricsLog summary(comm->rank() == 0 ? a.out_dir + "/summary.json" : "");
-  summary.write({{"steps", double(a.steps)},
-                 {"world_size", double(comm->size())},
-                 {"parameters", double(model->num_parameters())},
-                 {"train_seconds", train_seconds},
-                 {"total_seconds", seconds_since(t_start)},
-                 {"tokens_per_s", total_tokens / train_seconds},
-                 {"valid_loss_before", val_before},
-                 {"valid_ppl_before", std::exp(val_before)},
-                 {"valid_loss_after", val_after},
-                 {"valid_ppl_after", std::exp(val_after)},
-                 {"model_state_bytes_per_rank", double(mem.model_state_bytes())},
-                 {"peak_gathered_param_bytes", double(mem.peak_gathered_param_bytes)},
-                 {"mean_peak_rss_bytes", rss[0] / comm->size()}});
+  summary.write(
+      {{"steps", double(a.steps)},
+       {"world_size", double(comm->size())},
+       {"parameters", double(model->num_parameters())},
+       {"train_seconds", train_seconds},
+       {"total_seconds", seconds_since(t_start)},
+       {"tokens_per_s", total_tokens / train_seconds},
+       {"valid_loss_before", val_before},
+       {"valid_ppl_before", std::exp(val_before)},
+       {"valid_loss_after", val_after},
+       {"valid_ppl_after", std::exp(val_after)},
+       {"model_state_bytes_per_rank", double(mem.model_state_bytes())},
+       {"peak_gathered_param_bytes", double(mem.peak_gathered_param_bytes)},
+       {"mean_peak_rss_bytes", rss[0] / comm->size()},
+       {"max_step_peak_extra_bytes", a.measure_memory ? double(max_step_extra_bytes) : NAN},
+       {"frozen_parameters", double(changes.frozen)},
+       {"frozen_unchanged", double(changes.frozen_unchanged)},
+       {"trainable_parameters", double(changes.trainable)},
+       {"trainable_changed", double(changes.trainable_changed)}});
   ZT_LOG_INFO("trained ", a.steps, " steps in ", train_seconds, " s, ",
               std::lround(total_tokens / train_seconds), " tok/s; mean peak RSS ",
               std::lround(rss[0] / comm->size() / 1048576), " MiB/rank; metrics in ", a.out_dir);

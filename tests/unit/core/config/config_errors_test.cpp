@@ -347,6 +347,12 @@ const BadConfig kBadConfigs[] = {
      1,
      "model.dropout",
      "must be in [0, 1)"},
+    {"ModelVocabNegative",  // 0 is allowed: the program's data gives the vocabulary
+     "train_batch_size: 8\nmodel: {vocab_size: -1}",
+     {},
+     1,
+     "model.vocab_size",
+     "must be >= 0"},
     {"FreezeNotAList",
      "train_batch_size: 8\nfreeze: embed",
      {},

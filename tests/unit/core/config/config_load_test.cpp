@@ -158,6 +158,12 @@ TEST(ConfigLoad, AxolotlStyleZero3WithZerosAndAutoLimits) {
   EXPECT_EQ(c.train_batch_size, 4 * 2 * 8);
 }
 
+TEST(ConfigLoad, ModelVocabSizeZeroMeansFromTheData) {
+  Config c = yaml("train_batch_size: 8\nmodel: {vocab_size: 0}");
+  ASSERT_TRUE(c.model.has_value());
+  EXPECT_EQ(c.model->vocab_size, 0);
+}
+
 TEST(ConfigLoad, AutoResolvesFromOtherFields) {
   // Bucket sizes from model.d_model; the optimizer's lr from the scheduler's peak; the batch
   // size from the other two.

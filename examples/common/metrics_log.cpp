@@ -1,4 +1,4 @@
-#include "examples/gpt/metrics_log.h"
+#include "examples/common/metrics_log.h"
 
 #include <cmath>
 #include <sstream>

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Batching modes of train_classifier: random batches padded to data.max_length (fixed) and
+# random batches padded to their longest text, a few steps each; both must give well-formed
+# metrics, and padding must order fixed > random > smart (the smart run of
+# classifier_train_loss_decreases).
+#   classifier_padding_test.sh BIN_DIR WORK_DIR PYTHON CONFIG
+set -euo pipefail
+bin="$1"; work="$2"; python="$3"; config="$4"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+for mode in fixed random; do
+  bash "$here/classifier_train_test.sh" "$bin" "$work" "$python" "$mode" "$config" 6 finite \
+    --batching "$mode"
+done
+"$python" - "$work" <<'PY'
+import json, sys
+pad = {m: json.loads(open(f"{sys.argv[1]}/{m}/summary.json").read())["padding_fraction"]
+       for m in ("smart", "random", "fixed")}
+print("padding fraction:", pad)
+assert pad["fixed"] > pad["random"] > pad["smart"], pad
+PY

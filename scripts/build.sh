@@ -8,8 +8,11 @@ if [ "${ZT_SKIP_SETUP:-0}" != "1" ]; then
   bash "$root/scripts/setup.sh"
 fi
 jobs="${ZT_JOBS:-$(nproc)}"
-# ccache keys on paths relative to the clone, so a fresh clone (CI) reuses earlier builds.
+# ccache keys on paths relative to the clone, so a fresh clone (CI) reuses earlier builds. The
+# build has -g, for which ccache would also hash the build directory: off, so clones elsewhere
+# hit too (debug info then names the first builder's directory, which nothing here reads).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 echo "[build] configuring $build"
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja "$@" >"$build/configure.log" 2>&1 || {

@@ -66,9 +66,12 @@ torch::Tensor GptImpl::forward(const torch::Tensor& input_ids,
   if (drop) x = drop->forward(x);
   // (B, 1, T, T): causal AND the key is a real token. A query always sees itself or an earlier
   // real token (the collator pads on the right), so no row is fully masked.
-  torch::Tensor causal = torch::ones({t, t}, input_ids.options().dtype(torch::kBool)).tril();
-  torch::Tensor keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
-  torch::Tensor mask = causal.view({1, 1, t, t}) & keys;
+  torch::Tensor mask;  // undefined without attention_mask: causal attention, no mask tensor
+  if (attention_mask.defined()) {
+    torch::Tensor causal = torch::ones({t, t}, input_ids.options().dtype(torch::kBool)).tril();
+    torch::Tensor keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
+    mask = causal.view({1, 1, t, t}) & keys;
+  }
   for (const auto& block : *blocks) x = zt::call_unit(*block->as<GptBlockImpl>(), x, mask);
   // Tied head: the token embedding doubles as the output projection.
   return at::linear(ln_f->forward(x), wte->weight);

@@ -138,9 +138,12 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
   const int64_t n = master.numel();
   if (!m_code_.defined() && !m32_.defined()) init(n, master.options());
   const at::Tensor& state0 = m_code_.defined() ? m_code_ : m32_;
-  ZT_CHECK(state0.numel() == n && state0.device() == master.device(), "Adam8bit: state has ",
-           state0.numel(), " elements on ", state0.device(), " but master ", n, " on ",
-           master.device());
+  ZT_CHECK(state0.numel() == n, "Adam8bit: state has ", state0.numel(), " elements but master ", n);
+  if (state0.device() != master.device()) {  // loaded from a checkpoint onto another device
+    for (at::Tensor* t : {&m_code_, &m_absmax_, &v_code_, &v_absmax_, &m32_, &v32_}) {
+      if (t->defined()) *t = t->to(master.device());
+    }
+  }
   ++step_count_;
   const double t = static_cast<double>(step_count_);
   std::vector<StepConsts> cs;

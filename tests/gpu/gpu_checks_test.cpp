@@ -2,6 +2,8 @@
 // reason when the CUDA plugin or a GPU is missing.
 #include "tests/gpu/gpu_checks.h"
 
+#include <cctype>
+
 #include <gtest/gtest.h>
 
 #include "core/base/error.h"
@@ -24,9 +26,16 @@ TEST_P(GpuCheck, MatchesCpuReference) {
 INSTANTIATE_TEST_SUITE_P(All, GpuCheck,
                          testing::Range(size_t{0}, zt::gpu_checks::all_checks().size()),
                          [](const testing::TestParamInfo<size_t>& i) {
-                           std::string name = zt::gpu_checks::all_checks()[i.param].name;
-                           for (char& c : name) {
-                             if (c == '_') c = 'X';  // GoogleTest names: no underscores
+                           // nccl_one_rank -> NcclOneRank (GoogleTest names: no underscores)
+                           std::string name;
+                           bool upper = true;
+                           for (char c : zt::gpu_checks::all_checks()[i.param].name) {
+                             if (c == '_') {
+                               upper = true;
+                             } else {
+                               name += upper ? static_cast<char>(std::toupper(c)) : c;
+                               upper = false;
+                             }
                            }
                            return name;
                          });

@@ -34,6 +34,24 @@
 // are gathered just before its forward and its backward and released after each; the next unit
 // is prefetched. Parameters outside every unit form the root unit, gathered for the whole of
 // forward and backward: in stage 3 run the model inside engine.forward(...).
+//
+// On a GPU (the model's parameters on CUDA, the nccl backend): the flat buffers, gradients, fp32
+// masters and optimizer state stay on the device (FusedAdam for Adam/AdamW), except with
+// optimizer offload, where masters and state live in pinned host memory (core/host_offload.h).
+// Collectives run on the communicator's own stream, and Work::wait() only makes LibTorch's
+// current (compute) stream wait for them, so the host never blocks on communication:
+//
+//   compute  ..grad bucket k ready..|bwd of earlier layers....................|wait RS k|add
+//   nccl                            └ready┘ reduce-scatter bucket k ──────────┘
+//
+//   compute  |fwd unit i (gathered)|wait AG i+1|fwd unit i+1|...
+//   nccl      └ all-gather unit i+1 (prefetch, issued before unit i's kernels) ┘
+//
+// A collective starts after the compute work queued before it (an event recorded on the
+// compute stream), and its tensors are marked used on the nccl stream, so the caching allocator
+// does not hand their memory out again (a released stage-3 buffer, a freed staging bucket) before
+// the collective finished. Overflow flags and the gradient norm are voted on the device and read
+// back once per step.
 
 #include <functional>
 #include <memory>
@@ -49,6 +67,8 @@
 #include "parallel/flat_buffer.h"
 
 namespace zt {
+
+class HostOffload;
 
 struct EngineOptions {
   int stage = 0;
@@ -190,6 +210,9 @@ class Engine {
 
   void cast_model_to_compute_dtype();
   bool grads_overflow(double inv_scale);
+  c10::Device grad_device() const;
+  optim::OptimizerSpec optimizer_spec_for(const c10::Device& param_device) const;
+  void offload_step(double clip, double lr);
   std::string overflow_culprits();
   void build_units();
   void build_buffers();
@@ -235,6 +258,7 @@ class Engine {
   std::vector<Inflight> inflight_;
 
   std::unique_ptr<DynamicLossScaler> scaler_;
+  std::unique_ptr<HostOffload> host_offload_;  // offload with the model on a GPU
   int64_t micro_steps_ = 0;
   int64_t global_step_ = 0;
   int64_t skipped_steps_ = 0;

@@ -31,7 +31,7 @@ bool check_and_unscale_cpu(T* data, int64_t n, float inv_scale) {
   return bad.load();
 }
 
-bool check_and_unscale_cuda(at::Tensor& t, float inv_scale) {
+void check_and_unscale_cuda(at::Tensor& t, float inv_scale, at::Tensor& found_inf) {
   const auto& k = cuda::require_kernels("check_and_unscale_ on a CUDA tensor");
   cuda::ScalarKind kind;
   switch (t.scalar_type()) {
@@ -40,11 +40,9 @@ bool check_and_unscale_cuda(at::Tensor& t, float inv_scale) {
     case at::kBFloat16: kind = cuda::ScalarKind::kBFloat16; break;
     default: ZT_THROW("check_and_unscale_: unsupported dtype ", t.scalar_type());
   }
-  at::Tensor flag = at::zeros({1}, t.options().dtype(at::kInt));
   int32_t err = k.check_and_unscale(t.data_ptr(), t.numel(), kind, inv_scale,
-                                    flag.data_ptr<int32_t>(), /*stream=current*/ nullptr);
+                                    found_inf.data_ptr<int32_t>(), /*stream=current*/ nullptr);
   ZT_CHECK(err == 0, "check_and_unscale_ CUDA kernel failed: ", k.error_string(err));
-  return flag.item<int32_t>() != 0;
 }
 
 }  // namespace
@@ -52,13 +50,30 @@ bool check_and_unscale_cuda(at::Tensor& t, float inv_scale) {
 bool check_and_unscale_(at::Tensor& t, float inv_scale) {
   ZT_CHECK(t.is_contiguous(), "check_and_unscale_ needs a contiguous tensor");
   if (t.numel() == 0) return false;
-  if (t.is_cuda()) return check_and_unscale_cuda(t, inv_scale);
+  if (t.is_cuda()) {
+    at::Tensor flag = at::zeros({1}, t.options().dtype(at::kInt));
+    check_and_unscale_cuda(t, inv_scale, flag);
+    return flag.item<int32_t>() != 0;
+  }
   switch (t.scalar_type()) {
     case at::kFloat: return check_and_unscale_cpu(t.data_ptr<float>(), t.numel(), inv_scale);
     case at::kHalf: return check_and_unscale_cpu(t.data_ptr<at::Half>(), t.numel(), inv_scale);
     case at::kBFloat16:
       return check_and_unscale_cpu(t.data_ptr<at::BFloat16>(), t.numel(), inv_scale);
     default: ZT_THROW("check_and_unscale_: unsupported dtype ", t.scalar_type());
+  }
+}
+
+void check_and_unscale_into_(at::Tensor& t, float inv_scale, at::Tensor& found_inf) {
+  ZT_CHECK(found_inf.defined() && found_inf.scalar_type() == at::kInt && found_inf.numel() == 1 &&
+               found_inf.device() == t.device(),
+           "check_and_unscale_into_: found_inf must be int32 [1] on ", t.device());
+  ZT_CHECK(t.is_contiguous(), "check_and_unscale_ needs a contiguous tensor");
+  if (t.numel() == 0) return;
+  if (t.is_cuda()) {
+    check_and_unscale_cuda(t, inv_scale, found_inf);
+  } else if (check_and_unscale_(t, inv_scale)) {
+    found_inf.fill_(1);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <dlfcn.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -9,6 +11,7 @@
 #include <c10/util/Half.h>
 
 #include "core/base/error.h"
+#include "optim/adam8bit_launch.h"
 
 namespace zt::optim {
 namespace {
@@ -43,7 +46,8 @@ inline void adam_element(const StepConsts& c, float& p, float g, float& m, float
 }  // namespace
 
 Adam8bit::Adam8bit(const OptimizerSpec& spec)
-    : adamw_mode_(spec.adamw_mode),
+    : cuda_launcher_(spec.cuda_launcher),
+      adamw_mode_(spec.adamw_mode),
       block_(spec.block_size),
       min_8bit_size_(spec.min_8bit_size),
       signed_codec_(dynamic_map(true)),
@@ -52,28 +56,94 @@ Adam8bit::Adam8bit(const OptimizerSpec& spec)
            block_);
 }
 
-void Adam8bit::init(int64_t numel, const at::TensorOptions&) {
+void Adam8bit::init(int64_t numel, const at::TensorOptions& options) {
+  // State lives on the shard's device: CPU, or a GPU (the plugin's kernel, adam8bit.cu).
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(options.device());
   if (numel < min_8bit_size_) {
-    m32_ = at::zeros({numel}, at::kFloat);
-    v32_ = at::zeros({numel}, at::kFloat);
+    m32_ = at::zeros({numel}, f32);
+    v32_ = at::zeros({numel}, f32);
     return;
   }
+  ZT_CHECK(!options.device().is_cuda() || block_ <= kAdam8bitMaxCudaBlock,
+           "Adam8bit on a GPU takes block_size <= ", kAdam8bitMaxCudaBlock, ", got ", block_);
   const int64_t blocks = (numel + block_ - 1) / block_;
+  const at::TensorOptions u8 = f32.dtype(at::kByte);
   // Zero in both maps is a code, not necessarily 0: encode it.
-  m_code_ = at::full({numel}, signed_codec_.encode(0.0f), at::kByte);
-  v_code_ = at::full({numel}, unsigned_codec_.encode(0.0f), at::kByte);
-  m_absmax_ = at::zeros({blocks}, at::kFloat);
-  v_absmax_ = at::zeros({blocks}, at::kFloat);
+  m_code_ = at::full({numel}, signed_codec_.encode(0.0f), u8);
+  v_code_ = at::full({numel}, unsigned_codec_.encode(0.0f), u8);
+  m_absmax_ = at::zeros({blocks}, f32);
+  v_absmax_ = at::zeros({blocks}, f32);
+}
+
+// [4][256] fp32 on device: signed map, signed midpoints, unsigned map, unsigned midpoints
+// (adam8bit_launch.h), the midpoints computed as QuantCodec computes them.
+at::Tensor Adam8bit::codebook(const c10::Device& device) {
+  if (codebook_.defined() && codebook_.device() == device) return codebook_;
+  at::Tensor book = at::zeros({kAdam8bitCodebookFloats}, at::kFloat);
+  float* out = book.data_ptr<float>();
+  const QuantCodec* codecs[2] = {&signed_codec_, &unsigned_codec_};
+  for (int c = 0; c < 2; ++c) {
+    const QuantMap& map = codecs[c]->map();
+    for (int i = 0; i < 256; ++i) out[512 * c + i] = map[i];
+    for (int i = 0; i < 255; ++i) out[512 * c + 256 + i] = 0.5f * (map[i] + map[i + 1]);
+  }
+  codebook_ = book.to(device);
+  return codebook_;
+}
+
+void Adam8bit::step_cuda(at::Tensor& master, const at::Tensor& grad,
+                         const std::vector<Adam8bitGroup>& groups, at::Tensor* half_out) {
+  auto launcher = reinterpret_cast<Adam8bitLauncher>(cuda_launcher_);
+  if (launcher == nullptr) {
+    launcher = reinterpret_cast<Adam8bitLauncher>(dlsym(RTLD_DEFAULT, kAdam8bitSymbol));
+    ZT_CHECK(launcher != nullptr, "Adam8bit on a GPU needs the CUDA plugin's ", kAdam8bitSymbol,
+             ": pass OptimizerSpec::cuda_launcher or load the plugin first (zt::cuda::kernels())");
+    cuda_launcher_ = reinterpret_cast<void*>(launcher);
+  }
+  // The groups go to the device as bytes; the launch reads them in stream order.
+  at::Tensor host =
+      at::empty({static_cast<int64_t>(groups.size() * sizeof(Adam8bitGroup))}, at::kByte);
+  std::memcpy(host.data_ptr(), groups.data(), groups.size() * sizeof(Adam8bitGroup));
+  at::Tensor dev_groups = host.to(master.device());
+  Adam8bitLaunch launch{};
+  launch.param = master.data_ptr<float>();
+  launch.grad = grad.data_ptr<float>();
+  launch.n = master.numel();
+  launch.block = block_;
+  if (m_code_.defined()) {
+    launch.m_code = m_code_.data_ptr<uint8_t>();
+    launch.m_absmax = m_absmax_.data_ptr<float>();
+    launch.v_code = v_code_.data_ptr<uint8_t>();
+    launch.v_absmax = v_absmax_.data_ptr<float>();
+    launch.codebook = codebook(master.device()).data_ptr<float>();
+  } else {
+    launch.m32 = m32_.data_ptr<float>();
+    launch.v32 = v32_.data_ptr<float>();
+  }
+  launch.groups = reinterpret_cast<const Adam8bitGroup*>(dev_groups.data_ptr());
+  launch.num_groups = static_cast<int32_t>(groups.size());
+  if (half_out) {
+    launch.half_out = half_out->data_ptr();
+    launch.half_kind = half_out->scalar_type() == at::kHalf ? 1 : 2;
+  }
+  const char* err = launcher(&launch, nullptr);
+  ZT_CHECK(err == nullptr, "Adam8bit kernel launch failed: ", err);
 }
 
 void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
                     const std::vector<GroupRange>& groups, at::Tensor* half_out) {
   check_step_args(master, grad, groups, half_out);
-  ZT_CHECK(master.is_cpu(), "Adam8bit: master must be a CPU tensor, got ", master.device());
+  ZT_CHECK(master.is_cpu() || master.is_cuda(),
+           "Adam8bit: master must be a CPU or CUDA tensor, got ", master.device());
   const int64_t n = master.numel();
   if (!m_code_.defined() && !m32_.defined()) init(n, master.options());
-  const int64_t have = m_code_.defined() ? m_code_.numel() : m32_.numel();
-  ZT_CHECK(have == n, "Adam8bit: state has ", have, " elements but master ", n);
+  const at::Tensor& state0 = m_code_.defined() ? m_code_ : m32_;
+  ZT_CHECK(state0.numel() == n, "Adam8bit: state has ", state0.numel(), " elements but master ", n);
+  if (state0.device() != master.device()) {  // loaded from a checkpoint onto another device
+    for (at::Tensor* t : {&m_code_, &m_absmax_, &v_code_, &v_absmax_, &m32_, &v32_}) {
+      if (t->defined()) *t = t->to(master.device());
+    }
+  }
   ++step_count_;
   const double t = static_cast<double>(step_count_);
   std::vector<StepConsts> cs;
@@ -96,6 +166,15 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
   }
   std::sort(cs.begin(), cs.end(),
             [](const StepConsts& a, const StepConsts& b) { return a.begin < b.begin; });
+  if (master.is_cuda()) {
+    std::vector<Adam8bitGroup> gs;
+    for (const StepConsts& c : cs) {
+      gs.push_back({c.begin, c.end, c.beta1, c.omb1, c.beta2, c.omb2, c.eps, c.neg_step_size,
+                    c.inv_sqrt_bc2, c.decay_factor, c.l2});
+    }
+    if (!gs.empty()) step_cuda(master, grad, gs, half_out);
+    return;
+  }
   float* p = master.data_ptr<float>();
   const float* g = grad.data_ptr<float>();
   HalfOut half;
@@ -154,14 +233,18 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
 }
 
 std::pair<at::Tensor, at::Tensor> Adam8bit::dequantized_state() const {
-  if (m32_.defined()) return {m32_.clone(), v32_.clone()};
+  if (m32_.defined())
+    return {m32_.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true),
+            v32_.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)};
   ZT_CHECK(m_code_.defined(), "Adam8bit: no state before the first step");
   const int64_t n = m_code_.numel();
   at::Tensor m = at::empty({n}, at::kFloat), v = at::empty({n}, at::kFloat);
-  dequantize_blockwise(m_code_.data_ptr<uint8_t>(), m_absmax_.data_ptr<float>(), n, block_,
-                       signed_codec_, m.data_ptr<float>());
-  dequantize_blockwise(v_code_.data_ptr<uint8_t>(), v_absmax_.data_ptr<float>(), n, block_,
-                       unsigned_codec_, v.data_ptr<float>());
+  const at::Tensor mc = m_code_.cpu(), ma = m_absmax_.cpu(), vc = v_code_.cpu(),
+                   va = v_absmax_.cpu();
+  dequantize_blockwise(mc.data_ptr<uint8_t>(), ma.data_ptr<float>(), n, block_, signed_codec_,
+                       m.data_ptr<float>());
+  dequantize_blockwise(vc.data_ptr<uint8_t>(), va.data_ptr<float>(), n, block_, unsigned_codec_,
+                       v.data_ptr<float>());
   return {m, v};
 }
 

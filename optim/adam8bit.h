@@ -12,9 +12,13 @@
 //   "exp_avg_code" uint8 [N], "exp_avg_absmax" fp32 [ceil(N / block)],
 //   "exp_avg_sq_code" uint8 [N], "exp_avg_sq_absmax" fp32 [ceil(N / block)],
 //   "block_size" int64 0-d;  or, for small shards, "exp_avg" and "exp_avg_sq" fp32 [N].
+// On a GPU (master on CUDA) the state lives on the device and the step is the CUDA plugin's
+// kernel (optim/adam8bit.cu; block_size <= kAdam8bitMaxCudaBlock), with the same arithmetic and
+// codes as the CPU pass.
 // The codes depend on block boundaries, so resharding this state at another world size needs a
 // dequantize (dequantized_state()) and a requantize, not a plain slice.
 
+#include "optim/adam8bit_launch.h"
 #include "optim/blockwise_quant.h"
 #include "optim/shard_optimizer.h"
 
@@ -37,6 +41,11 @@ class Adam8bit : public ShardOptimizer {
   std::pair<at::Tensor, at::Tensor> dequantized_state() const;
 
  private:
+  void step_cuda(at::Tensor& master, const at::Tensor& grad,
+                 const std::vector<Adam8bitGroup>& groups, at::Tensor* half_out);
+  at::Tensor codebook(const c10::Device& device);
+
+  void* cuda_launcher_;  // Adam8bitLauncher, looked up at the first GPU step when null
   bool adamw_mode_;
   int64_t block_;
   int64_t min_8bit_size_;
@@ -44,6 +53,7 @@ class Adam8bit : public ShardOptimizer {
   QuantCodec unsigned_codec_;
   at::Tensor m_code_, m_absmax_, v_code_, v_absmax_;  // quantized state
   at::Tensor m32_, v32_;                              // small-shard fp32 state
+  at::Tensor codebook_;                               // GPU only: maps and midpoints
 };
 
 }  // namespace zt::optim

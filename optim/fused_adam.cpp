@@ -28,9 +28,12 @@ void FusedAdam::step(at::Tensor& master, const at::Tensor& grad,
              ": pass OptimizerSpec::cuda_launcher or load the plugin first (zt::cuda::kernels())");
   }
   if (!exp_avg_.defined()) init(master.numel(), master.options());
-  ZT_CHECK(exp_avg_.numel() == master.numel() && exp_avg_.device() == master.device(),
-           "FusedAdam: state has ", exp_avg_.numel(), " elements on ", exp_avg_.device(),
-           " but master ", master.numel(), " on ", master.device());
+  ZT_CHECK(exp_avg_.numel() == master.numel(), "FusedAdam: state has ", exp_avg_.numel(),
+           " elements but master ", master.numel());
+  if (exp_avg_.device() != master.device()) {  // loaded from a checkpoint on the host
+    exp_avg_ = exp_avg_.to(master.device());
+    exp_avg_sq_ = exp_avg_sq_.to(master.device());
+  }
   ++step_count_;
   const double t = static_cast<double>(step_count_);
   FusedAdamLaunch launch{};
@@ -83,7 +86,7 @@ void FusedAdam::load_state_dict(const std::map<std::string, at::Tensor>& state) 
   load_step(state);
   exp_avg_ = exp_avg_sq_ = at::Tensor();
   if (state.count("exp_avg") == 0) return;
-  // Kept on the device they come on; step() checks it is master's.
+  // Kept on the device they come on; step() moves them to master's.
   exp_avg_ = state_entry(state, "exp_avg", -1, name()).to(at::kFloat).contiguous().clone();
   exp_avg_sq_ = state_entry(state, "exp_avg_sq", exp_avg_.numel(), name())
                     .to(at::kFloat)

@@ -60,7 +60,8 @@ struct GroupRange {
 // Options of make_shard_optimizer. The hyper-parameters live in GroupRange, not here.
 struct OptimizerSpec {
   // Adam, AdamW, SGD, Lion (any device; ATen ops per group), CpuAdam (fused SIMD pass on CPU),
-  // Adam8bit (block-wise quantized state, CPU), FusedAdam (CUDA kernel of the plugin).
+  // Adam8bit (block-wise quantized state, CPU, or the plugin's kernel on CUDA), FusedAdam (CUDA
+  // kernel of the plugin).
   std::string type = "AdamW";
   // CpuAdam, Adam8bit, FusedAdam: decoupled weight decay (AdamW) when true, L2 (Adam) when false.
   bool adamw_mode = true;
@@ -73,9 +74,10 @@ struct OptimizerSpec {
   int64_t block_size = 2048;
   // Adam8bit: shards with fewer elements keep 32-bit state (the paper's small-tensor rule).
   int64_t min_8bit_size = 4096;
-  // FusedAdam: the plugin's zt_fused_adam launcher (see fused_adam.h), e.g. from
-  // zt::cuda::require_symbol("zt_fused_adam", "fused Adam"). nullptr: looked up with
-  // dlsym(RTLD_DEFAULT) at the first step, which finds it once zt_core has loaded the plugin.
+  // FusedAdam, and Adam8bit on CUDA: the plugin's launcher (zt_fused_adam, see fused_adam.h;
+  // zt_adam8bit, see adam8bit_launch.h), e.g. from zt::cuda::require_symbol("zt_fused_adam",
+  // "fused Adam"). nullptr: looked up with dlsym(RTLD_DEFAULT) at the first step, which finds it
+  // once zt_core has loaded the plugin.
   void* cuda_launcher = nullptr;
 };
 

@@ -2,10 +2,14 @@
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
-#include "parallel/gloo_communicator.h"
 #include "parallel/job_store.h"
-#include "parallel/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
+#ifdef ZT_HAVE_GLOO
+#include "parallel/gloo_communicator.h"
+#endif
+#ifdef ZT_HAVE_MPI
+#include "parallel/mpi_communicator.h"
+#endif
 
 namespace zt::dist {
 
@@ -25,14 +29,23 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
   std::string backend = resolve_backend(options, env);
   std::shared_ptr<Communicator> comm;
   if (backend == "mpi") {
+#ifdef ZT_HAVE_MPI
     ZT_CHECK(env.world_size == 1 || env.launcher == "mpi",
              "the mpi backend needs ranks started by mpirun, but this ", env.world_size,
              "-rank job was launched by ", env.launcher, " (use gloo or nccl)");
     MpiMode mode = parse_mpi_mode(options.mpi_mode);
     comm = MpiCommunicator::create_world(job_store(env, options.timeout), options.timeout, mode);
+#else
+    ZT_THROW("the mpi backend was not built (no MPI found at configure time); use gloo or nccl");
+#endif
   } else if (backend == "gloo") {
+#ifdef ZT_HAVE_GLOO
     comm = std::make_shared<GlooCommunicator>(job_store(env, options.timeout), env.rank,
                                               env.world_size, options.timeout);
+#else
+    ZT_THROW("the gloo backend was not built (no gloo headers found at configure time); use ",
+             "mpi or nccl");
+#endif
   } else {
     NcclCreateArgs args;
     args.store = job_store(env, options.timeout);

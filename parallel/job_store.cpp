@@ -10,7 +10,9 @@
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
+#ifdef ZT_HAVE_MPI
 #include "parallel/mpi_runtime.h"
+#endif
 
 namespace zt::dist {
 namespace {
@@ -46,6 +48,7 @@ c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, boo
   }
 }
 
+#ifdef ZT_HAVE_MPI
 // Rank 0 opens a server on a free port; MPI broadcasts "<host> <port>".
 c10::intrusive_ptr<c10d::Store> mpi_bootstrapped_store(const Env& env,
                                                        std::chrono::milliseconds timeout) {
@@ -71,6 +74,7 @@ c10::intrusive_ptr<c10d::Store> mpi_bootstrapped_store(const Env& env,
   ZT_LOG_DEBUG("rendezvous store bootstrapped over MPI at ", server_host, ":", port);
   return store;
 }
+#endif
 
 }  // namespace
 
@@ -95,7 +99,12 @@ c10::intrusive_ptr<c10d::Store> job_store(const Env& env, std::chrono::milliseco
     } else if (env.world_size == 1) {
       store = c10::make_intrusive<c10d::HashStore>();
     } else {
+#ifdef ZT_HAVE_MPI
       store = mpi_bootstrapped_store(env, timeout);
+#else
+      ZT_THROW("a ", env.world_size, "-rank job without MASTER_ADDR/MASTER_PORT needs the MPI ",
+               "bootstrap, which this build lacks (no MPI at configure time)");
+#endif
     }
     it = c.stores.emplace(key, store).first;
   }

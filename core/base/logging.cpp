@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#ifdef ZT_HAVE_SPDLOG
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#endif
 
 namespace zt::log {
 namespace {
@@ -15,9 +17,14 @@ namespace {
 struct State {
   Level level = Level::kInfo;
   bool all_ranks = false;
+#ifdef ZT_HAVE_SPDLOG
   std::shared_ptr<spdlog::logger> logger;
+#else
+  std::mutex mutex;  // one line at a time, as spdlog's stderr_sink_mt
+#endif
 };
 
+#ifdef ZT_HAVE_SPDLOG
 spdlog::level::level_enum to_spdlog(Level level) {
   switch (level) {
     case Level::kTrace: return spdlog::level::trace;
@@ -29,6 +36,7 @@ spdlog::level::level_enum to_spdlog(Level level) {
   }
   return spdlog::level::info;
 }
+#endif
 
 char letter(Level level) {
   return "TDIWE-"[static_cast<int>(level)];
@@ -45,11 +53,13 @@ State& state() {
   static State* s = [] {
     auto* st = new State();  // leaked on purpose: usable from static destructors
     configure(*st);
+#ifdef ZT_HAVE_SPDLOG
     st->logger =
         std::make_shared<spdlog::logger>("zt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     st->logger->set_pattern("%v");
     st->logger->set_level(spdlog::level::trace);
     st->logger->flush_on(spdlog::level::trace);
+#endif
     return st;
   }();
   return *s;
@@ -66,8 +76,16 @@ void emit(Level level, const std::string& message) {
   localtime_r(&t, &tm);
   char stamp[32];
   std::snprintf(stamp, sizeof stamp, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+#ifdef ZT_HAVE_SPDLOG
   state().logger->log(to_spdlog(level), "[zt {}{} {}] {}", rank_part, letter(level), stamp,
                       message);
+#else
+  // Built without spdlog (a reduced build): the same line, written and flushed under a lock.
+  std::string line = "[zt " + rank_part + letter(level) + " " + stamp + "] " + message + "\n";
+  std::lock_guard<std::mutex> lock(state().mutex);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+#endif
 }
 
 }  // namespace

@@ -16,8 +16,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   // (B, T, C) -> (B, H, T, C/H)
   auto heads = [&](const torch::Tensor& y) { return y.view({b, t, n_head_, d}).transpose(1, 2); };
   const double p = is_training() ? dropout_ : 0.0;
-  torch::Tensor y =
-      at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), mask, p);
+  // No mask: plain causal attention, which lets SDPA pick its flash kernel on a GPU.
+  torch::Tensor y = mask.defined() ? at::scaled_dot_product_attention(
+                                         heads(parts[0]), heads(parts[1]), heads(parts[2]), mask, p)
+                                   : at::scaled_dot_product_attention(
+                                         heads(parts[0]), heads(parts[1]), heads(parts[2]), {}, p,
+                                         /*is_causal=*/true);
   return proj->forward(y.transpose(1, 2).reshape({b, t, c}));
 }
 

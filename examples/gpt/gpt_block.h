@@ -24,7 +24,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptShape& shape);
   // x (B, T, C); mask (B, 1, T, T) bool, true = may attend (causal AND key is not padding), or
-  // (B, 1, 1, T) without causality.
+  // (B, 1, 1, T) without causality, or undefined: causal only (no padding).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
 
   torch::nn::Linear qkv{nullptr}, proj{nullptr};

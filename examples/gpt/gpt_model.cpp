@@ -71,12 +71,18 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& input_ids, const torch::Tenso
   if (drop) x = drop->forward(x);
   // (B, 1, T, T): causal AND the key is a real token. A query always sees itself or an earlier
   // real token (the collator pads on the right), so no row is fully masked. Without causal:
-  // (B, 1, 1, T), every real key.
-  torch::Tensor keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
-  torch::Tensor mask = keys;
-  if (shape_.causal) {
-    torch::Tensor causal = torch::ones({t, t}, input_ids.options().dtype(torch::kBool)).tril();
-    mask = causal.view({1, 1, t, t}) & keys;
+  // (B, 1, 1, T), every real key. Without attention_mask: no mask tensor, and the blocks attend
+  // causally (lets SDPA pick its flash kernel on a GPU).
+  torch::Tensor mask;
+  if (!attention_mask.defined()) {
+    ZT_CHECK(shape_.causal, "gpt: the bidirectional encoder needs an attention_mask");
+  } else {
+    torch::Tensor keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
+    mask = keys;
+    if (shape_.causal) {
+      torch::Tensor causal = torch::ones({t, t}, input_ids.options().dtype(torch::kBool)).tril();
+      mask = causal.view({1, 1, t, t}) & keys;
+    }
   }
   for (const auto& block : *blocks) x = zt::call_unit(*block->as<GptBlockImpl>(), x, mask);
   return ln_f->forward(x);

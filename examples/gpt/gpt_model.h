@@ -27,7 +27,8 @@ class GptImpl : public torch::nn::Module {
   explicit GptImpl(const GptShape& shape);
 
   // input_ids (B, T) int64, attention_mask (B, T) int64 (1 = token, 0 = pad) -> logits (B, T, V)
-  // in the compute dtype. Position t attends to positions <= t that are not padding.
+  // in the compute dtype. Position t attends to positions <= t that are not padding. An undefined
+  // attention_mask means no padding (plain causal attention, SDPA's fastest kernels).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   // The trunk without the head: the final LayerNorm's output (B, T, C) in the compute dtype.
   torch::Tensor hidden(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);

@@ -8,8 +8,13 @@ endif()
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
-find_library(ZT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 REQUIRED)
-find_path(ZT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include REQUIRED)
+# NCCL: ZT_NCCL_ROOT first (e.g. the nvidia-nccl wheel next to torch: site-packages/nvidia/nccl,
+# whose lib/ has only libnccl.so.2), then the CUDA toolkit.
+set(ZT_NCCL_ROOT "" CACHE PATH "NCCL prefix with include/nccl.h and lib/libnccl.so[.2]")
+find_library(ZT_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+             HINTS ${ZT_NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 REQUIRED)
+find_path(ZT_NCCL_INCLUDE nccl.h
+          HINTS ${ZT_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include REQUIRED)
 
 set(_zt_cuda_srcs)
 foreach(area core parallel optim data)

@@ -51,6 +51,21 @@ TEST(OverflowCheck, RejectsIntegerTensors) {
   EXPECT_THROW(zt::check_and_unscale_(x, 1.0f), zt::Error);
 }
 
+// The deferred form the engine uses: one flag over many tensors, never reset by a finite one.
+TEST(OverflowCheck, IntoFlagAccumulatesAcrossTensors) {
+  torch::Tensor flag = torch::zeros({1}, torch::kInt);
+  torch::Tensor a = torch::full({100}, 2.0f), b = torch::full({100}, 2.0f);
+  zt::check_and_unscale_into_(a, 0.5f, flag);
+  EXPECT_EQ(flag.item<int>(), 0);
+  EXPECT_TRUE(torch::equal(a, torch::ones({100})));
+  b[7] = std::numeric_limits<float>::quiet_NaN();
+  zt::check_and_unscale_into_(b, 1.0f, flag);
+  zt::check_and_unscale_into_(a, 1.0f, flag);
+  EXPECT_EQ(flag.item<int>(), 1);
+  torch::Tensor wrong = torch::zeros({1}, torch::kLong);
+  EXPECT_THROW(zt::check_and_unscale_into_(a, 1.0f, wrong), zt::Error);
+}
+
 TEST(OverflowCheckCuda, MatchesCpuReference) {
   const zt::cuda::Kernels* k = zt::cuda::kernels();
   if (!k || k->device_count() == 0) {

@@ -1,0 +1,127 @@
+"""The plain PyTorch baseline of bench/gpu_check.sh: GPT-2 124M, the same architecture as
+examples/gpt (pre-LayerNorm blocks, one qkv projection, exact GELU, tied head, causal SDPA), the
+same shapes and random tokens, trained by eager PyTorch with torch.optim.AdamW(fused=True) and
+autocast (bf16, or fp16 with a GradScaler): what a user writes without a framework.
+
+Prints one JSON line with the fields of zt-gpu-bench (and appends it to --json FILE).
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        heads = lambda y: y.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, layers=12, heads=12, d=768, vocab=50257, ctx=1024):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(ctx, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        # examples/gpt's initialisation: N(0, 0.02), zero biases, residual projections scaled.
+        for name, p in self.named_parameters():
+            if "ln" in name:
+                continue
+            if name.endswith(".bias"):
+                nn.init.zeros_(p)
+            elif name.endswith("proj.weight") or name.endswith("out.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers))
+            else:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+
+    torch.manual_seed(0)
+    dev = torch.device("cuda", 0)
+    model = Gpt().to(dev)
+    params = sum(p.numel() for p in model.parameters())
+    decay = [p for n, p in model.named_parameters() if "bias" not in n and "ln" not in n]
+    plain = [p for n, p in model.named_parameters() if "bias" in n or "ln" in n]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": plain, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), fused=True)
+    amp_dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float16
+    scaler = torch.amp.GradScaler("cuda", enabled=a.dtype == "fp16", init_scale=2.0**16)
+    tokens = torch.randint(0, 50257, (a.batch, a.seq + 1), device=dev)
+    inp, labels = tokens[:, :-1], tokens[:, 1:]
+
+    def step():
+        with torch.autocast("cuda", dtype=amp_dtype):
+            logits = model(inp)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    torch.cuda.reset_peak_memory_stats(dev)
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize(dev)
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    torch.cuda.synchronize(dev)
+    seconds = time.perf_counter() - start
+    tokens_per_s = a.batch * a.seq * a.steps / seconds
+    row = {
+        "name": f"eager {a.dtype} (autocast, fused AdamW)", "impl": "pytorch-eager",
+        "dtype": a.dtype, "stage": None, "offload": False, "params": params, "batch": a.batch,
+        "seq": a.seq, "steps": a.steps, "step_s": seconds / a.steps,
+        "tokens_per_s": tokens_per_s,
+        "mfu": 6.0 * params * tokens_per_s / (a.peak_tflops * 1e12),
+        "peak_tflops": a.peak_tflops, "peak_mem_bytes": torch.cuda.max_memory_allocated(dev),
+        "final_loss": loss.item(), "torch": torch.__version__,
+        "device_name": torch.cuda.get_device_name(dev),
+    }
+    line = json.dumps(row)
+    print(line, flush=True)
+    if a.json:
+        with open(a.json, "a") as f:
+            f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

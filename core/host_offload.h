@@ -1,0 +1,61 @@
+#pragma once
+// HostOffload: the optimizer-offload data path when the model lives on a GPU (ZeRO-Offload).
+// Per flat buffer ("slot"), pinned host memory for the owned gradient slice (fp32) and for the
+// updated 16-bit parameters, and one side stream of the GPU for both copy directions:
+//
+//   compute stream  ..backward..|grads final|─ ready ─┐                     ┌─ wait all ─> next fwd
+//   side stream                                        └ D2H g0, D2H g1, ... ─┴ H2D p0, H2D p1 ...
+//   host (CpuAdam)                     wait g0 → step 0 → wait g1 → step 1 → ...
+//
+// start_grad_copy() enqueues every slot's device-to-host copy at once; the host then steps slot
+// after slot as soon as its gradient landed (wait_grad), and each slot's updated parameters go
+// back with start_param_copy() while the next slot steps, so the copies overlap CPU Adam.
+// finish() makes LibTorch's current stream wait for the parameter copies: later kernels see the
+// new weights, the host never blocks on them. Pinned buffers are reused across steps; a slot's
+// host buffers are rewritten only after its previous copies completed (wait_grad waits on an
+// event recorded after them on the same stream).
+//
+// Only device-generic c10 calls (c10::Stream, c10::Event, c10::StreamGuard): zt_core keeps
+// linking LibTorch's CPU part only.
+
+#include <cstddef>
+#include <deque>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+
+namespace zt {
+
+class HostOffload {
+ public:
+  explicit HostOffload(c10::Device device);
+
+  // Enqueues grad (on device, contiguous) -> pinned fp32 host slot, after the work already on
+  // the current stream. grad must stay allocated until wait_grad(slot).
+  void start_grad_copy(size_t slot, const at::Tensor& grad);
+  // Blocks the host until slot's gradient landed; returns it (pinned fp32, CPU).
+  at::Tensor wait_grad(size_t slot);
+  // Pinned host buffer of dtype and numel for slot's updated 16-bit parameters.
+  at::Tensor param_staging(size_t slot, int64_t numel, at::ScalarType dtype);
+  // Enqueues param_staging(slot) -> target (on device) on the side stream.
+  void start_param_copy(size_t slot, at::Tensor& target);
+  // LibTorch's current stream waits for every parameter copy started so far.
+  void finish();
+
+ private:
+  struct Slot {
+    at::Tensor grad_host;   // pinned fp32
+    at::Tensor param_host;  // pinned fp16/bf16
+    c10::Event grad_ready{c10::DeviceType::CUDA};
+  };
+  Slot& slot(size_t i);
+
+  c10::Device device_;
+  c10::Stream side_;
+  c10::Event params_done_;
+  bool params_pending_ = false;
+  std::deque<Slot> slots_;  // a deque: slots (and their events) never move
+};
+
+}  // namespace zt

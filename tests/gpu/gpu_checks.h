@@ -1,0 +1,29 @@
+#pragma once
+// The GPU checks: each compares a CUDA code path with its CPU reference (or a closed form) and
+// throws zt::Error naming what differs. Two drivers run them: the GoogleTest suite
+// gpu_checks_test.cpp (ctest -L gpu; every case skips with the reason when no GPU is usable) and
+// zt-gpu-checks (gpu_checks_main.cpp), which bench/gpu_check.sh runs on machines without GTest.
+//
+//   nccl_one_rank      the nccl backend, one rank: every collective and dtype, stream ordering
+//   overflow_check     core/overflow_check.cu vs the CPU pass (fp32, fp16, bf16; inf/NaN found)
+//   fused_adam         optim/fused_adam.cu vs CpuAdam (groups, bf16 copy)
+//   adam8bit           optim/adam8bit.cu vs Adam8bit's CPU pass (codes, absmax, params)
+//   engine_equivalence zt::Engine on CUDA (nccl, stages 0-3, offload) vs torch::optim::AdamW
+//   engine_half        zt::Engine on CUDA in bf16 and fp16 (loss scaling): trains, stays finite
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zt::gpu_checks {
+
+struct Check {
+  std::string name;
+  std::function<void()> run;  // throws zt::Error on a mismatch
+};
+
+// Why the checks cannot run here ("" when the CUDA plugin loads and sees a GPU).
+std::string cuda_unavailable();
+const std::vector<Check>& all_checks();
+
+}  // namespace zt::gpu_checks

@@ -500,26 +500,19 @@ at::Tensor Engine::param_target(Buffer& b) {
 
 double Engine::global_grad_norm_squared() {
   at::NoGradGuard no_grad;
+  // Per buffer an fp32 norm (LibTorch reduces in a tree, so it stays accurate over millions of
+  // elements without a float64 copy of every gradient), squared and summed in float64 on the
+  // gradients' device, voted there, and read back once.
   const c10::Device device = buffers_.empty() ? c10::Device(at::kCPU) : grad_device();
-  at::Tensor t;
-  if (device.is_cuda()) {
-    // On a GPU: fp32 reductions (tree-ordered, so accurate) summed into one fp64 scalar on the
-    // device, voted there, and read back once.
-    t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));
-    for (auto& b : buffers_) {
-      at::Tensor g = owned_grad(*b);
-      if (g.defined() && g.numel() > 0)
-        t.add_(at::linalg_vector_norm(g.to(at::kFloat), 2).square());
+  at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));
+  for (auto& b : buffers_) {
+    at::Tensor g = owned_grad(*b);
+    if (g.defined() && g.numel() > 0) {
+      t.add_(
+          at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat).to(at::kDouble).square());
     }
-  } else {
-    double local = 0.0;
-    for (auto& b : buffers_) {
-      at::Tensor g = owned_grad(*b);
-      if (g.defined() && g.numel() > 0) local += g.to(at::kDouble).pow(2).sum().item<double>();
-    }
-    if (options_.stage == 0) return local;  // every rank holds the whole reduced gradient
-    t = at::full({1}, local, at::TensorOptions().dtype(at::kDouble));
   }
+  // Stage 0: every rank holds the whole reduced gradient.
   if (options_.stage != 0) timed_wait(comm_->all_reduce(t, dist::ReduceOp::kSum));
   return t.item<double>();
 }

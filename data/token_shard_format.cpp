@@ -1,5 +1,6 @@
 #include "data/token_shard_format.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace zt::data {
@@ -20,22 +21,26 @@ uint64_t mix(uint64_t hash, uint64_t word) {
 void ShardChecksum::update(const void* data, size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
   bytes_ += bytes;
-  while (num_pending_ > 0 && bytes > 0) {
-    pending_[num_pending_++] = *p++;
-    --bytes;
-    if (num_pending_ == 8) {
-      uint64_t w;
-      std::memcpy(&w, pending_, 8);
-      hash_ = mix(hash_, w);
-      num_pending_ = 0;
-    }
+  if (num_pending_ > 0) {  // complete the word left over from the last call
+    const size_t take = std::min<size_t>(8 - num_pending_, bytes);
+    std::memcpy(pending_ + num_pending_, p, take);
+    num_pending_ += take;
+    p += take;
+    bytes -= take;
+    if (num_pending_ < 8) return;
+    uint64_t w;
+    std::memcpy(&w, pending_, 8);
+    hash_ = mix(hash_, w);
+    num_pending_ = 0;
   }
   for (; bytes >= 8; bytes -= 8, p += 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
     hash_ = mix(hash_, w);
   }
-  for (; bytes > 0; --bytes) pending_[num_pending_++] = *p++;
+  // Fewer than 8 bytes left, and nothing pending.
+  if (bytes > 0) std::memcpy(pending_, p, bytes);
+  num_pending_ = bytes;
 }
 
 uint64_t ShardChecksum::digest() const {

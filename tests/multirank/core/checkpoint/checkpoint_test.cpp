@@ -25,8 +25,8 @@
 #include "core/engine.h"
 #include "core/model_export.h"
 #include "parallel/dist.h"
-#include "tests/support/mpi_world.h"
 #include "tests/multirank/core/engine/test_models.h"
+#include "tests/support/mpi_world.h"
 
 namespace {
 
@@ -325,6 +325,21 @@ std::string env(const char* name, const std::string& fallback = "") {
   return v ? v : fallback;
 }
 
+// The C++ side of check_safetensors.py: ref/index.txt lists `name d0 d1 ...`, ref/<name>.bin
+// holds the raw values in the tensor's own dtype.
+void write_reference(const fs::path& ref, const std::map<std::string, torch::Tensor>& params) {
+  fs::create_directories(ref);
+  std::ofstream index(ref / "index.txt");
+  for (const auto& [name, p] : params) {
+    index << name;
+    for (int64_t d : p.sizes()) index << ' ' << d;
+    index << '\n';
+    torch::Tensor c = p.contiguous();
+    std::ofstream(ref / (name + ".bin"), std::ios::binary)
+        .write(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+  }
+}
+
 // ZT_CKPT_DIR, ZT_CKPT_STAGE, ZT_CKPT_TAG (save) / ZT_CKPT_LOAD_TAG + ZT_CKPT_RESAVE_TAG (load).
 TEST(CrossRun, Save) {
   const std::string dir = env("ZT_CKPT_DIR");
@@ -337,19 +352,8 @@ TEST(CrossRun, Save) {
   // For the kill -9 test: the script kills these processes while they pause in the save.
   std::ofstream(fs::path(dir) / ("pid_r" + std::to_string(g_comm->rank()))) << getpid() << "\n";
   zt::save_checkpoint(engine, dir, env("ZT_CKPT_TAG", "a"));
-  // The C++ side of the interop check: raw fp32 values and an index, for check_safetensors.py.
   if (g_comm->rank() == 0 && env("ZT_CKPT_TAG", "a") == "a") {
-    const fs::path ref = fs::path(dir) / "ref";
-    fs::create_directories(ref);
-    std::ofstream index(ref / "index.txt");
-    for (auto& [name, p] : params) {
-      index << name;
-      for (int64_t d : p.sizes()) index << ' ' << d;
-      index << '\n';
-      torch::Tensor f = p.to(torch::kFloat).contiguous();
-      std::ofstream(ref / (name + ".bin"), std::ios::binary)
-          .write(static_cast<const char*>(f.data_ptr()), f.numel() * 4);
-    }
+    write_reference(fs::path(dir) / "ref", params);  // fp32 training: the fp32 values
   }
 }
 
@@ -364,19 +368,7 @@ TEST(CrossRun, Save16bit) {
   for (int s = 0; s < 3; ++s) train_step(engine, ModelKind::kTransformer, s);
   ASSERT_TRUE(zt::save_16bit_model(engine, dir + "/m16.safetensors"));
   auto params = full_params(engine);
-  if (g_comm->rank() == 0) {
-    const fs::path ref = fs::path(dir) / "ref16";
-    fs::create_directories(ref);
-    std::ofstream index(ref / "index.txt");
-    for (auto& [name, p] : params) {
-      index << name;
-      for (int64_t d : p.sizes()) index << ' ' << d;
-      index << '\n';
-      torch::Tensor c = p.contiguous();
-      std::ofstream(ref / (name + ".bin"), std::ios::binary)
-          .write(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
-    }
-  }
+  if (g_comm->rank() == 0) write_reference(fs::path(dir) / "ref16", params);
 }
 
 TEST(CrossRun, LoadReshardedAndContinue) {

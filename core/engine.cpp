@@ -15,9 +15,9 @@
 #include "core/base/error.h"
 #include "core/base/logging.h"
 #include "core/cuda_plugin.h"
-#include "core/host_offload.h"
-#include "core/overflow_check.h"
-#include "core/zero_unit.h"
+#include "core/zero/host_offload.h"
+#include "core/precision/overflow_check.h"
+#include "core/zero/call_unit.h"
 #include "optim/fused_adam_launch.h"
 #include "parallel/flat_buffer.h"
 
@@ -647,7 +647,7 @@ void Engine::optimizer_step() {
   ++global_step_;
 }
 
-// Optimizer offload with the model on a GPU (core/host_offload.h): every owned gradient starts
+// Optimizer offload with the model on a GPU (core/zero/host_offload.h): every owned gradient starts
 // its copy to pinned host memory at once; each buffer is stepped on the host as soon as its copy
 // landed, and its 16-bit parameters go back while the next buffer steps.
 void Engine::offload_step(double clip, double lr) {

@@ -37,7 +37,7 @@
 //
 // On a GPU (the model's parameters on CUDA, the nccl backend): the flat buffers, gradients, fp32
 // masters and optimizer state stay on the device (FusedAdam for Adam/AdamW), except with
-// optimizer offload, where masters and state live in pinned host memory (core/host_offload.h).
+// optimizer offload, where masters and state live in pinned host memory (core/zero/host_offload.h).
 // Collectives run on the communicator's own stream, and Work::wait() only makes LibTorch's
 // current (compute) stream wait for them, so the host never blocks on communication:
 //
@@ -61,7 +61,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "core/loss_scaler.h"
+#include "core/precision/loss_scaler.h"
 #include "optim/shard_optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/flat_buffer.h"

@@ -6,7 +6,7 @@
 //   mpirun -np 2 zt_bench_peers --export DIR --shard S.ztt [--steps N --batch-size B ...]
 //     Builds the GPT example (examples/gpt, seeded), wraps it in a stage-0 engine, and writes
 //       DIR/init.safetensors   the engine's initial fp32 weights, through the checkpoint writer
-//                              and zt-consolidate's safetensors writer (core/checkpoint.h)
+//                              and zt-consolidate's safetensors writer (core/checkpoint/checkpoint.h)
 //       DIR/batches_r<r>.bin   the N batches LengthBucketedSampler + Collator give rank r
 //       DIR/meta.json          model shape, optimizer hyper-parameters, a checksum of the weights
 //     Every implementation then trains from these same weights on these same batches.
@@ -35,8 +35,8 @@
 #include "core/base/error.h"
 #include "core/base/logging.h"
 #include "core/base/main_guard.h"
-#include "core/checkpoint.h"
-#include "core/cli_options.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/config/cli_options.h"
 #include "core/engine.h"
 #include "data/batch_sampler.h"
 #include "data/collator.h"

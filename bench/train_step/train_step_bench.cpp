@@ -25,7 +25,7 @@
 #include "core/base/error.h"
 #include "core/base/main_guard.h"
 #include "core/engine.h"
-#include "core/zero_unit.h"
+#include "core/zero/call_unit.h"
 #include "parallel/dist.h"
 
 namespace {

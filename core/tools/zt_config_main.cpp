@@ -11,8 +11,8 @@
 
 #include "core/base/error.h"
 #include "core/base/main_guard.h"
-#include "core/cli_options.h"
-#include "core/config.h"
+#include "core/config/cli_options.h"
+#include "core/config/config.h"
 
 namespace po = boost::program_options;
 

@@ -10,7 +10,7 @@
 
 #include "core/base/error.h"
 #include "core/base/main_guard.h"
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 
 int main(int argc, char** argv) {
   return zt::run_main("zt-consolidate", [&] {

@@ -25,9 +25,9 @@
 
 #include "core/base/logging.h"
 #include "core/base/main_guard.h"
-#include "core/cli_options.h"
+#include "core/config/cli_options.h"
 #include "core/engine.h"
-#include "core/engine_config.h"
+#include "core/config/engine_config.h"
 #include "data/batch_sampler.h"
 #include "data/collator.h"
 #include "data/loader.h"

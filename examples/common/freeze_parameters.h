@@ -1,5 +1,5 @@
 #pragma once
-// The config's `freeze` list (glob patterns over full parameter names, core/config.h) applied to
+// The config's `freeze` list (glob patterns over full parameter names, core/config/config.h) applied to
 // a model before it is handed to zt::Engine: matching parameters get requires_grad = false, and
 // the engine then keeps them out of every flat buffer, gradient and optimizer (they stay full
 // on every rank at every stage, broadcast once from rank 0, never stepped).

@@ -7,7 +7,7 @@
 // recomputation so dropout masks are the same both times.
 //
 // Stage 3: the engine gathers the block's parameters again just before its backward (a hook on
-// the block output, core/zero_unit.h), which is exactly when the recomputation needs them.
+// the block output, core/zero/call_unit.h), which is exactly when the recomputation needs them.
 
 #include <torch/torch.h>
 

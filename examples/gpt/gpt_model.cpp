@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/base/error.h"
-#include "core/zero_unit.h"
+#include "core/zero/call_unit.h"
 
 namespace zt::examples {
 

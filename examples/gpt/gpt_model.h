@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "examples/gpt/gpt_block.h"
 
 namespace zt::examples {

@@ -19,10 +19,10 @@
 
 #include "core/base/logging.h"
 #include "core/base/main_guard.h"
-#include "core/checkpoint.h"
-#include "core/cli_options.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/config/cli_options.h"
 #include "core/engine.h"
-#include "core/engine_config.h"
+#include "core/config/engine_config.h"
 #include "data/batch_sampler.h"
 #include "data/collator.h"
 #include "data/loader.h"
@@ -188,7 +188,7 @@ int train(int argc, char** argv) {
       "sample-tokens", po::value(&a.sample_tokens)->default_value(32), "0 = no sample")(
       "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy")(
       "checkpoint-dir", po::value(&a.checkpoint_dir),
-      "save a checkpoint here at the end (core/checkpoint.h); none = no checkpoint")(
+      "save a checkpoint here at the end (core/checkpoint/checkpoint.h); none = no checkpoint")(
       "measure-memory", po::bool_switch(&a.measure_memory),
       "count CPU tensor bytes (cpu_memory_meter.h): per step, the peak allocated above what was "
       "live before it (activations, gathered parameters, transient gradients)");

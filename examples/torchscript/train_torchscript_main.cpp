@@ -20,9 +20,9 @@
 
 #include "core/base/logging.h"
 #include "core/base/main_guard.h"
-#include "core/cli_options.h"
+#include "core/config/cli_options.h"
 #include "core/engine.h"
-#include "core/engine_config.h"
+#include "core/config/engine_config.h"
 #include "examples/common/metrics_log.h"
 #include "examples/common/rank_sum.h"
 #include "examples/torchscript/jit_module_adapter.h"

@@ -5,7 +5,7 @@
 // zt-gpu-checks (gpu_checks_main.cpp), which bench/gpu_check.sh runs on machines without GTest.
 //
 //   nccl_one_rank      the nccl backend, one rank: every collective and dtype, stream ordering
-//   overflow_check     core/overflow_check.cu vs the CPU pass (fp32, fp16, bf16; inf/NaN found)
+//   overflow_check     core/precision/overflow_check.cu vs the CPU pass (fp32, fp16, bf16; inf/NaN found)
 //   fused_adam         optim/fused_adam.cu vs CpuAdam (groups, bf16 copy)
 //   adam8bit           optim/adam8bit.cu vs Adam8bit's CPU pass (codes, absmax, params)
 //   engine_equivalence zt::Engine on CUDA (nccl, stages 0-3, offload) vs torch::optim::AdamW

@@ -9,7 +9,7 @@
 // CrossRun.* run only from checkpoint_cross_run.sh (env ZT_CKPT_DIR set): one mpirun saves, a
 // later one with another -np and stage loads and checks the values bit-identically.
 
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -23,7 +23,7 @@
 
 #include "core/base/error.h"
 #include "core/engine.h"
-#include "core/model_export.h"
+#include "core/checkpoint/model_export.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/mpi_world.h"

@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "core/zero_unit.h"
+#include "core/zero/call_unit.h"
 
 namespace zt::testing {
 

@@ -1,4 +1,4 @@
-#include "core/cli_options.h"
+#include "core/config/cli_options.h"
 
 #include <string>
 #include <vector>

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/base/error.h"
-#include "core/config.h"
+#include "core/config/config.h"
 
 namespace zt {
 namespace {

@@ -1,7 +1,7 @@
 // DynamicLossScaler against tables worked out by hand from DeepSpeed's update_scale rules
-// (core/loss_scaler.h). 'O' is an iteration with inf/NaN gradients, 'C' a clean one; each table
+// (core/precision/loss_scaler.h). 'O' is an iteration with inf/NaN gradients, 'C' a clean one; each table
 // lists the scale after every iteration.
-#include "core/loss_scaler.h"
+#include "core/precision/loss_scaler.h"
 
 #include <string>
 #include <vector>

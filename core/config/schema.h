@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <initializer_list>
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 namespace zt::config_schema {
 

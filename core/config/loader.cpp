@@ -7,8 +7,8 @@
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
-#include "core/config.h"
-#include "core/config_passes.h"
+#include "core/config/config.h"
+#include "core/config/passes.h"
 
 namespace zt {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/checkpoint_format.h"
+#include "core/checkpoint/format.h"
 
 #include <cerrno>
 #include <chrono>

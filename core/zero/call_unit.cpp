@@ -1,4 +1,4 @@
-#include "core/zero_unit.h"
+#include "core/zero/call_unit.h"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-#include "core/overflow_check.h"
+#include "core/precision/overflow_check.h"
 
 #include <limits>
 

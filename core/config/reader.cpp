@@ -1,4 +1,4 @@
-#include "core/config_reader.h"
+#include "core/config/reader.h"
 
 #include <cctype>
 #include <cerrno>

@@ -12,7 +12,7 @@
 #include <vector>
 #include <yaml-cpp/yaml.h>
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 namespace zt::config_detail {
 

@@ -1,11 +1,11 @@
-#include "core/safetensors_writer.h"
+#include "core/checkpoint/safetensors_writer.h"
 
 #include <sstream>
 
 #include <ATen/ATen.h>
 
 #include "core/base/error.h"
-#include "core/checkpoint_format.h"
+#include "core/checkpoint/format.h"
 
 namespace zt {
 

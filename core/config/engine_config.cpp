@@ -1,4 +1,4 @@
-#include "core/engine_config.h"
+#include "core/config/engine_config.h"
 
 #include <map>
 

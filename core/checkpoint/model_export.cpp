@@ -1,11 +1,11 @@
-#include "core/model_export.h"
+#include "core/checkpoint/model_export.h"
 
 #include <filesystem>
 #include <memory>
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
-#include "core/safetensors_writer.h"
+#include "core/checkpoint/safetensors_writer.h"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-#include "core/config_schema.h"
+#include "core/config/schema.h"
 
 namespace zt {
 

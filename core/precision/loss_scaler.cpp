@@ -1,4 +1,4 @@
-#include "core/loss_scaler.h"
+#include "core/precision/loss_scaler.h"
 
 #include <algorithm>
 #include <cmath>

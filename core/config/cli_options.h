@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/base/error.h"
-#include "core/config.h"
+#include "core/config/config.h"
 
 namespace zt {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/base/error.h"
-#include "core/config_passes.h"
+#include "core/config/passes.h"
 
 namespace zt::config_detail {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config_passes.h"
+#include "core/config/passes.h"
 
 namespace zt::config_detail {
 namespace {

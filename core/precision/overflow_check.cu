@@ -1,4 +1,4 @@
-// CUDA side of zt::check_and_unscale_ (core/overflow_check.h): one grid-stride pass that flags
+// CUDA side of zt::check_and_unscale_ (core/precision/overflow_check.h): one grid-stride pass that flags
 // inf/NaN and multiplies by inv_scale. Compiled into the plugin for sm_90 SASS plus PTX.
 #include <cstdint>
 

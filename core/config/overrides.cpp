@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/base/error.h"
-#include "core/config_passes.h"
+#include "core/config/passes.h"
 
 namespace zt::config_detail {
 namespace {

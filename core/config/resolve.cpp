@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/base/error.h"
-#include "core/config_passes.h"
+#include "core/config/passes.h"
 
 namespace zt::config_detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/host_offload.h"
+#include "core/zero/host_offload.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/StreamGuard.h>

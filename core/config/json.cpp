@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/config_schema.h"
+#include "core/config/config.h"
+#include "core/config/schema.h"
 
 namespace zt {
 namespace {

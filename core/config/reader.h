@@ -12,8 +12,8 @@
 #include <vector>
 #include <yaml-cpp/yaml.h>
 
-#include "core/config_passes.h"
-#include "core/config_schema.h"
+#include "core/config/passes.h"
+#include "core/config/schema.h"
 
 namespace zt::config_detail {
 

@@ -1,4 +1,4 @@
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -18,8 +18,8 @@
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
-#include "core/checkpoint_format.h"
-#include "core/safetensors_writer.h"
+#include "core/checkpoint/format.h"
+#include "core/checkpoint/safetensors_writer.h"
 
 namespace zt {
 namespace fs = std::filesystem;

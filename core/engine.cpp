@@ -228,7 +228,7 @@ void Engine::build_buffers() {
                  "parameters of one flat buffer must share dtype and device: ", e.name, " is ",
                  e.param.scalar_type(), " on ", e.param.device(), ", ",
                  b->layout.entries().front().name, " is ", e0.scalar_type(), " on ", e0.device());
-        b->no_decay.push_back(matches_any(e.name, options_.no_decay_patterns));
+        b->no_decay.push_back(matches_any(e.name, options_.param_groups.no_decay_patterns));
       }
       const int64_t shard = b->layout.shard_numel();
       at::TensorOptions gopt = popt.dtype(acc);

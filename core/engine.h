@@ -54,6 +54,7 @@
 // back once per step.
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,7 @@
 #include <torch/nn/module.h>
 
 #include "core/precision/loss_scaler.h"
+#include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/flat_buffer.h"
@@ -87,10 +89,25 @@ struct EngineOptions {
   at::ScalarType grad_accum_dtype = at::kFloat;
   optim::OptimizerSpec optimizer;
   optim::GroupHyper hyper;                     // every group's defaults; hyper.lr = base lr
-  std::vector<std::string> no_decay_patterns;  // name substrings that get weight_decay 0
+  // Per-parameter weight decay on/off and lr scale, from parameter names (optim/param_groups.h):
+  // no-decay name substrings and layer-wise LR decay (llrd_decay). Its freeze_patterns must be
+  // empty: frozen parameters are those with requires_grad false when the engine is built
+  // (zt::initialize applies the config's `freeze` globs first). No pattern by default, so every
+  // parameter decays, as in DeepSpeed.
+  optim::ParamGroupOptions param_groups = {/*no_decay_patterns=*/{}};
   std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
   std::vector<std::string> units;              // submodule names that are stage-3 units
   int max_inflight_reductions = 4;             // bounds transient gradient buckets
+  // communication_data_type: gradients are reduced in this dtype; unset: grad_accum_dtype.
+  std::optional<at::ScalarType> communication_dtype;
+  // DeepSpeed's prescale_gradients / gradient_predivide_factor: where the 1/N of the gradient
+  // average is applied relative to the reduction (numerically an average either way).
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  // wall_clock_breakdown: forward / backward / step / communication-wait times, logged on rank 0
+  // every steps_per_print optimizer steps.
+  bool wall_clock_breakdown = false;
+  int steps_per_print = 10;
   // zero_optimization.stage3_gather_16bit_weights_on_model_save: save_16bit_model (core/
   // model_export.h) gathers a stage-3 model's weights; off, it saves nothing at stage 3.
   bool stage3_gather_16bit_weights_on_model_save = false;

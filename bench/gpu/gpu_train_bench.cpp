@@ -100,7 +100,7 @@ int run(int argc, char** argv) {
   o.hyper.lr = 3e-4;
   o.hyper.weight_decay = 0.1;
   o.hyper.beta2 = 0.95;
-  o.no_decay_patterns = {"bias", "ln"};
+  o.param_groups.no_decay_patterns = {"bias", "ln"};
   o.units = model->unit_names();
   o.fp16.initial_scale_power = 16;
   zt::dist::CommOptions co;

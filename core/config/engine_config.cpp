@@ -126,7 +126,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
       o.optimizer.type = "CpuAdam";
     }
   }
-  o.no_decay_patterns = c.parameter_groups.no_decay;
+  o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
   if (c.scheduler) o.lr_schedule = schedule_from(*c.scheduler, o.hyper.lr);
   o.units = std::move(units);
   return o;

@@ -62,7 +62,7 @@ zt::EngineOptions engine_options(ModelKind kind, int stage,
   o.optimizer.type = "AdamW";
   o.hyper.lr = 1e-2;
   o.hyper.weight_decay = 0.01;
-  o.no_decay_patterns = {"bias", "ln"};
+  o.param_groups.no_decay_patterns = {"bias", "ln"};
   if (kind == ModelKind::kTransformer) o.units = {"block0", "block1"};
   return o;
 }

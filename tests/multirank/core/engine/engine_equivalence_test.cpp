@@ -102,7 +102,7 @@ zt::EngineOptions engine_options(ModelKind kind, int stage, int accumulation, do
   o.optimizer.type = "AdamW";
   o.hyper.lr = kLr;
   o.hyper.weight_decay = kWd;
-  o.no_decay_patterns = kNoDecay;
+  o.param_groups.no_decay_patterns = kNoDecay;
   if (kind == ModelKind::kTransformer) o.units = {"block0", "block1"};
   return o;
 }

@@ -72,6 +72,13 @@ namespace zt {
 
 class HostOffload;
 
+// Parameter-group options with no no-decay pattern (DeepSpeed's default: all parameters decay).
+inline optim::ParamGroupOptions every_parameter_decays() {
+  optim::ParamGroupOptions o;
+  o.no_decay_patterns.clear();
+  return o;
+}
+
 struct EngineOptions {
   int stage = 0;
   int gradient_accumulation_steps = 1;
@@ -94,7 +101,7 @@ struct EngineOptions {
   // empty: frozen parameters are those with requires_grad false when the engine is built
   // (zt::initialize applies the config's `freeze` globs first). No pattern by default, so every
   // parameter decays, as in DeepSpeed.
-  optim::ParamGroupOptions param_groups = {/*no_decay_patterns=*/{}};
+  optim::ParamGroupOptions param_groups = every_parameter_decays();
   std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
   std::vector<std::string> units;              // submodule names that are stage-3 units
   int max_inflight_reductions = 4;             // bounds transient gradient buckets

@@ -1,5 +1,6 @@
 #pragma once
-// zt::Engine: ZeRO stages 0-3 around any torch::nn::Module (DESIGN.md, ZeRO and Equivalence).
+// zt::Engine: ZeRO stages 0-3 around any torch::nn::Module (docs/DESIGN.md: "ZeRO" and
+// "Equivalence").
 //
 // A training loop reads like DeepSpeed's:
 //
@@ -22,7 +23,7 @@
 //            optimizer state for the owned slices
 //
 // In fp32 training without offload, the fp32 master weights are the parameters themselves
-// (DESIGN.md: "In fp32 training ... K becomes 8"); otherwise a separate fp32 master of the
+// (docs/DESIGN.md: "In fp32 training ... K becomes 8"); otherwise a separate fp32 master of the
 // owned slice exists (counted with the optimizer state).
 //
 // Collective order: gradients are reduced bucket by bucket as autograd finishes each bucket
@@ -54,7 +55,6 @@
 // back once per step.
 
 #include <functional>
-#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,76 +62,19 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "core/engine_options.h"
 #include "core/precision/loss_scaler.h"
-#include "optim/param_groups.h"
+#include "core/zero/bucket.h"
+#include "core/zero/grad_sync.h"
+#include "core/zero/param_gather.h"
+#include "core/zero/sharded_step.h"
+#include "core/zero/units.h"
+#include "core/zero/wait_clock.h"
 #include "optim/shard_optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/flat_buffer.h"
 
 namespace zt {
-
-class HostOffload;
-
-// Parameter-group options with no no-decay pattern (DeepSpeed's default: all parameters decay).
-inline optim::ParamGroupOptions every_parameter_decays() {
-  optim::ParamGroupOptions o;
-  o.no_decay_patterns.clear();
-  return o;
-}
-
-struct EngineOptions {
-  int stage = 0;
-  int gradient_accumulation_steps = 1;
-  double gradient_clipping = 0.0;                    // max global L2 norm; 0 = off
-  int64_t reduce_bucket_size = 500'000'000;          // elements per flat buffer / bucket
-  int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
-  int64_t stage3_param_persistence_threshold = 0;    // buffers below this stay gathered
-  bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
-  // Compute dtype of the model: fp32, or fp16/bf16 with an fp32 master of the owned slice. The
-  // engine casts the model's floating parameters and buffers; inputs are the caller's.
-  at::ScalarType compute_dtype = at::kFloat;
-  LossScalerOptions fp16;  // loss scaling when compute_dtype is fp16
-  // Gradients accumulate (and are reduced) in this dtype: fp32 by default, also for bf16, where
-  // DeepSpeed's bf16 accumulation is known to hurt convergence.
-  at::ScalarType grad_accum_dtype = at::kFloat;
-  optim::OptimizerSpec optimizer;
-  optim::GroupHyper hyper;                     // every group's defaults; hyper.lr = base lr
-  // Per-parameter weight decay on/off and lr scale, from parameter names (optim/param_groups.h):
-  // no-decay name substrings and layer-wise LR decay (llrd_decay). Its freeze_patterns must be
-  // empty: frozen parameters are those with requires_grad false when the engine is built
-  // (zt::initialize applies the config's `freeze` globs first). No pattern by default, so every
-  // parameter decays, as in DeepSpeed.
-  optim::ParamGroupOptions param_groups = every_parameter_decays();
-  std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
-  std::vector<std::string> units;              // submodule names that are stage-3 units
-  int max_inflight_reductions = 4;             // bounds transient gradient buckets
-  // communication_data_type: gradients are reduced in this dtype; unset: grad_accum_dtype.
-  std::optional<at::ScalarType> communication_dtype;
-  // DeepSpeed's prescale_gradients / gradient_predivide_factor: where the 1/N of the gradient
-  // average is applied relative to the reduction (numerically an average either way).
-  bool prescale_gradients = false;
-  double gradient_predivide_factor = 1.0;
-  // wall_clock_breakdown: forward / backward / step / communication-wait times, logged on rank 0
-  // every steps_per_print optimizer steps.
-  bool wall_clock_breakdown = false;
-  int steps_per_print = 10;
-  // zero_optimization.stage3_gather_16bit_weights_on_model_save: save_16bit_model (core/
-  // model_export.h) gathers a stage-3 model's weights; off, it saves nothing at stage 3.
-  bool stage3_gather_16bit_weights_on_model_save = false;
-};
-
-// Bytes this rank holds for model states, by the engine's own accounting.
-struct MemoryReport {
-  int64_t param_bytes = 0;            // compute parameters held persistently (shards at stage 3)
-  int64_t grad_bytes = 0;             // gradient accumulation buffers
-  int64_t optimizer_state_bytes = 0;  // optimizer state (m, v, ...) of this rank
-  int64_t master_bytes = 0;           // separate fp32 master copy (0 when params are the master)
-  int64_t gathered_param_bytes = 0;   // stage 3: full buffers currently gathered
-  int64_t peak_gathered_param_bytes = 0;
-  int64_t model_state_bytes() const {
-    return param_bytes + grad_bytes + optimizer_state_bytes + master_bytes;
-  }
-};
 
 class Engine {
  public:
@@ -171,8 +114,8 @@ class Engine {
   // Seconds this rank spent blocked in Work::wait() (gradient reductions, parameter gathers and
   // publishes, norm and overflow votes) since the last reset: communication not hidden behind
   // computation.
-  double comm_wait_seconds() const { return comm_wait_s_; }
-  void reset_comm_wait() { comm_wait_s_ = 0; }
+  double comm_wait_seconds() const { return clock_.seconds(); }
+  void reset_comm_wait() { clock_.reset(); }
 
   // ---- access for checkpoints (core/checkpoint*) ----
   // This rank's part of one flat buffer: the layout (parameter names and ranges), the range of
@@ -225,45 +168,11 @@ class Engine {
   };
 
  private:
-  struct Buffer;
-  struct Unit;
-  class UnitHooksImpl;
-  class GradHook;
-  friend class GradHook;
-  friend class UnitHooksImpl;
-
   void cast_model_to_compute_dtype();
-  bool grads_overflow(double inv_scale);
-  c10::Device grad_device() const;
-  optim::OptimizerSpec optimizer_spec_for(const c10::Device& param_device) const;
-  void offload_step(double clip, double lr);
-  std::string overflow_culprits();
-  void build_units();
-  void build_buffers();
   void broadcast_initial_state();
-  void install_grad_hooks();
-  void on_grad_ready(size_t buffer, size_t entry, const at::Tensor& param);
-  void on_buffer_ready(size_t buffer);
-  void launch_reduction(size_t buffer);
-  void drain_reductions(size_t keep_inflight);
+  void on_bucket_complete(size_t bucket);
   void finish_backward();
-  void optimizer_step();
-  double global_grad_norm_squared();
-  std::vector<optim::GroupRange> groups_for(const Buffer& b, double lr) const;
-  at::Tensor owned_grad(Buffer& b);
-  at::Tensor param_target(Buffer& b);  // where updated weights go (full flat or shard)
-  void publish_params(Buffer& b);      // stage 1/2 all-gather, stage 3 persistent all-gather
-  void reset_accumulation();
-
-  // Stage 3.
-  void gather_buffer(size_t buffer, bool wait);
-  void wait_gathered(size_t buffer);
-  void release_buffer(size_t buffer);
-  void gather_unit(size_t unit, bool wait);
-  void prefetch_after(size_t unit, int direction);
-  void release_unit(size_t unit);
-  void gather_all();
-  void release_all();
+  void log_breakdown();
 
   std::shared_ptr<torch::nn::Module> model_;
   EngineOptions options_;
@@ -271,28 +180,24 @@ class Engine {
   int rank_ = 0;
   int world_ = 1;
 
-  std::vector<std::unique_ptr<Unit>> units_;  // declared units in order, root last
-  std::vector<std::unique_ptr<Buffer>> buffers_;
-  std::vector<at::Tensor> frozen_params_;
-
-  struct Inflight {
-    size_t buffer;
-    dist::WorkPtr work;
-  };
-  std::vector<Inflight> inflight_;
+  // The ZeRO parts (core/zero/), in the order they are built; each refers to buckets_.
+  zero::UnitPlan plan_;
+  std::vector<std::unique_ptr<zero::Bucket>> buckets_;
+  zero::WaitClock clock_;
+  std::unique_ptr<zero::ParamGather> gather_;
+  std::unique_ptr<zero::GradSync> grad_sync_;
+  std::unique_ptr<zero::ShardedStep> sharded_step_;
 
   std::unique_ptr<DynamicLossScaler> scaler_;
-  std::unique_ptr<HostOffload> host_offload_;  // offload with the model on a GPU
   int64_t micro_steps_ = 0;
   int64_t global_step_ = 0;
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0.0;
   bool in_backward_ = false;
-  int64_t gathered_bytes_ = 0;
-  int64_t peak_gathered_bytes_ = 0;
-  int gathered_scopes_ = 0;
-  double comm_wait_s_ = 0;
-  void timed_wait(const dist::WorkPtr& work);
+  // wall_clock_breakdown: seconds since the last report.
+  struct Breakdown {
+    double forward = 0, backward = 0, step = 0, comm_wait_at_start = 0;
+  } breakdown_;
 };
 
 }  // namespace zt

@@ -123,12 +123,20 @@ TEST(Loader, WorkerErrorSurfacesInTheConsumerNamingTheBatch) {
 TEST(Loader, ShutsDownCleanlyMidEpoch) {
   FakeSource src(5000, -1, /*sleep_us=*/200);
   LengthBucketedSampler s(src.lengths(), opts());
+  int64_t reads_at_destruction = 0;
   {
     Loader loader(src, s, Collator(), {.num_workers = 4, .prefetch_batches = 16});
     loader.set_epoch(0);
-    loader.next();
+    ASSERT_TRUE(loader.next().has_value());
+    reads_at_destruction = src.reads.load();
   }  // destructor joins the workers while they are busy
-  SUCCEED();
+  // The workers stopped: they read at most what the prefetch window allowed (16 batches of 8
+  // plus the batch each of the 4 workers had started), not the epoch, and nothing after the join.
+  const int64_t after_join = src.reads.load();
+  EXPECT_LE(after_join - reads_at_destruction, (16 + 4) * 8) << "workers kept reading";
+  EXPECT_LT(after_join, src.size() / 4) << "the destructor waited for the whole epoch";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(src.reads.load(), after_join) << "a worker is still running after the destructor";
 }
 
 TEST(Loader, PinMemoryIsSkippedWithoutCuda) {

@@ -1,5 +1,5 @@
-// Equivalence (DESIGN.md): for every ZeRO stage, world size and accumulation count with the same
-// global batch, parameters after k optimizer steps equal single-process torch::optim::AdamW
+// Equivalence (docs/DESIGN.md): for every ZeRO stage, world size and accumulation count with the
+// same global batch, parameters after k optimizer steps equal single-process torch::optim::AdamW
 // training within a stated tolerance, losses match step by step, frozen parameters stay
 // bit-identical. Run under mpirun -np 1..4; each rank also computes the single-process reference
 // itself (the models are tiny), so no rank trusts another's numbers.
@@ -8,6 +8,7 @@
 // from the single-process sum, which moves gradients by a few ulps; Adam's normalisation keeps
 // that at the same relative size in the weights after 5 steps.
 
+#include <functional>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -15,8 +16,8 @@
 
 #include "core/engine.h"
 #include "parallel/dist.h"
-#include "tests/support/mpi_world.h"
 #include "tests/multirank/core/engine/test_models.h"
+#include "tests/support/mpi_world.h"
 
 namespace {
 
@@ -61,18 +62,21 @@ struct Trace {
 
 constexpr double kLr = 1e-2, kWd = 0.01;
 
-Trace reference(ModelKind kind, double clip) {
+// lr multiplier of a parameter in the reference (1: no layer-wise decay).
+using LrScale = std::function<double(const std::string&)>;
+
+Trace reference(ModelKind kind, double clip, const LrScale& lr_scale = nullptr) {
   auto model = make_model(kind);
-  std::vector<torch::Tensor> decay, plain;
+  // One torch group per parameter, with its own lr and weight decay.
+  std::vector<torch::optim::OptimizerParamGroup> groups;
   for (auto& p : model->named_parameters()) {
     if (!p.value().requires_grad()) continue;
-    (no_decay(p.key()) ? plain : decay).push_back(p.value());
+    const double lr = kLr * (lr_scale ? lr_scale(p.key()) : 1.0);
+    groups.emplace_back(
+        std::vector<torch::Tensor>{p.value()},
+        std::make_unique<torch::optim::AdamWOptions>(
+            torch::optim::AdamWOptions(lr).weight_decay(no_decay(p.key()) ? 0.0 : kWd)));
   }
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(kLr).weight_decay(kWd)));
-  groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(kLr).weight_decay(0.0)));
   torch::optim::AdamW opt(groups, torch::optim::AdamWOptions(kLr));
   Trace t;
   for (int s = 0; s < kSteps; ++s) {
@@ -108,13 +112,16 @@ zt::EngineOptions engine_options(ModelKind kind, int stage, int accumulation, do
 }
 
 Trace train_with_engine(ModelKind kind, int stage, int accumulation, double clip,
-                        zt::MemoryReport* memory = nullptr) {
+                        zt::MemoryReport* memory = nullptr,
+                        const std::function<void(zt::EngineOptions&)>& adjust = nullptr) {
   auto model = make_model(kind);
   std::map<std::string, torch::Tensor> frozen_before;
   for (auto& p : model->named_parameters())
     if (!p.value().requires_grad()) frozen_before[p.key()] = p.value().detach().clone();
 
-  zt::Engine engine(model, engine_options(kind, stage, accumulation, clip), g_comm);
+  zt::EngineOptions options = engine_options(kind, stage, accumulation, clip);
+  if (adjust) adjust(options);
+  zt::Engine engine(model, options, g_comm);
   const int world = g_comm->size(), rank = g_comm->rank();
   const int64_t micro = kGlobalBatch / (world * accumulation);
   Trace t;
@@ -211,7 +218,7 @@ TEST(EngineClipping, ClippedNormEqualsSingleProcessNorm) {
   }
 }
 
-// Model-state bytes per rank against DESIGN.md's table for fp32 Adam (params 4, grads 4, K = 8
+// Model-state bytes per rank against docs/DESIGN.md's table for fp32 Adam (params 4, grads 4, K = 8
 // bytes per parameter, no separate master): exact up to the padding of each flat buffer.
 TEST(EngineMemory, AccountedBytesMatchTheDesignFormula) {
   const int n = g_comm->size();
@@ -258,6 +265,46 @@ TEST(EngineMemory, AccountedBytesMatchTheDesignFormula) {
   }
 }
 
+// parameter_groups.layer_lr_decay: the blocks are layers 1 and 2 (prefix "block"), the embedding
+// layer 0 and everything else (ln_f, head) the top layer 3; lr scale = decay^(3 - layer), written
+// here by hand from optim/param_groups.h's documented rule.
+TEST(EngineParamGroups, LayerwiseLrDecayTrainsLikePerGroupAdamW) {
+  constexpr double kDecay = 0.5;
+  auto scale = [](const std::string& name) {
+    if (name.rfind("embed.", 0) == 0) return kDecay * kDecay * kDecay;
+    if (name.rfind("block0.", 0) == 0) return kDecay * kDecay;
+    if (name.rfind("block1.", 0) == 0) return kDecay;
+    return 1.0;
+  };
+  Trace want = reference(ModelKind::kTransformer, 0.0, scale);
+  Trace plain = reference(ModelKind::kTransformer, 0.0);
+  ASSERT_FALSE(
+      torch::allclose(want.params["embed.weight"], plain.params["embed.weight"], kRtol, kAtol))
+      << "the decay must change the result for this test to mean anything";
+  for (int stage : {0, 1, 2, 3}) {
+    Trace got = train_with_engine(ModelKind::kTransformer, stage, 2, 0.0, nullptr,
+                                  [&](zt::EngineOptions& o) {
+                                    o.param_groups.llrd_decay = kDecay;
+                                    o.param_groups.layer_prefixes = {"block"};
+                                  });
+    expect_same(got, want, "llrd stage " + std::to_string(stage));
+  }
+}
+
+// prescale_gradients and gradient_predivide_factor move where the 1/N of the average is applied
+// (DeepSpeed's gradient_reduction_w_predivide); the result is the same average.
+TEST(EngineGradientAveraging, PrescaleAndPredivideTrainLikeSingleProcess) {
+  Trace want = reference(ModelKind::kMlp, 0.0);
+  for (int stage : {0, 1, 2, 3}) {
+    Trace pre = train_with_engine(ModelKind::kMlp, stage, 2, 0.0, nullptr,
+                                  [](zt::EngineOptions& o) { o.prescale_gradients = true; });
+    expect_same(pre, want, "prescale stage " + std::to_string(stage));
+    Trace div = train_with_engine(ModelKind::kMlp, stage, 2, 0.0, nullptr,
+                                  [](zt::EngineOptions& o) { o.gradient_predivide_factor = 8; });
+    expect_same(div, want, "predivide stage " + std::to_string(stage));
+  }
+}
+
 TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
   Trace want = reference(ModelKind::kMlp, 0.0);
   for (int stage : {1, 2, 3}) {
@@ -268,6 +315,7 @@ TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
     EXPECT_GT(engine.memory().master_bytes, 0) << "offload keeps a separate host master";
     const int world = g_comm->size(), rank = g_comm->rank();
     const int64_t micro = kGlobalBatch / world;
+    Trace got;
     for (int s = 0; s < kSteps; ++s) {
       auto [x, y] = global_batch(ModelKind::kMlp, s);
       torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
@@ -275,10 +323,11 @@ TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
           [&] { return torch::mse_loss(run_model(*model, ModelKind::kMlp, xs), ys); });
       engine.backward(loss);
       engine.step();
+      torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
+      g_comm->all_reduce(l)->wait();
+      got.losses.push_back(l.item<double>() / world);
     }
     zt::Engine::GatheredParameters full(engine);
-    Trace got;
-    got.losses = want.losses;
     for (auto& p : model->named_parameters()) got.params[p.key()] = p.value().detach().clone();
     expect_same(got, want, "offload stage " + std::to_string(stage));
   }

@@ -1,0 +1,81 @@
+#pragma once
+// EngineOptions: everything zt::Engine needs to know, as plain values (the engine reads no config
+// file; core/config/engine_config.h builds these from a DeepSpeed-style config), and the engine's
+// report of the model-state bytes it holds.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
+
+#include "core/precision/loss_scaler.h"
+#include "optim/param_groups.h"
+#include "optim/shard_optimizer.h"
+
+namespace zt {
+
+// Parameter-group options with no no-decay pattern (DeepSpeed's default: all parameters decay).
+inline optim::ParamGroupOptions every_parameter_decays() {
+  optim::ParamGroupOptions o;
+  o.no_decay_patterns.clear();
+  return o;
+}
+
+struct EngineOptions {
+  int stage = 0;
+  int gradient_accumulation_steps = 1;
+  double gradient_clipping = 0.0;                    // max global L2 norm; 0 = off
+  int64_t reduce_bucket_size = 500'000'000;          // elements per flat buffer / bucket
+  int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
+  int64_t stage3_param_persistence_threshold = 0;    // buffers below this stay gathered
+  bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
+  // Compute dtype of the model: fp32, or fp16/bf16 with an fp32 master of the owned slice. The
+  // engine casts the model's floating parameters and buffers; inputs are the caller's.
+  at::ScalarType compute_dtype = at::kFloat;
+  LossScalerOptions fp16;  // loss scaling when compute_dtype is fp16
+  // Gradients accumulate (and are reduced) in this dtype: fp32 by default, also for bf16, where
+  // DeepSpeed's bf16 accumulation is known to hurt convergence.
+  at::ScalarType grad_accum_dtype = at::kFloat;
+  optim::OptimizerSpec optimizer;
+  optim::GroupHyper hyper;  // every group's defaults; hyper.lr = base lr
+  // Per-parameter weight decay on/off and lr scale, from parameter names (optim/param_groups.h):
+  // no-decay name substrings and layer-wise LR decay (llrd_decay). Its freeze_patterns must be
+  // empty: frozen parameters are those with requires_grad false when the engine is built
+  // (zt::initialize applies the config's `freeze` globs first). No pattern by default, so every
+  // parameter decays, as in DeepSpeed.
+  optim::ParamGroupOptions param_groups = every_parameter_decays();
+  std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
+  std::vector<std::string> units;              // submodule names that are stage-3 units
+  int max_inflight_reductions = 4;             // bounds transient gradient buckets
+  // communication_data_type: gradients are reduced in this dtype; unset: grad_accum_dtype.
+  std::optional<at::ScalarType> communication_dtype;
+  // DeepSpeed's prescale_gradients / gradient_predivide_factor: where the 1/N of the gradient
+  // average is applied relative to the reduction (numerically an average either way).
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  // wall_clock_breakdown: forward / backward / step / communication-wait times, logged on rank 0
+  // every steps_per_print optimizer steps.
+  bool wall_clock_breakdown = false;
+  int steps_per_print = 10;
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save: save_16bit_model (core/
+  // model_export.h) gathers a stage-3 model's weights; off, it saves nothing at stage 3.
+  bool stage3_gather_16bit_weights_on_model_save = false;
+};
+
+// Bytes this rank holds for model states, by the engine's own accounting.
+struct MemoryReport {
+  int64_t param_bytes = 0;            // compute parameters held persistently (shards at stage 3)
+  int64_t grad_bytes = 0;             // gradient accumulation buffers
+  int64_t optimizer_state_bytes = 0;  // optimizer state (m, v, ...) of this rank
+  int64_t master_bytes = 0;           // separate fp32 master copy (0 when params are the master)
+  int64_t gathered_param_bytes = 0;   // stage 3: full buffers currently gathered
+  int64_t peak_gathered_param_bytes = 0;
+  int64_t model_state_bytes() const {
+    return param_bytes + grad_bytes + optimizer_state_bytes + master_bytes;
+  }
+};
+
+}  // namespace zt

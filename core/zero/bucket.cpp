@@ -1,0 +1,219 @@
+#include "core/zero/bucket.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+
+#include "core/base/error.h"
+
+namespace zt::zero {
+
+namespace {
+
+// Stage 3 frees a full buffer's bytes while autograd keeps its parameters (views of it): the
+// storage itself loses its data pointer, so sizes stay visible and nothing is reallocated
+// behind autograd's back (the refill restores exactly the values forward used).
+void release_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void refill_storage(const at::Tensor& t, size_t nbytes) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));
+  s->set_nbytes(nbytes);
+}
+
+}  // namespace
+
+Bucket::Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& options)
+    : layout_(std::move(layout)), unit_(unit), options_(options) {
+  stepped_ = options_.stage == 0 ? dist::Range{0, layout_.padded_numel()}
+                                 : layout_.shard_range(options_.rank);
+  const auto& first = layout_.entries().front();
+  for (const auto& e : layout_.entries()) {
+    ZT_CHECK(e.param.scalar_type() == first.param.scalar_type() &&
+                 e.param.device() == first.param.device(),
+             "parameters of one flat buffer must share dtype and device: ", e.name, " is ",
+             e.param.scalar_type(), " on ", e.param.device(), ", ", first.name, " is ",
+             first.param.scalar_type(), " on ", first.param.device());
+  }
+  const at::TensorOptions popt = first.param.options().requires_grad(false);
+  params_ = at::empty({layout_.padded_numel()}, popt);
+  layout_.bind_parameters(params_);
+  const at::TensorOptions gopt = popt.dtype(options_.grad_dtype);
+  if (options_.stage <= 1) {
+    grad_full_ = at::zeros({layout_.padded_numel()}, gopt);
+  } else {
+    grad_shard_ = at::zeros({layout_.shard_numel()}, gopt);
+  }
+  pending_ = static_cast<int>(layout_.entries().size());
+}
+
+at::Tensor Bucket::param_target() const {
+  if (options_.stage == 0) return params_;
+  if (options_.stage == 3) return param_shard_;
+  return params_.narrow(0, stepped_.begin, stepped_.size());
+}
+
+void Bucket::keep_shard() {
+  if (options_.stage != 3) return;
+  at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
+  if (param_shard_.defined()) {
+    param_shard_.copy_(own);  // in place: checkpoints and the optimizer hold this tensor
+  } else {
+    param_shard_ = own.clone();
+  }
+}
+
+void Bucket::cast_params(at::ScalarType dtype) {
+  at::Tensor flat = params_.to(dtype);
+  layout_.bind_parameters(flat);
+  params_ = flat;
+  if (param_shard_.defined()) param_shard_ = param_shard_.to(dtype);
+}
+
+void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
+  if (options_.world == 1 || options_.stage == 0) return;
+  if (options_.stage == 3 && !options_.persistent) return;  // gathered from the shard on next use
+  at::Tensor shard = param_target().clone();  // the all-gather's input may not alias its output
+  clock.wait(comm.all_gather(shard, params_));
+}
+
+int64_t Bucket::full_param_bytes() const {
+  return layout_.padded_numel() * static_cast<int64_t>(params_.element_size());
+}
+
+int64_t Bucket::start_param_gather(dist::Communicator& comm) {
+  if (gathered_ || gather_work_) return 0;
+  const int64_t nbytes = full_param_bytes();
+  refill_storage(params_, static_cast<size_t>(nbytes));
+  gather_work_ = comm.all_gather(param_shard_, params_);
+  return nbytes;
+}
+
+void Bucket::finish_param_gather(WaitClock& clock) {
+  if (gathered_ || !gather_work_) return;
+  clock.wait(gather_work_);
+  gather_work_.reset();
+  gathered_ = true;
+}
+
+int64_t Bucket::release_params(WaitClock& clock) {
+  if (options_.persistent || (!gathered_ && !gather_work_)) return 0;
+  finish_param_gather(clock);  // an all-gather must not write into freed memory
+  release_storage(params_);
+  gathered_ = false;
+  return full_param_bytes();
+}
+
+bool Bucket::add_grad(size_t entry, const at::Tensor& grad) {
+  if (grad.defined()) {
+    const dist::FlatEntry& e = layout_.entries()[entry];
+    at::Tensor flat_g = grad.reshape({-1});
+    if (options_.stage <= 1) {
+      grad_full_.narrow(0, e.range.begin, e.range.size()).add_(flat_g);
+    } else {
+      if (!staging_.defined())
+        staging_ = at::zeros({layout_.padded_numel()}, grad_shard_.options());
+      staging_.narrow(0, e.range.begin, e.range.size()).add_(flat_g);
+    }
+  }
+  return --pending_ == 0;
+}
+
+void Bucket::start_grad_sync(dist::Communicator& comm) {
+  if (launched_) return;
+  launched_ = true;
+  const at::ScalarType comm_dtype = options_.comm_dtype;
+  const bool cast = comm_dtype != options_.grad_dtype;
+  auto prepare = [&](const at::Tensor& src) {
+    at::Tensor in = cast ? src.to(comm_dtype) : src;
+    if (options_.pre_reduce_scale != 1.0) in.mul_(options_.pre_reduce_scale);
+    return in;
+  };
+  const int64_t shard = layout_.shard_numel();
+  switch (options_.stage) {
+    case 0:
+      comm_in_ = prepare(grad_full_);
+      grad_work_ = comm.all_reduce(comm_in_, dist::ReduceOp::kSum);
+      break;
+    case 1:
+      comm_in_ = prepare(grad_full_);
+      reduced_ = at::empty({shard}, comm_in_.options());
+      grad_work_ = comm.reduce_scatter(comm_in_, reduced_, dist::ReduceOp::kSum);
+      break;
+    default:
+      if (!staging_.defined()) {  // no parameter of this bucket got a gradient
+        staging_ = at::zeros({layout_.padded_numel()}, grad_shard_.options());
+      }
+      comm_in_ = prepare(staging_);
+      // The first micro-step of a window reduces straight into the accumulation buffer.
+      if (shard_has_grad_ || cast) {
+        reduced_ = at::empty({shard}, comm_in_.options());
+        grad_work_ = comm.reduce_scatter(comm_in_, reduced_, dist::ReduceOp::kSum);
+      } else {
+        grad_work_ = comm.reduce_scatter(comm_in_, grad_shard_, dist::ReduceOp::kSum);
+      }
+      break;
+  }
+}
+
+void Bucket::finish_grad_sync(WaitClock& clock) {
+  if (!grad_work_) return;
+  clock.wait(grad_work_);
+  grad_work_.reset();
+  const at::ScalarType acc = options_.grad_dtype;
+  switch (options_.stage) {
+    case 0:
+      if (!comm_in_.is_same(grad_full_)) grad_full_.copy_(comm_in_);
+      break;
+    case 1:
+      if (reduced_.scalar_type() != acc) reduced_ = reduced_.to(acc);
+      break;
+    default:
+      if (reduced_.defined()) {
+        if (shard_has_grad_) {
+          grad_shard_.add_(reduced_);
+        } else {
+          grad_shard_.copy_(reduced_);
+        }
+        reduced_ = at::Tensor();
+      }
+      shard_has_grad_ = true;
+      staging_ = at::Tensor();  // transient: freed as soon as it is reduced
+      break;
+  }
+  comm_in_ = at::Tensor();
+}
+
+void Bucket::next_micro_step() {
+  pending_ = static_cast<int>(layout_.entries().size());
+  launched_ = false;
+}
+
+at::Tensor Bucket::owned_grad() const {
+  switch (options_.stage) {
+    case 0: return grad_full_;
+    case 1: return reduced_;
+    default: return grad_shard_;
+  }
+}
+
+void Bucket::zero_grads() {
+  ZT_INTERNAL_ASSERT(!grad_work_, "zero_grads with a gradient reduction in flight");
+  if (grad_full_.defined()) grad_full_.zero_();
+  if (grad_shard_.defined()) grad_shard_.zero_();
+  shard_has_grad_ = false;
+  reduced_ = at::Tensor();
+  staging_ = at::Tensor();
+}
+
+int64_t Bucket::grad_bytes() const {
+  int64_t n = 0;
+  if (grad_full_.defined()) n += grad_full_.numel() * grad_full_.element_size();
+  if (grad_shard_.defined()) n += grad_shard_.numel() * grad_shard_.element_size();
+  return n;
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,125 @@
+#pragma once
+// zt::zero::Bucket: one flat buffer of trainable parameters (parallel/flat_buffer.h) and the ZeRO
+// state kept for it: its layout, the range this rank steps, its gradient accumulation buffer and
+// its in-flight collectives. The four verbs of overlap are the only way communication starts and
+// ends (docs/DESIGN.md, "The overlap timeline"):
+//
+//   start_grad_sync  / finish_grad_sync     reduce gradients (all-reduce at stage 0, reduce-scatter
+//                                           at stages 1-3) and fold the result into the buffer
+//   start_param_gather / finish_param_gather  stage 3: rebuild the full parameters from the shards
+//   release_params                          stage 3: free the full parameters again
+//
+// Shapes per rank (N ranks, padded = N * shard, D compute dtype, A gradient accumulation dtype,
+// C communication dtype):
+//   params      (padded,) D  every parameter is a view of it; stage 3: storage released between
+//   uses param_shard (shard,)  D  stage 3 only: this rank's slice, always resident grad_full
+//   (padded,) A  stages 0-1: the window's full gradient, reduced on the boundary grad_shard
+//   (shard,)  A  stages 2-3: the window's reduced slice staging     (padded,) A  stages 2-3: this
+//   micro-step's gradients until reduce-scattered
+//                            (transient: freed by finish_grad_sync)
+//   in flight   (padded,) or (shard,) C  copies in the communication dtype when C != A
+// The stepped range is [0, padded) at stage 0 and the owned slice [r * shard, (r + 1) * shard)
+// otherwise; owned_grad() is the gradient of exactly that range once the sync finished.
+//
+// Every rank must start the collectives of the same buckets in the same order.
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/zero/wait_clock.h"
+#include "parallel/communicator.h"
+#include "parallel/flat_buffer.h"
+
+namespace zt::zero {
+
+struct BucketOptions {
+  int stage = 0;
+  int rank = 0;
+  int world = 1;
+  at::ScalarType grad_dtype = at::kFloat;  // accumulation dtype A
+  at::ScalarType comm_dtype = at::kFloat;  // reduction dtype C (communication_data_type)
+  // Multiplies the gradient just before it is reduced (DeepSpeed's prescale_gradients: 1/N;
+  // gradient_predivide_factor f: 1/f). The rest of the average is applied at the step.
+  double pre_reduce_scale = 1.0;
+  // Stage 3: buffers below this many elements stay gathered (never released).
+  bool persistent = false;
+};
+
+class Bucket {
+ public:
+  // Lays the parameters out and makes them views of one new flat buffer (their values kept).
+  Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& options);
+
+  const dist::FlatLayout& layout() const { return layout_; }
+  size_t unit() const { return unit_; }
+  bool persistent() const { return options_.persistent; }
+  // The range of the flat buffer this rank steps (see the file comment).
+  dist::Range stepped() const { return stepped_; }
+
+  // ---- parameters ----
+  const at::Tensor& params() const { return params_; }
+  const at::Tensor& param_shard() const { return param_shard_; }
+  // Where updated weights are written: the whole buffer (stage 0), the owned slice of it
+  // (stages 1-2) or the resident shard (stage 3).
+  at::Tensor param_target() const;
+  // Stage 3: the resident shard takes the owned slice of the full parameters (after the initial
+  // broadcast, and when a gathered scope writes back).
+  void keep_shard();
+  // Rebinds the parameters to a copy of the buffer in `dtype` (16-bit compute).
+  void cast_params(at::ScalarType dtype);
+  // Stages 1-2 and stage-3 persistent buffers: after the step, every rank's updated slice is
+  // all-gathered into the full buffer. No-op where the full buffer is not kept.
+  void publish_params(dist::Communicator& comm, WaitClock& clock);
+
+  // ---- stage 3: gathering ----
+  bool gathered() const { return gathered_; }
+  bool gather_in_flight() const { return gather_work_ != nullptr; }
+  // Allocates the full buffer and starts its all-gather; returns the bytes allocated (0 when it
+  // was already gathered or in flight).
+  int64_t start_param_gather(dist::Communicator& comm);
+  void finish_param_gather(WaitClock& clock);
+  // Frees the full buffer (waiting for an all-gather in flight first); returns the bytes freed.
+  int64_t release_params(WaitClock& clock);
+  int64_t full_param_bytes() const;
+
+  // ---- gradients ----
+  // Adds one parameter's gradient of this micro-step (from the post-accumulate hook); returns true
+  // when it was the last parameter of the bucket still missing this micro-step.
+  bool add_grad(size_t entry, const at::Tensor& grad);
+  // Marks the bucket complete for this micro-step even if some parameters got no gradient.
+  bool complete() const { return pending_ == 0; }
+  void force_complete() { pending_ = 0; }
+  // Starts this micro-step's (stages 2-3) or window's (stages 0-1) reduction; once per micro-step.
+  void start_grad_sync(dist::Communicator& comm);
+  bool grad_sync_in_flight() const { return grad_work_ != nullptr; }
+  void finish_grad_sync(WaitClock& clock);
+  // Rearms the per-micro-step bookkeeping after backward.
+  void next_micro_step();
+  // The reduced gradient of the stepped range (undefined before the window's sync at stage 1).
+  at::Tensor owned_grad() const;
+  // Drops the window's gradients.
+  void zero_grads();
+  int64_t grad_bytes() const;
+
+ private:
+  dist::FlatLayout layout_;
+  size_t unit_;
+  BucketOptions options_;
+  dist::Range stepped_;
+
+  at::Tensor params_, param_shard_;
+  bool gathered_ = true;
+  dist::WorkPtr gather_work_;
+
+  at::Tensor grad_full_, grad_shard_, staging_;
+  at::Tensor reduced_;  // stage 1: the window's reduced slice; stages 2-3: a later micro-step's
+  at::Tensor comm_in_;  // the tensor being reduced, in the communication dtype
+  bool shard_has_grad_ = false;  // stages 2-3: grad_shard holds gradients of this window
+  int pending_ = 0;              // parameters of this micro-step still without gradient
+  bool launched_ = false;        // reduction of this micro-step started
+  dist::WorkPtr grad_work_;
+};
+
+}  // namespace zt::zero

@@ -1,0 +1,85 @@
+#include "core/zero/grad_sync.h"
+
+#include <algorithm>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+namespace zt::zero {
+
+// Runs after autograd has accumulated a parameter's gradient of this backward.
+class GradSync::Hook : public torch::autograd::PostAccumulateGradHook {
+ public:
+  Hook(GradSync* sync, size_t bucket, size_t entry) : sync_(sync), bucket_(bucket), entry_(entry) {}
+  void operator()(const torch::autograd::Variable& param) override {
+    sync_->on_grad_ready(bucket_, entry_, param);
+  }
+
+ private:
+  GradSync* sync_;
+  size_t bucket_, entry_;
+};
+
+GradSync::GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
+                   WaitClock& clock, int max_inflight, std::function<void(size_t)> on_complete)
+    : buckets_(buckets),
+      comm_(comm),
+      clock_(clock),
+      max_inflight_(static_cast<size_t>(std::max(1, max_inflight))),
+      on_complete_(std::move(on_complete)) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const auto& entries = buckets_[b]->layout().entries();
+    for (size_t e = 0; e < entries.size(); ++e) {
+      torch::autograd::impl::set_post_acc_grad_hooks(entries[e].param,
+                                                     std::make_unique<Hook>(this, b, e));
+    }
+  }
+}
+
+GradSync::~GradSync() {
+  for (auto& b : buckets_) {
+    for (const auto& e : b->layout().entries()) {
+      torch::autograd::impl::set_post_acc_grad_hooks(e.param, nullptr);
+    }
+  }
+}
+
+void GradSync::begin_backward(bool reduce) {
+  reduce_ = reduce;
+}
+
+void GradSync::on_grad_ready(size_t b, size_t entry, const at::Tensor& param) {
+  at::NoGradGuard no_grad;
+  const bool complete = buckets_[b]->add_grad(entry, param.grad());
+  // The gradient now lives in the bucket; drop autograd's copy.
+  param.mutable_grad() = at::Tensor();
+  if (complete) on_bucket_complete(b);
+}
+
+void GradSync::on_bucket_complete(size_t b) {
+  if (on_complete_) on_complete_(b);
+  if (!reduce_) return;
+  buckets_[b]->start_grad_sync(comm_);
+  inflight_.push_back(b);
+  while (inflight_.size() > max_inflight_) {
+    buckets_[inflight_.front()]->finish_grad_sync(clock_);
+    inflight_.pop_front();
+  }
+}
+
+void GradSync::finish_backward() {
+  at::NoGradGuard no_grad;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!buckets_[b]->complete()) {
+      buckets_[b]->force_complete();
+      on_bucket_complete(b);
+    }
+  }
+  for (size_t b : inflight_) buckets_[b]->finish_grad_sync(clock_);
+  inflight_.clear();
+  for (auto& b : buckets_) b->next_micro_step();
+}
+
+}  // namespace zt::zero

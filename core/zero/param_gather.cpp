@@ -1,0 +1,116 @@
+#include "core/zero/param_gather.h"
+
+#include <algorithm>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+namespace zt::zero {
+
+// What zt::call_unit runs around a declared unit's forward.
+class ParamGather::Hooks : public UnitHooks {
+ public:
+  Hooks(ParamGather* gather, size_t unit) : gather_(gather), unit_(unit) {}
+  void before_forward() override {
+    gather_->gather_unit(unit_, /*wait=*/true);
+    gather_->prefetch_after(unit_, +1);
+  }
+  void after_forward(const at::Tensor& output) override {
+    ParamGather* gather = gather_;
+    size_t unit = unit_;
+    if (at::GradMode::is_enabled() && output.requires_grad()) {
+      // Fires when the gradient w.r.t. the unit's output is known, i.e. just before the unit's
+      // own backward: gather its parameters again and prefetch the unit before it.
+      output.register_hook([gather, unit](const at::Tensor& grad) {
+        gather->gather_unit(unit, /*wait=*/true);
+        gather->prefetch_after(unit, -1);
+        return grad;
+      });
+    }
+    if (!gather->in_scope()) gather->release_unit(unit);
+  }
+
+ private:
+  ParamGather* gather_;
+  size_t unit_;
+};
+
+ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
+                         dist::Communicator& comm, WaitClock& clock, bool active,
+                         int64_t prefetch_numel)
+    : plan_(plan),
+      buckets_(buckets),
+      comm_(comm),
+      clock_(clock),
+      active_(active),
+      prefetch_numel_(prefetch_numel) {
+  if (!active_) return;
+  for (size_t u = 0; u < root(); ++u) {
+    plan_.units[u]->hooks = std::make_unique<Hooks>(this, u);
+    UnitRegistry::instance().add(plan_.units[u]->module, plan_.units[u]->hooks.get());
+  }
+}
+
+ParamGather::~ParamGather() {
+  for (auto& u : plan_.units) {
+    if (u->module && u->hooks) UnitRegistry::instance().remove(u->module);
+  }
+}
+
+void ParamGather::gather_bucket(size_t b, bool wait) {
+  gathered_bytes_ += buckets_[b]->start_param_gather(comm_);
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+  if (wait) buckets_[b]->finish_param_gather(clock_);
+}
+
+void ParamGather::gather_unit(size_t u, bool wait) {
+  if (!active_) return;
+  for (size_t b : plan_.units[u]->buckets) gather_bucket(b, false);
+  if (wait) {
+    for (size_t b : plan_.units[u]->buckets) buckets_[b]->finish_param_gather(clock_);
+  }
+}
+
+void ParamGather::prefetch_after(size_t u, int direction) {
+  int64_t budget = prefetch_numel_;
+  const int64_t declared = static_cast<int64_t>(root());
+  for (int64_t v = static_cast<int64_t>(u) + direction; v >= 0 && v < declared && budget > 0;
+       v += direction) {
+    for (size_t b : plan_.units[static_cast<size_t>(v)]->buckets) {
+      budget -= buckets_[b]->layout().padded_numel();
+      gather_bucket(b, false);
+    }
+  }
+}
+
+void ParamGather::release_bucket(size_t b) {
+  if (!active_) return;
+  gathered_bytes_ -= buckets_[b]->release_params(clock_);
+}
+
+void ParamGather::release_unit(size_t u) {
+  if (!active_) return;
+  for (size_t b : plan_.units[u]->buckets) release_bucket(b);
+}
+
+void ParamGather::gather_all() {
+  if (!active_) return;
+  for (size_t u = 0; u < plan_.units.size(); ++u) gather_unit(u, false);
+  for (auto& b : buckets_) b->finish_param_gather(clock_);
+}
+
+void ParamGather::release_all() {
+  if (!active_) return;
+  for (size_t b = 0; b < buckets_.size(); ++b) release_bucket(b);
+}
+
+void ParamGather::open_scope() {
+  ++scopes_;
+  gather_all();
+}
+
+bool ParamGather::close_scope() {
+  return --scopes_ == 0;
+}
+
+}  // namespace zt::zero

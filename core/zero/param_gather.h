@@ -1,0 +1,70 @@
+#pragma once
+// Stage-3 parameter gathering: only shards are resident; a unit's full parameters exist from just
+// before its forward (or backward) until just after it.
+//
+//   forward   gather unit i (wait) | prefetch units i+1.. | run unit i | release unit i
+//   backward  (hook on unit i's output) gather unit i (wait) | prefetch units i-1.. | unit i's
+//             backward | release each bucket as its last gradient arrives (GradSync)
+//
+// Prefetch starts the all-gathers of the following units, up to stage3_prefetch_bucket_size
+// elements, so they overlap the current unit's compute. The root unit (parameters outside every
+// declared unit) is gathered by the engine for the whole of forward and backward. A gathered
+// scope (Engine::GatheredParameters) keeps everything gathered until it ends. Below stage 3
+// every call is a no-op: the full parameters are always resident.
+
+#include <memory>
+#include <vector>
+
+#include "core/zero/bucket.h"
+#include "core/zero/units.h"
+#include "core/zero/wait_clock.h"
+#include "parallel/communicator.h"
+
+namespace zt::zero {
+
+class ParamGather {
+ public:
+  ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
+              dist::Communicator& comm, WaitClock& clock, bool active, int64_t prefetch_numel);
+  // Unregisters the unit hooks.
+  ~ParamGather();
+  ParamGather(const ParamGather&) = delete;
+  ParamGather& operator=(const ParamGather&) = delete;
+
+  bool active() const { return active_; }
+  size_t root() const { return plan_.units.size() - 1; }
+
+  void gather_unit(size_t unit, bool wait);
+  // Starts gathering the units after (direction +1, forward) or before (-1, backward) `unit`, up
+  // to the prefetch budget. The root unit is never prefetched.
+  void prefetch_after(size_t unit, int direction);
+  void release_unit(size_t unit);
+  void release_bucket(size_t bucket);
+  void gather_all();
+  void release_all();
+
+  // Gathered scopes (GatheredParameters): while one is open nothing is released.
+  void open_scope();
+  // Returns true when the last scope closed.
+  bool close_scope();
+  bool in_scope() const { return scopes_ > 0; }
+
+  int64_t gathered_bytes() const { return gathered_bytes_; }
+  int64_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
+
+ private:
+  class Hooks;
+  void gather_bucket(size_t bucket, bool wait);
+
+  UnitPlan& plan_;
+  std::vector<std::unique_ptr<Bucket>>& buckets_;
+  dist::Communicator& comm_;
+  WaitClock& clock_;
+  bool active_;
+  int64_t prefetch_numel_;
+  int scopes_ = 0;
+  int64_t gathered_bytes_ = 0;
+  int64_t peak_gathered_bytes_ = 0;
+};
+
+}  // namespace zt::zero

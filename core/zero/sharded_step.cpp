@@ -1,0 +1,267 @@
+#include "core/zero/sharded_step.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "core/cuda_plugin.h"
+#include "core/precision/overflow_check.h"
+#include "core/zero/host_offload.h"
+#include "optim/fused_adam_launch.h"
+
+namespace zt::zero {
+
+c10::Device master_device(const c10::Device& param_device, bool offload_optimizer) {
+  return offload_optimizer ? c10::Device(at::kCPU) : param_device;
+}
+
+ShardedStep::ShardedStep(const EngineOptions& options,
+                         std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
+                         WaitClock& clock, double post_reduce_scale)
+    : options_(options),
+      buckets_(buckets),
+      comm_(comm),
+      clock_(clock),
+      post_reduce_scale_(post_reduce_scale) {
+  ZT_CHECK(options_.param_groups.freeze_patterns.empty(),
+           "EngineOptions.param_groups.freeze_patterns must be empty: freeze parameters "
+           "(requires_grad false) before building the engine, as zt::initialize does");
+  // One grouping over every trainable parameter, so layer-wise LR decay sees the whole model.
+  std::vector<optim::ParamInfo> all;
+  for (auto& b : buckets_) {
+    for (const auto& e : b->layout().entries()) all.push_back({e.name, e.range.size(), 0});
+  }
+  const optim::ParamGrouping grouping = optim::build_param_groups(all, options_.param_groups);
+  size_t next = 0;
+  for (auto& b : buckets_) {
+    Slot slot;
+    slot.grouping.groups = grouping.groups;
+    for (const auto& e : b->layout().entries()) {
+      slot.params.push_back({e.name, e.range.size(), e.range.begin});
+      slot.grouping.group_of.push_back(grouping.group_of[next++]);
+    }
+    slot.optimizer = optim::make_shard_optimizer(spec_for(b->params().device()));
+    slots_.push_back(std::move(slot));
+  }
+  if (options_.offload_optimizer && !buckets_.empty() && buckets_.front()->params().is_cuda()) {
+    host_offload_ = std::make_unique<HostOffload>(buckets_.front()->params().device());
+  }
+}
+
+ShardedStep::~ShardedStep() = default;
+
+// Adam/AdamW stepping a shard on a GPU is the plugin's fused kernel (one launch per buffer
+// instead of ~10 ATen kernels per parameter group), as DeepSpeed picks FusedAdam; the formula is
+// the same. With offload the shard is stepped on the host by the configured optimizer.
+optim::OptimizerSpec ShardedStep::spec_for(const c10::Device& param_device) const {
+  optim::OptimizerSpec spec = options_.optimizer;
+  const bool adam = spec.type == "Adam" || spec.type == "AdamW";
+  if (param_device.is_cuda() && !options_.offload_optimizer && adam) {
+    spec.adamw_mode = spec.type == "AdamW";
+    spec.type = "FusedAdam";
+    spec.cuda_launcher = cuda::require_symbol(optim::kFusedAdamSymbol, "Adam on a GPU shard");
+  }
+  return spec;
+}
+
+void ShardedStep::init_masters() {
+  const bool separate = options_.offload_optimizer || options_.compute_dtype != at::kFloat;
+  if (!separate) return;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const dist::Range r = buckets_[b]->stepped();
+    at::Tensor src = buckets_[b]->params().narrow(0, r.begin, r.size());
+    at::TensorOptions mopt = at::TensorOptions()
+                                 .dtype(at::kFloat)
+                                 .device(master_device(src.device(), options_.offload_optimizer));
+    // Pinned host memory when the parameters are on a GPU, so the copies can be asynchronous.
+    if (mopt.device().is_cpu() && src.is_cuda()) mopt = mopt.pinned_memory(true);
+    slots_[b].master = at::empty({src.numel()}, mopt);
+    slots_[b].master.copy_(src);
+  }
+}
+
+at::Tensor ShardedStep::master(size_t b) const {
+  return slots_[b].master.defined() ? slots_[b].master : buckets_[b]->param_target();
+}
+
+void ShardedStep::copy_masters_to_params() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (slots_[b].master.defined()) buckets_[b]->param_target().copy_(slots_[b].master);
+  }
+}
+
+void ShardedStep::copy_params_to_masters() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (slots_[b].master.defined()) slots_[b].master.copy_(buckets_[b]->param_target());
+  }
+}
+
+int64_t ShardedStep::optimizer_state_bytes() const {
+  int64_t n = 0;
+  for (const auto& s : slots_) n += s.optimizer->state_bytes();
+  return n;
+}
+
+int64_t ShardedStep::master_bytes() const {
+  int64_t n = 0;
+  for (const auto& s : slots_) {
+    if (s.master.defined()) n += s.master.numel() * s.master.element_size();
+  }
+  return n;
+}
+
+c10::Device ShardedStep::grad_device() const {
+  return buckets_.empty() ? c10::Device(at::kCPU) : buckets_.front()->params().device();
+}
+
+std::vector<optim::GroupRange> ShardedStep::groups(size_t b, double lr) const {
+  // Padding belongs to no group and is never updated.
+  const dist::Range r = buckets_[b]->stepped();
+  return optim::shard_group_ranges(slots_[b].grouping, slots_[b].params, r.begin, r.end,
+                                   options_.hyper, lr);
+}
+
+// The flag lives on the gradients' device: on a GPU the per-bucket kernels, the vote and the one
+// read-back are a single host synchronisation.
+bool ShardedStep::unscale_and_check_overflow(double inv_scale) {
+  at::Tensor flag = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(grad_device()));
+  for (auto& b : buckets_) {
+    at::Tensor g = b->owned_grad();
+    if (g.defined() && g.numel() > 0) {
+      check_and_unscale_into_(g, static_cast<float>(inv_scale), flag);
+    }
+  }
+  clock_.wait(comm_.all_reduce(flag, dist::ReduceOp::kMax));
+  return flag.item<int>() != 0;
+}
+
+double ShardedStep::global_grad_norm_squared() {
+  // Per bucket an fp32 norm (LibTorch reduces in a tree, so it stays accurate over millions of
+  // elements without a float64 copy of every gradient), squared and summed in float64 on the
+  // gradients' device, voted there, and read back once.
+  at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(grad_device()));
+  for (auto& b : buckets_) {
+    at::Tensor g = b->owned_grad();
+    if (g.defined() && g.numel() > 0) {
+      t.add_(
+          at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat).to(at::kDouble).square());
+    }
+  }
+  // Stage 0: every rank holds the whole reduced gradient.
+  if (options_.stage != 0) clock_.wait(comm_.all_reduce(t, dist::ReduceOp::kSum));
+  return t.item<double>();
+}
+
+// Names of the parameters whose owned gradient holds inf/NaN on this rank.
+std::string ShardedStep::overflow_culprits() const {
+  std::string names;
+  for (auto& b : buckets_) {
+    at::Tensor g = b->owned_grad();
+    if (!g.defined()) continue;
+    const dist::Range view = b->stepped();
+    for (const auto& e : b->layout().entries()) {
+      dist::Range r = dist::intersect(e.range, view);
+      if (r.empty()) continue;
+      if (!g.narrow(0, r.begin - view.begin, r.size()).isfinite().all().item<bool>()) {
+        names += (names.empty() ? "" : ", ") + e.name;
+      }
+    }
+  }
+  return names.empty() ? "none on this rank" : names;
+}
+
+StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step_index) {
+  at::NoGradGuard no_grad;
+  StepOutcome out;
+  // The rest of the average over ranks (each rank's loss is the mean over its micro-batch) and,
+  // in fp16, the loss scale are undone in one pass that also finds inf/NaN.
+  const double inv = post_reduce_scale_ / (scaler ? scaler->scale() : 1.0);
+  if (options_.compute_dtype == at::kFloat) {
+    for (auto& b : buckets_) {
+      at::Tensor g = b->owned_grad();
+      if (g.defined() && inv != 1.0) g.mul_(inv);
+    }
+  } else if (unscale_and_check_overflow(inv)) {
+    if (scaler) {
+      if (scaler->at_minimum()) {
+        ZT_THROW("fp16 loss scale collapsed: gradients overflow at step ", step_index,
+                 " with the scale already at min_loss_scale ", scaler->scale(),
+                 "; parameters with inf/NaN gradients: ", overflow_culprits(),
+                 " (try bf16, a lower lr, or gradient_clipping)");
+      }
+      scaler->update(true);
+    }
+    out.skipped = true;
+    return out;
+  } else if (scaler) {
+    scaler->update(false);
+  }
+  out.grad_norm = std::sqrt(global_grad_norm_squared());
+  double clip = 1.0;
+  if (options_.gradient_clipping > 0 && out.grad_norm > options_.gradient_clipping) {
+    clip = options_.gradient_clipping / (out.grad_norm + 1e-6);
+  }
+  if (host_offload_) {
+    offload_step(clip, lr);
+    return out;
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Slot& slot = slots_[b];
+    at::Tensor g = buckets_[b]->owned_grad();
+    if (!g.defined()) continue;
+    if (clip != 1.0) g.mul_(clip);
+    const auto ranges = groups(b, lr);
+    at::Tensor target = buckets_[b]->param_target();
+    if (slot.master.defined()) {
+      at::Tensor g32 = g.to(at::TensorOptions().dtype(at::kFloat).device(slot.master.device()));
+      if (target.scalar_type() != at::kFloat && target.device() == slot.master.device()) {
+        slot.optimizer->step(slot.master, g32, ranges, &target);  // 16-bit copy in the same pass
+      } else {
+        slot.optimizer->step(slot.master, g32, ranges);
+        target.copy_(slot.master);
+      }
+    } else {
+      at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
+      slot.optimizer->step(target, g32, ranges);
+    }
+    buckets_[b]->publish_params(comm_, clock_);
+  }
+  return out;
+}
+
+// Optimizer offload with the model on a GPU (core/zero/host_offload.h): every owned gradient
+// starts its copy to pinned host memory at once; each bucket is stepped on the host as soon as
+// its copy landed, and its 16-bit parameters go back while the next bucket steps.
+void ShardedStep::offload_step(double clip, double lr) {
+  std::vector<size_t> stepped;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    at::Tensor g = buckets_[b]->owned_grad();
+    if (!g.defined()) continue;
+    if (clip != 1.0) g.mul_(clip);
+    host_offload_->start_grad_copy(b, g.scalar_type() == at::kFloat ? g : g.to(at::kFloat));
+    stepped.push_back(b);
+  }
+  for (size_t b : stepped) {
+    Slot& slot = slots_[b];
+    at::Tensor g32 = host_offload_->wait_grad(b);
+    at::Tensor target = buckets_[b]->param_target();
+    const auto ranges = groups(b, lr);
+    if (target.scalar_type() == at::kFloat) {
+      slot.optimizer->step(slot.master, g32, ranges);
+      at::Tensor staging = host_offload_->param_staging(b, slot.master.numel(), at::kFloat);
+      staging.copy_(slot.master);
+    } else {
+      at::Tensor staging =
+          host_offload_->param_staging(b, slot.master.numel(), target.scalar_type());
+      slot.optimizer->step(slot.master, g32, ranges, &staging);  // 16-bit copy in the same pass
+    }
+    host_offload_->start_param_copy(b, target);
+  }
+  host_offload_->finish();
+  for (size_t b : stepped) buckets_[b]->publish_params(comm_, clock_);
+}
+
+}  // namespace zt::zero

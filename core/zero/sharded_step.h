@@ -1,0 +1,107 @@
+#pragma once
+// The sharded optimizer step: what happens on the accumulation boundary, after every bucket's
+// gradient was reduced. Per bucket, this rank steps only its stepped range (the whole buffer at
+// stage 0, its owned slice otherwise):
+//
+//   1. average and unscale: owned gradient *= post_reduce_scale / loss_scale; in fp16/bf16 in the
+//      same pass as the inf/NaN check, voted across ranks (all-reduce max) so every rank skips
+//      together (the fp16 loss scaler then backs off)
+//   2. global L2 norm of the owned gradients (fp32 per bucket, summed in float64, all-reduced)
+//   3. clipping by that norm (gradient_clipping)
+//   4. the optimizer on the fp32 master of the range, with per-parameter weight decay and lr
+//      (optim/param_groups.h: no-decay patterns, layer-wise LR decay), writing the 16-bit copy in
+//      the same pass where it can
+//   5. publish: stages 1-2 all-gather the updated slices into the full parameters
+//
+// The fp32 master is separate when the compute dtype is 16-bit or the optimizer is offloaded
+// (then it lives in host memory, pinned when the parameters are on a GPU); otherwise the fp32
+// parameters (or stage-3 shard) are the master. Optimizer state lives next to the master.
+//
+// Memory per rank for the optimizer side (Ψ_r = elements this rank steps): master 4 Ψ_r bytes
+// when separate, plus the optimizer's state (Adam: 8 Ψ_r).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/engine_options.h"
+#include "core/precision/loss_scaler.h"
+#include "core/zero/bucket.h"
+#include "core/zero/wait_clock.h"
+#include "optim/param_groups.h"
+#include "optim/shard_optimizer.h"
+#include "parallel/communicator.h"
+
+namespace zt {
+class HostOffload;
+}
+
+namespace zt::zero {
+
+// Where a shard's fp32 master and optimizer state live: in host memory with optimizer offload,
+// otherwise on the parameters' device.
+c10::Device master_device(const c10::Device& param_device, bool offload_optimizer);
+
+struct StepOutcome {
+  bool skipped = false;    // inf/NaN gradients: nothing was updated
+  double grad_norm = 0.0;  // global norm before clipping (0 when skipped)
+};
+
+class ShardedStep {
+ public:
+  // post_reduce_scale: the part of the gradient average not applied before the reduction
+  // (1/N by default, 1 with prescale_gradients, f/N with gradient_predivide_factor f).
+  ShardedStep(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets,
+              dist::Communicator& comm, WaitClock& clock, double post_reduce_scale);
+  ~ShardedStep();
+  ShardedStep(const ShardedStep&) = delete;
+  ShardedStep& operator=(const ShardedStep&) = delete;
+
+  // Takes the separate fp32 masters from the current parameter values. Call once, after every
+  // rank holds the same parameters and before they are cast to the compute dtype.
+  void init_masters();
+  // The step described in the file comment. step_index names the step in errors.
+  StepOutcome step(double lr, DynamicLossScaler* scaler, int64_t step_index);
+
+  // The fp32 values this rank steps for bucket b: the separate master, or a view of the fp32
+  // parameters / shard (writing into it changes them directly).
+  at::Tensor master(size_t b) const;
+  optim::ShardOptimizer* optimizer(size_t b) const { return slots_[b].optimizer.get(); }
+  // After masters were overwritten (checkpoint load): casts them into the parameters (the stepped
+  // ranges) without publishing.
+  void copy_masters_to_params();
+  // After parameters were overwritten (GatheredParameters with write-back): takes the masters
+  // from them.
+  void copy_params_to_masters();
+
+  int64_t optimizer_state_bytes() const;
+  int64_t master_bytes() const;
+
+ private:
+  struct Slot {
+    at::Tensor master;  // (stepped,) fp32, or undefined when the parameters are the master
+    std::unique_ptr<optim::ShardOptimizer> optimizer;
+    std::vector<optim::ParamInfo> params;  // entries in flat-buffer coordinates
+    optim::ParamGrouping grouping;         // per entry: decay flag and lr scale
+  };
+
+  optim::OptimizerSpec spec_for(const c10::Device& param_device) const;
+  bool unscale_and_check_overflow(double inv_scale);
+  double global_grad_norm_squared();
+  std::vector<optim::GroupRange> groups(size_t b, double lr) const;
+  void offload_step(double clip, double lr);
+  std::string overflow_culprits() const;
+  c10::Device grad_device() const;
+
+  const EngineOptions& options_;
+  std::vector<std::unique_ptr<Bucket>>& buckets_;
+  dist::Communicator& comm_;
+  WaitClock& clock_;
+  double post_reduce_scale_;
+  std::vector<Slot> slots_;
+  std::unique_ptr<HostOffload> host_offload_;  // offload with the model on a GPU
+};
+
+}  // namespace zt::zero

@@ -1,0 +1,67 @@
+#include "core/zero/units.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/base/error.h"
+
+namespace zt::zero {
+
+UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& unit_names) {
+  std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (const auto& item : model.named_modules()) modules[item.key()] = item.value();
+  UnitPlan plan;
+  std::unordered_set<const void*> claimed;
+  for (const auto& name : unit_names) {
+    auto it = modules.find(name);
+    ZT_CHECK(it != modules.end(), "engine unit '", name, "' is not a submodule of the model");
+    auto unit = std::make_unique<Unit>();
+    unit->name = name;
+    unit->module = it->second.get();
+    for (const auto& p : it->second->named_parameters(/*recurse=*/true)) {
+      if (!p.value().requires_grad()) continue;
+      ZT_CHECK(claimed.insert(p.value().unsafeGetTensorImpl()).second, "parameter ", name, ".",
+               p.key(), " belongs to two engine units");
+      unit->params.emplace_back(name + "." + p.key(), p.value());
+    }
+    plan.units.push_back(std::move(unit));
+  }
+  auto root = std::make_unique<Unit>();
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    if (!p.value().requires_grad()) {
+      plan.frozen.push_back(p.value());
+      continue;
+    }
+    if (claimed.count(p.value().unsafeGetTensorImpl())) continue;
+    root->params.emplace_back(p.key(), p.value());
+  }
+  plan.units.push_back(std::move(root));
+  return plan;
+}
+
+std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
+                                                  BucketOptions options,
+                                                  int64_t persistence_threshold) {
+  std::vector<std::unique_ptr<Bucket>> buckets;
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    Unit& unit = *plan.units[u];
+    std::vector<std::pair<std::string, at::Tensor>> params(unit.params.rbegin(),
+                                                           unit.params.rend());
+    std::vector<at::Tensor> tensors;
+    for (auto& p : params) tensors.push_back(p.second);
+    size_t first = 0;
+    for (size_t count : dist::plan_buckets(tensors, reduce_bucket_size)) {
+      std::vector<std::pair<std::string, at::Tensor>> group(params.begin() + first,
+                                                            params.begin() + first + count);
+      first += count;
+      dist::FlatLayout layout(std::move(group), options.world);
+      BucketOptions o = options;
+      o.persistent = options.stage == 3 && layout.numel() < persistence_threshold;
+      buckets.push_back(std::make_unique<Bucket>(std::move(layout), u, o));
+      unit.buckets.push_back(buckets.size() - 1);
+    }
+  }
+  return buckets;
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,47 @@
+#pragma once
+// Stage-3 units and the buckets cut from them.
+//
+// A unit is a submodule whose parameters are gathered together (a transformer block), declared by
+// name and called through zt::call_unit (core/zero/call_unit.h). Trainable parameters outside
+// every declared unit form the root unit, last in the list, gathered for the whole of forward and
+// backward. Each unit's parameters are cut into buckets of at most reduce_bucket_size elements, in
+// reverse registration order (roughly the order backward produces gradients, so buckets fill one
+// after another). The same plan is used at every stage; only stage 3 gathers by unit.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include "core/zero/bucket.h"
+#include "core/zero/call_unit.h"
+
+namespace zt::zero {
+
+struct Unit {
+  std::string name;                                        // "" for the root unit
+  const torch::nn::Module* module = nullptr;               // nullptr for the root unit
+  std::vector<size_t> buckets;                             // indices into the engine's bucket list
+  std::vector<std::pair<std::string, at::Tensor>> params;  // trainable, registration order
+  std::unique_ptr<UnitHooks> hooks;                        // stage 3 only
+};
+
+struct UnitPlan {
+  std::vector<std::unique_ptr<Unit>> units;  // declared units in order, root last
+  std::vector<at::Tensor> frozen;            // parameters with requires_grad false
+};
+
+// Finds the declared units among the model's submodules (an unknown name or a parameter in two
+// units is an error naming it).
+UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& unit_names);
+
+// Cuts every unit's parameters into buckets (filling unit.buckets). `options.persistent` is
+// decided per bucket: stage 3 keeps buckets below persistence_threshold elements gathered.
+std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
+                                                  BucketOptions options,
+                                                  int64_t persistence_threshold);
+
+}  // namespace zt::zero

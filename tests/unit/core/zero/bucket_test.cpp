@@ -1,0 +1,117 @@
+// core/zero/bucket.h and sharded_step.h's placement rule, in one process. The multi-rank
+// behaviour (equivalence with single-process training) is tests/multirank/core/engine.
+
+#include "core/zero/bucket.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/zero/sharded_step.h"
+#include "parallel/dist.h"
+
+namespace zt::zero {
+namespace {
+
+std::vector<std::pair<std::string, at::Tensor>> params(const std::vector<int64_t>& sizes) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.emplace_back("p" + std::to_string(i), torch::randn({sizes[i]}));
+  }
+  return out;
+}
+
+BucketOptions options(int stage, int rank, int world) {
+  BucketOptions o;
+  o.stage = stage;
+  o.rank = rank;
+  o.world = world;
+  return o;
+}
+
+TEST(Bucket, SteppedRangeIsTheWholeBufferAtStage0AndTheOwnedSliceAbove) {
+  for (int stage : {0, 1, 2, 3}) {
+    for (int rank : {0, 1, 2}) {
+      Bucket b(dist::FlatLayout(params({3, 5, 2}), 3), 0, options(stage, rank, 3));
+      const dist::Range r = b.stepped();
+      if (stage == 0) {
+        EXPECT_EQ(r.begin, 0);
+        EXPECT_EQ(r.end, 12);
+      } else {
+        EXPECT_EQ(r.begin, 4 * rank) << "stage " << stage;
+        EXPECT_EQ(r.size(), 4);
+      }
+      b.keep_shard();
+      EXPECT_EQ(b.param_target().numel(), r.size()) << "stage " << stage << " rank " << rank;
+      EXPECT_EQ(b.param_shard().defined(), stage == 3);
+    }
+  }
+}
+
+TEST(Bucket, GradientBufferFollowsTheStage) {
+  for (int stage : {0, 1, 2, 3}) {
+    Bucket b(dist::FlatLayout(params({3, 5, 2}), 4), 0, options(stage, 1, 4));
+    // 10 elements over 4 ranks pad to 12: stages 0-1 keep the full padded gradient (12 floats),
+    // stages 2-3 only the owned slice (3).
+    EXPECT_EQ(b.grad_bytes(), (stage <= 1 ? 12 : 3) * 4) << "stage " << stage;
+  }
+}
+
+TEST(Bucket, CompletesWhenEveryParameterReportedAndReducesInOneRank) {
+  auto comm = dist::create_communicator(dist::CommOptions{}, dist::Env::from_map({}));
+  WaitClock clock;
+  for (int stage : {0, 1, 2, 3}) {
+    Bucket b(dist::FlatLayout(params({3, 5}), 1), 0, options(stage, 0, 1));
+    EXPECT_FALSE(b.add_grad(1, torch::full({5}, 2.0f)));
+    EXPECT_FALSE(b.complete());
+    EXPECT_TRUE(b.add_grad(0, torch::full({3}, 1.0f)));
+    b.start_grad_sync(*comm);
+    b.finish_grad_sync(clock);
+    at::Tensor want = torch::cat({torch::full({3}, 1.0f), torch::full({5}, 2.0f)});
+    EXPECT_TRUE(torch::equal(b.owned_grad(), want)) << "stage " << stage;
+    b.zero_grads();
+    if (stage != 1) {
+      EXPECT_EQ(b.owned_grad().abs().sum().item<float>(), 0.0f);
+    }
+  }
+}
+
+TEST(Bucket, CommunicationDtypeAndPreScaleApplyToTheReduction) {
+  auto comm = dist::create_communicator(dist::CommOptions{}, dist::Env::from_map({}));
+  WaitClock clock;
+  BucketOptions o = options(2, 0, 1);
+  o.comm_dtype = at::kBFloat16;
+  o.pre_reduce_scale = 0.5;
+  Bucket b(dist::FlatLayout(params({4}), 1), 0, o);
+  // 1 + 2^-12 is not representable in bf16: the reduction really ran in bf16.
+  b.add_grad(0, torch::full({4}, 1.0f + 1.0f / 4096));
+  b.start_grad_sync(*comm);
+  b.finish_grad_sync(clock);
+  EXPECT_EQ(b.owned_grad().scalar_type(), at::kFloat) << "accumulation stays fp32";
+  EXPECT_TRUE(torch::equal(b.owned_grad(), torch::full({4}, 0.5f)));
+}
+
+TEST(Bucket, Stage3ReleaseAndGatherRestoreTheParameters) {
+  auto comm = dist::create_communicator(dist::CommOptions{}, dist::Env::from_map({}));
+  WaitClock clock;
+  auto ps = params({3, 5});
+  at::Tensor p1 = ps[1].second, before = p1.clone();
+  Bucket b(dist::FlatLayout(ps, 1), 0, options(3, 0, 1));
+  b.keep_shard();
+  EXPECT_EQ(b.release_params(clock), 8 * 4);
+  EXPECT_FALSE(b.gathered());
+  EXPECT_EQ(b.params().storage().nbytes(), 0u) << "the bytes are really freed";
+  EXPECT_EQ(b.start_param_gather(*comm), 8 * 4);
+  b.finish_param_gather(clock);
+  EXPECT_TRUE(b.gathered());
+  EXPECT_TRUE(torch::equal(p1, before)) << "the parameter view sees the gathered values";
+}
+
+TEST(MasterDevice, FollowsTheParametersUnlessOffloaded) {
+  const c10::Device gpu(c10::DeviceType::CUDA, 1);
+  EXPECT_EQ(master_device(gpu, /*offload_optimizer=*/false), gpu);
+  EXPECT_EQ(master_device(gpu, /*offload_optimizer=*/true), c10::Device(at::kCPU));
+  EXPECT_EQ(master_device(c10::Device(at::kCPU), false), c10::Device(at::kCPU));
+}
+
+}  // namespace
+}  // namespace zt::zero

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/engine.h"
 #include "core/zero/sharded_step.h"
 #include "parallel/dist.h"
 
@@ -111,6 +112,35 @@ TEST(MasterDevice, FollowsTheParametersUnlessOffloaded) {
   EXPECT_EQ(master_device(gpu, /*offload_optimizer=*/false), gpu);
   EXPECT_EQ(master_device(gpu, /*offload_optimizer=*/true), c10::Device(at::kCPU));
   EXPECT_EQ(master_device(c10::Device(at::kCPU), false), c10::Device(at::kCPU));
+}
+
+// wall_clock_breakdown: one line per steps_per_print optimizer steps, on rank 0, with the four
+// phases DeepSpeed's breakdown names.
+TEST(WallClockBreakdown, LogsEveryStepsPerPrintSteps) {
+  auto comm = dist::create_communicator(dist::CommOptions{}, dist::Env::from_map({}));
+  torch::manual_seed(0);
+  auto model = torch::nn::Linear(4, 2);
+  EngineOptions o;
+  o.optimizer.type = "AdamW";
+  o.wall_clock_breakdown = true;
+  o.steps_per_print = 2;
+  Engine engine(model.ptr(), o, comm);
+  testing::internal::CaptureStderr();
+  for (int s = 0; s < 5; ++s) {
+    at::Tensor loss = engine.forward([&] { return model->forward(torch::randn({3, 4})).sum(); });
+    engine.backward(loss);
+    engine.step();
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t pos = log.find("time (ms/step)"); pos != std::string::npos;
+       pos = log.find("time (ms/step)", pos + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u) << log;  // after steps 2 and 4
+  for (const char* phase : {"forward", "backward", "step", "comm wait"}) {
+    EXPECT_NE(log.find(phase), std::string::npos) << phase << " missing in: " << log;
+  }
 }
 
 }  // namespace

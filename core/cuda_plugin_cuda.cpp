@@ -1,9 +1,9 @@
 // The plugin's entry point: fills the zt::cuda::Kernels table from the kernels compiled into
 // libzt_cuda.so. Compiled only when ZT_WITH_CUDA is on.
-#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
 #include "core/cuda_plugin.h"
+#include "core/cuda_plugin_device.h"
 
 namespace zt::cuda_kernels {
 cudaError_t check_and_unscale(void* x, int64_t n, int32_t kind, float inv_scale, int32_t* found_inf,
@@ -12,15 +12,11 @@ cudaError_t check_and_unscale(void* x, int64_t n, int32_t kind, float inv_scale,
 
 namespace {
 
-// nullptr means "LibTorch's current stream on the current device".
-cudaStream_t resolve(void* stream) {
-  return stream ? static_cast<cudaStream_t>(stream) : c10::cuda::getCurrentCUDAStream().stream();
-}
-
 int32_t check_and_unscale(void* x, int64_t n, zt::cuda::ScalarKind kind, float inv_scale,
                           int32_t* found_inf, void* stream) {
+  const zt::cuda::LaunchOn on(x, stream);  // x's device, not necessarily the current one
   return static_cast<int32_t>(zt::cuda_kernels::check_and_unscale(
-      x, n, static_cast<int32_t>(kind), inv_scale, found_inf, resolve(stream)));
+      x, n, static_cast<int32_t>(kind), inv_scale, found_inf, on.stream()));
 }
 
 const char* error_string(int32_t e) {

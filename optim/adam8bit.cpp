@@ -16,12 +16,6 @@
 namespace zt::optim {
 namespace {
 
-// Per-group constants of one step, in fp32 like CpuAdam's kernel.
-struct StepConsts {
-  int64_t begin, end;
-  float beta1, omb1, beta2, omb2, eps, neg_step_size, inv_sqrt_bc2, decay_factor, l2;
-};
-
 // Where the fp16/bf16 copy goes (kind 0: nowhere).
 struct HalfOut {
   void* data = nullptr;
@@ -35,15 +29,19 @@ struct HalfOut {
   }
 };
 
-inline void adam_element(const StepConsts& c, float& p, float g, float& m, float& v) {
-  p *= c.decay_factor;
-  if (c.l2 != 0) g += c.l2 * p;
-  m = m * c.beta1 + c.omb1 * g;
-  v = v * c.beta2 + c.omb2 * (g * g);
-  p += c.neg_step_size * (m / (std::sqrt(v) * c.inv_sqrt_bc2 + c.eps));
-}
-
 }  // namespace
+
+std::vector<Adam8bitGroup> adam8bit_groups(const std::vector<GroupRange>& groups, bool adamw_mode,
+                                           int64_t t) {
+  std::vector<Adam8bitGroup> out;
+  for (const GroupRange& g : groups) {
+    if (g.begin == g.end) continue;
+    out.push_back({g.begin, g.end, adam_constants(g.hyper, adamw_mode, t)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Adam8bitGroup& a, const Adam8bitGroup& b) { return a.begin < b.begin; });
+  return out;
+}
 
 Adam8bit::Adam8bit(const OptimizerSpec& spec)
     : cuda_launcher_(spec.cuda_launcher),
@@ -145,34 +143,10 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
     }
   }
   ++step_count_;
-  const double t = static_cast<double>(step_count_);
-  std::vector<StepConsts> cs;
-  for (const GroupRange& g : groups) {
-    if (g.begin == g.end) continue;
-    const GroupHyper& h = g.hyper;
-    StepConsts c;
-    c.begin = g.begin;
-    c.end = g.end;
-    c.beta1 = static_cast<float>(h.beta1);
-    c.omb1 = static_cast<float>(1 - h.beta1);
-    c.beta2 = static_cast<float>(h.beta2);
-    c.omb2 = static_cast<float>(1 - h.beta2);
-    c.eps = static_cast<float>(h.eps);
-    c.neg_step_size = static_cast<float>(-h.lr / (1 - std::pow(h.beta1, t)));
-    c.inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(1 - std::pow(h.beta2, t)));
-    c.decay_factor = adamw_mode_ ? static_cast<float>(1 - h.lr * h.weight_decay) : 1.0f;
-    c.l2 = adamw_mode_ ? 0.0f : static_cast<float>(h.weight_decay);
-    cs.push_back(c);
-  }
-  std::sort(cs.begin(), cs.end(),
-            [](const StepConsts& a, const StepConsts& b) { return a.begin < b.begin; });
+  // Sorted by begin: the CPU pass and the kernel find a block's groups by bisection.
+  const std::vector<Adam8bitGroup> cs = adam8bit_groups(groups, adamw_mode_, step_count_);
   if (master.is_cuda()) {
-    std::vector<Adam8bitGroup> gs;
-    for (const StepConsts& c : cs) {
-      gs.push_back({c.begin, c.end, c.beta1, c.omb1, c.beta2, c.omb2, c.eps, c.neg_step_size,
-                    c.inv_sqrt_bc2, c.decay_factor, c.l2});
-    }
-    if (!gs.empty()) step_cuda(master, grad, gs, half_out);
+    if (!cs.empty()) step_cuda(master, grad, cs, half_out);
     return;
   }
   float* p = master.data_ptr<float>();
@@ -186,9 +160,9 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
   if (m32_.defined()) {  // small shard: plain fp32 Adam
     float* m = m32_.data_ptr<float>();
     float* v = v32_.data_ptr<float>();
-    for (const StepConsts& c : cs) {
+    for (const Adam8bitGroup& c : cs) {
       for (int64_t i = c.begin; i < c.end; ++i) {
-        adam_element(c, p[i], g[i], m[i], v[i]);
+        adam_update<false>(c.c, p[i], g[i], m[i], v[i]);
         half.write(i, p[i]);
       }
     }
@@ -208,10 +182,10 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
         }
         // Groups overlapping [lo, hi): first one whose end > lo.
         auto it = std::upper_bound(cs.begin(), cs.end(), lo,
-                                   [](int64_t x, const StepConsts& c) { return x < c.end; });
+                                   [](int64_t x, const Adam8bitGroup& c) { return x < c.end; });
         for (; it != cs.end() && it->begin < hi; ++it) {
           for (int64_t i = std::max(lo, it->begin), e = std::min(hi, it->end); i < e; ++i) {
-            adam_element(*it, p[i], g[i], m[i - lo], v[i - lo]);
+            adam_update<false>(it->c, p[i], g[i], m[i - lo], v[i - lo]);
             half.write(i, p[i]);
           }
         }

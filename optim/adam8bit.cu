@@ -3,8 +3,9 @@
 // Quantized state: one CUDA block per quantization block. Each thread dequantizes its elements'
 // m and v, applies Adam to those inside a group and parks m, v in shared memory; a block-wide max
 // gives the new absmax; then every element is encoded again. fp32 state (small shards): one
-// grid-stride pass. The arithmetic is adam8bit.cpp's, operation by operation with explicit
-// round-to-nearest intrinsics (no fused multiply-add), so results match the CPU bit for bit.
+// grid-stride pass. The arithmetic is adam_formula.h's unfused update, as on the CPU (its device
+// build uses explicit round-to-nearest intrinsics, so nvcc cannot contract it into FMAs), so
+// results match the CPU bit for bit.
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -33,16 +34,6 @@ __device__ int find_group(const Adam8bitGroup* groups, int count, int64_t i) {
     }
   }
   return lo < count && groups[lo].begin <= i ? lo : -1;
-}
-
-// adam8bit.cpp's adam_element, rounding after every operation as the CPU does.
-__device__ void adam_element(const Adam8bitGroup& c, float& p, float g, float& m, float& v) {
-  p = __fmul_rn(p, c.decay_factor);
-  if (c.l2 != 0.0f) g = __fadd_rn(g, __fmul_rn(c.l2, p));
-  m = __fadd_rn(__fmul_rn(m, c.beta1), __fmul_rn(c.omb1, g));
-  v = __fadd_rn(__fmul_rn(v, c.beta2), __fmul_rn(c.omb2, __fmul_rn(g, g)));
-  const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(v), c.inv_sqrt_bc2), c.eps);
-  p = __fadd_rn(p, __fmul_rn(c.neg_step_size, __fdiv_rn(m, denom)));
 }
 
 __device__ void write_half(const Adam8bitLaunch& L, int64_t i, float p) {
@@ -105,7 +96,7 @@ __global__ void adam8bit_quantized_kernel(const Adam8bitLaunch L) {
     const int gi = find_group(L.groups, L.num_groups, i);
     if (gi >= 0) {
       float p = L.param[i];
-      adam_element(L.groups[gi], p, L.grad[i], m, v);
+      zt::optim::adam_update<false>(L.groups[gi].c, p, L.grad[i], m, v);
       L.param[i] = p;
       write_half(L, i, p);
     }
@@ -135,7 +126,7 @@ __global__ void adam8bit_fp32_kernel(const Adam8bitLaunch L) {
     const int gi = find_group(L.groups, L.num_groups, i);
     if (gi < 0) continue;
     float p = L.param[i], m = L.m32[i], v = L.v32[i];
-    adam_element(L.groups[gi], p, L.grad[i], m, v);
+    zt::optim::adam_update<false>(L.groups[gi].c, p, L.grad[i], m, v);
     L.param[i] = p;
     L.m32[i] = m;
     L.v32[i] = v;

@@ -14,7 +14,7 @@
 //   "block_size" int64 0-d;  or, for small shards, "exp_avg" and "exp_avg_sq" fp32 [N].
 // On a GPU (master on CUDA) the state lives on the device and the step is the CUDA plugin's
 // kernel (optim/adam8bit.cu; block_size <= kAdam8bitMaxCudaBlock), with the same arithmetic and
-// codes as the CPU pass.
+// codes as the CPU pass: adam_formula.h's unfused update on both sides.
 // The codes depend on block boundaries, so resharding this state at another world size needs a
 // dequantize (dequantized_state()) and a requantize, not a plain slice.
 
@@ -23,6 +23,11 @@
 #include "optim/shard_optimizer.h"
 
 namespace zt::optim {
+
+// The groups of one step, built on the host (tests run it anywhere): the non-empty groups sorted
+// by begin, constants from adam_constants() of step t. The CPU pass and the kernel both read them.
+std::vector<Adam8bitGroup> adam8bit_groups(const std::vector<GroupRange>& groups, bool adamw_mode,
+                                           int64_t t);
 
 class Adam8bit : public ShardOptimizer {
  public:

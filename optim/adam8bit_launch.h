@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "optim/adam_formula.h"
+
 namespace zt::optim {
 
 inline constexpr const char* kAdam8bitSymbol = "zt_adam8bit";
@@ -13,14 +15,10 @@ inline constexpr const char* kAdam8bitSymbol = "zt_adam8bit";
 // shared memory (2 * 4096 * 4 bytes = 32 KiB).
 inline constexpr int64_t kAdam8bitMaxCudaBlock = 4096;
 
-// One group's constants, as adam8bit.cpp's StepConsts (fp32, same rounding).
+// One group of one step; the CPU pass uses the same struct.
 struct Adam8bitGroup {
   int64_t begin, end;  // elements of the shard; groups sorted by begin, disjoint
-  float beta1, omb1, beta2, omb2, eps;
-  float neg_step_size;  // -lr / (1 - beta1^t)
-  float inv_sqrt_bc2;   // 1 / sqrt(1 - beta2^t)
-  float decay_factor;   // AdamW: 1 - lr * wd, else 1
-  float l2;             // Adam: wd, else 0
+  AdamConstants c;     // adam_constants() of the group and step
 };
 
 // Codebook on the device, fp32 [4][256]: signed map, signed midpoints (255 + 1 unused), unsigned

@@ -1,6 +1,5 @@
 #include "optim/cpu_adam.h"
 
-#include <cmath>
 #include <cstdlib>
 
 #include <ATen/ATen.h>
@@ -85,7 +84,6 @@ void CpuAdam::step(at::Tensor& master, const at::Tensor& grad,
   ZT_CHECK(exp_avg_.numel() == master.numel(), "CpuAdam: state has ", exp_avg_.numel(),
            " elements but master ", master.numel(), " (shard size changed?)");
   ++step_count_;
-  const double t = static_cast<double>(step_count_);
   kernels::HalfKind half_kind = kernels::HalfKind::kNone;
   uint16_t* half = nullptr;
   if (half_out) {
@@ -99,18 +97,9 @@ void CpuAdam::step(at::Tensor& master, const at::Tensor& grad,
   float* v = exp_avg_sq_.data_ptr<float>();
   for (const GroupRange& gr : groups) {
     if (gr.end == gr.begin) continue;
-    const GroupHyper& h = gr.hyper;
     kernels::AdamArgs base{};
     base.half_kind = half_kind;
-    base.beta1 = static_cast<float>(h.beta1);
-    base.one_minus_beta1 = static_cast<float>(1 - h.beta1);
-    base.beta2 = static_cast<float>(h.beta2);
-    base.one_minus_beta2 = static_cast<float>(1 - h.beta2);
-    base.eps = static_cast<float>(h.eps);
-    base.neg_step_size = static_cast<float>(-h.lr / (1 - std::pow(h.beta1, t)));
-    base.inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(1 - std::pow(h.beta2, t)));
-    base.decay_factor = adamw_mode_ ? static_cast<float>(1 - h.lr * h.weight_decay) : 1.0f;
-    base.l2_weight_decay = adamw_mode_ ? 0.0f : static_cast<float>(h.weight_decay);
+    base.c = adam_constants(gr.hyper, adamw_mode_, step_count_);
     auto kernel = kernel_;
     at::parallel_for(gr.begin, gr.end, tile_, [&](int64_t b, int64_t e) {
       kernels::AdamArgs a = base;

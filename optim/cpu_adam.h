@@ -6,8 +6,9 @@
 // fallback), multi-threaded over tiles of OptimizerSpec::tile elements with LibTorch's intra-op
 // pool (at::parallel_for, so at::set_num_threads governs it).
 //
-// Semantics: torch::optim::Adam (adamw_mode false) or AdamW (true), computed in fp32 (see
-// cpu_adam_kernel.h for the exact per-element formula). State, CPU fp32, laid out like master:
+// Semantics: torch::optim::Adam (adamw_mode false) or AdamW (true), computed in fp32 by
+// adam_formula.h's update, shared with Adam8bit and the CUDA kernels (the scalar path rounds it
+// unfused, AVX2/AVX-512 fused, as FusedAdam's kernel). State, CPU fp32, laid out like master:
 //   "exp_avg", "exp_avg_sq" (as Adam's, so a checkpoint moves between Adam and CpuAdam).
 
 #include "optim/cpu_adam_kernel.h"

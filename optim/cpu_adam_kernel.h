@@ -2,17 +2,23 @@
 // The inner loop of CpuAdam: one pass over a contiguous range that reads param, grad, m, v and
 // writes param, m, v and (optionally) the fp16/bf16 copy of param. Three builds of the same loop:
 // portable scalar, AVX2+FMA+F16C and AVX-512 F+BW+VL, each in its own translation unit compiled
-// with its own -m flags (optim/CMakeLists.txt). Those files include nothing but this header and
-// <immintrin.h>, so no inline function of a shared header is ever compiled with wider ISA flags
-// (the linker could otherwise pick that copy for every caller).
+// with its own -m flags (optim/CMakeLists.txt). Those files include nothing but this header (and
+// through it adam_formula.h, whose inline code they never call) and <immintrin.h>, so no inline
+// function of a shared header is ever compiled with wider ISA flags (the linker could otherwise
+// pick that copy for every caller).
+//
+// The arithmetic is adam_formula.h's: the scalar build is adam_update<false> (unfused), the AVX2
+// and AVX-512 builds are adam_update<true> (fused multiply-adds) in intrinsics, tails included,
+// each bit for bit (tests/unit/optim/adam_formula_test.cpp).
 
 #include <cstdint>
+
+#include "optim/adam_formula.h"
 
 namespace zt::optim::kernels {
 
 enum class HalfKind : int32_t { kNone = 0, kFloat16 = 1, kBFloat16 = 2 };
 
-// Per-call constants, precomputed in double by the caller and rounded to float once.
 struct AdamArgs {
   float* param;       // [n] fp32, updated in place
   const float* grad;  // [n] fp32
@@ -21,18 +27,10 @@ struct AdamArgs {
   void* half_out;     // [n] fp16 or bf16 bits, or nullptr
   HalfKind half_kind;
   int64_t n;
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float eps;
-  float neg_step_size;    // -lr / (1 - beta1^t)
-  float inv_sqrt_bc2;     // 1 / sqrt(1 - beta2^t)
-  float decay_factor;     // AdamW: 1 - lr * wd (1 when off)
-  float l2_weight_decay;  // Adam: wd added to the gradient as wd * p (0 when off)
+  AdamConstants c;  // adam_constants() of the group and step
 };
 
-// Per element (torch's order of operations, in fp32):
-//   p = p * decay_factor; g = g + l2 * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
-//   p = p + neg_step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps); half = round_nearest_even(p)
+// Per element: adam_formula.h's update, then half = round_nearest_even(p).
 void adam_scalar(const AdamArgs& a);
 void adam_avx2(const AdamArgs& a);
 void adam_avx512(const AdamArgs& a);

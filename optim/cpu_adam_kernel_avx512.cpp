@@ -1,7 +1,7 @@
 // AVX-512 build of the CpuAdam loop (compiled with -mavx512f -mavx512bw -mavx512vl; called only
 // when the CPU has all three: BW+VL give the masked 16-bit stores of the half copy).
-// 16 floats per iteration; the tail (< 16) uses masked loads and stores, so there is no scalar
-// remainder.
+// adam_formula.h's fused update, 16 floats per iteration; the tail (< 16) uses masked loads and
+// stores, so every element gets the fused rounding.
 #include <immintrin.h>
 
 #include "optim/cpu_adam_kernel.h"
@@ -13,11 +13,12 @@ namespace {
 // kL2: see adam_scalar_impl.
 template <bool kL2>
 void adam_avx512_impl(const AdamArgs& a) {
-  const __m512 b1 = _mm512_set1_ps(a.beta1), omb1 = _mm512_set1_ps(a.one_minus_beta1);
-  const __m512 b2 = _mm512_set1_ps(a.beta2), omb2 = _mm512_set1_ps(a.one_minus_beta2);
-  const __m512 eps = _mm512_set1_ps(a.eps), nss = _mm512_set1_ps(a.neg_step_size);
-  const __m512 ibc2 = _mm512_set1_ps(a.inv_sqrt_bc2), decay = _mm512_set1_ps(a.decay_factor);
-  const __m512 l2 = _mm512_set1_ps(a.l2_weight_decay);
+  const AdamConstants& c = a.c;
+  const __m512 b1 = _mm512_set1_ps(c.beta1), omb1 = _mm512_set1_ps(c.one_minus_beta1);
+  const __m512 b2 = _mm512_set1_ps(c.beta2), omb2 = _mm512_set1_ps(c.one_minus_beta2);
+  const __m512 eps = _mm512_set1_ps(c.eps), nss = _mm512_set1_ps(c.neg_step_size);
+  const __m512 ibc2 = _mm512_set1_ps(c.inv_sqrt_bc2), decay = _mm512_set1_ps(c.decay_factor);
+  const __m512 l2 = _mm512_set1_ps(c.l2_weight_decay);
   const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   const __m512i qnan = _mm512_set1_epi32(0x7fc0);
   uint16_t* half = static_cast<uint16_t*>(a.half_out);
@@ -53,7 +54,7 @@ void adam_avx512_impl(const AdamArgs& a) {
 }  // namespace
 
 void adam_avx512(const AdamArgs& a) {
-  if (a.l2_weight_decay != 0) {
+  if (a.c.l2_weight_decay != 0) {
     adam_avx512_impl<true>(a);
   } else {
     adam_avx512_impl<false>(a);

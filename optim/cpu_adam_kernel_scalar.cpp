@@ -1,4 +1,4 @@
-// Portable build of the CpuAdam loop (see cpu_adam_kernel.h); also the tail of the SIMD builds.
+// Portable build of the CpuAdam loop (see cpu_adam_kernel.h): adam_formula.h's unfused update.
 #include <cmath>
 #include <cstring>
 
@@ -28,18 +28,13 @@ uint16_t float_to_fp16_bits(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-// kL2: Adam's L2 term is compiled in only when used, so that with weight decay off an inf
-// parameter does not turn its gradient into 0 * inf = NaN.
-template <bool kL2>
-void adam_scalar_impl(const AdamArgs& a) {
+}  // namespace
+
+void adam_scalar(const AdamArgs& a) {
   uint16_t* half = static_cast<uint16_t*>(a.half_out);
   for (int64_t i = 0; i < a.n; ++i) {
-    float p = a.param[i] * a.decay_factor;
-    const float g = kL2 ? a.grad[i] + a.l2_weight_decay * p : a.grad[i];
-    const float m = a.exp_avg[i] * a.beta1 + a.one_minus_beta1 * g;
-    const float v = a.exp_avg_sq[i] * a.beta2 + a.one_minus_beta2 * (g * g);
-    const float denom = std::sqrt(v) * a.inv_sqrt_bc2 + a.eps;
-    p = p + a.neg_step_size * (m / denom);
+    float p = a.param[i], m = a.exp_avg[i], v = a.exp_avg_sq[i];
+    adam_update<false>(a.c, p, a.grad[i], m, v);
     a.param[i] = p;
     a.exp_avg[i] = m;
     a.exp_avg_sq[i] = v;
@@ -50,16 +45,6 @@ void adam_scalar_impl(const AdamArgs& a) {
       std::memcpy(&bits, &p, 4);
       half[i] = float_to_bf16_bits(bits);
     }
-  }
-}
-
-}  // namespace
-
-void adam_scalar(const AdamArgs& a) {
-  if (a.l2_weight_decay != 0) {
-    adam_scalar_impl<true>(a);
-  } else {
-    adam_scalar_impl<false>(a);
   }
 }
 

@@ -1,6 +1,5 @@
 #include "optim/fused_adam.h"
 
-#include <cmath>
 #include <dlfcn.h>
 
 #include <ATen/ATen.h>
@@ -8,6 +7,20 @@
 #include "core/base/error.h"
 
 namespace zt::optim {
+
+std::vector<FusedAdamLaunch> fused_adam_launches(const std::vector<GroupRange>& groups,
+                                                 bool adamw_mode, int64_t t) {
+  std::vector<FusedAdamLaunch> launches;
+  for (const GroupRange& g : groups) {
+    if (g.begin == g.end) continue;
+    if (launches.empty() || launches.back().num_groups == kFusedAdamMaxGroups) {
+      launches.emplace_back();  // value-initialised: null pointers, no half copy, no groups
+    }
+    FusedAdamLaunch& launch = launches.back();
+    launch.groups[launch.num_groups++] = {g.begin, g.end, adam_constants(g.hyper, adamw_mode, t)};
+  }
+  return launches;
+}
 
 FusedAdam::FusedAdam(const OptimizerSpec& spec)
     : adamw_mode_(spec.adamw_mode),
@@ -35,38 +48,18 @@ void FusedAdam::step(at::Tensor& master, const at::Tensor& grad,
     exp_avg_sq_ = exp_avg_sq_.to(master.device());
   }
   ++step_count_;
-  const double t = static_cast<double>(step_count_);
-  FusedAdamLaunch launch{};
-  launch.param = master.data_ptr<float>();
-  launch.grad = grad.data_ptr<float>();
-  launch.exp_avg = exp_avg_.data_ptr<float>();
-  launch.exp_avg_sq = exp_avg_sq_.data_ptr<float>();
-  if (half_out) {
-    launch.half_out = half_out->data_ptr();
-    launch.half_kind = half_out->scalar_type() == at::kHalf ? 1 : 2;
-  }
-  auto flush = [&] {
-    if (launch.num_groups == 0) return;
+  for (FusedAdamLaunch& launch : fused_adam_launches(groups, adamw_mode_, step_count_)) {
+    launch.param = master.data_ptr<float>();
+    launch.grad = grad.data_ptr<float>();
+    launch.exp_avg = exp_avg_.data_ptr<float>();
+    launch.exp_avg_sq = exp_avg_sq_.data_ptr<float>();
+    if (half_out) {
+      launch.half_out = half_out->data_ptr();
+      launch.half_kind = half_out->scalar_type() == at::kHalf ? 1 : 2;
+    }
     const char* err = launcher_(&launch, nullptr);
     ZT_CHECK(err == nullptr, "FusedAdam kernel launch failed: ", err);
-    launch.num_groups = 0;
-  };
-  for (const GroupRange& g : groups) {
-    if (g.begin == g.end) continue;
-    const GroupHyper& h = g.hyper;
-    FusedAdamGroup& fg = launch.groups[launch.num_groups++];
-    fg.begin = g.begin;
-    fg.end = g.end;
-    fg.beta1 = static_cast<float>(h.beta1);
-    fg.beta2 = static_cast<float>(h.beta2);
-    fg.eps = static_cast<float>(h.eps);
-    fg.neg_step_size = static_cast<float>(-h.lr / (1 - std::pow(h.beta1, t)));
-    fg.inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(1 - std::pow(h.beta2, t)));
-    fg.decay_factor = adamw_mode_ ? static_cast<float>(1 - h.lr * h.weight_decay) : 1.0f;
-    fg.l2_weight_decay = adamw_mode_ ? 0.0f : static_cast<float>(h.weight_decay);
-    if (launch.num_groups == kFusedAdamMaxGroups) flush();
   }
-  flush();
 }
 
 int64_t FusedAdam::state_bytes() const {

@@ -1,6 +1,7 @@
 // The kernel of FusedAdam (optim/fused_adam.h), compiled into the CUDA plugin for sm_90 + PTX.
 // Grid: x strides over the elements of a group, y picks the group, so one launch covers up to
-// kFusedAdamMaxGroups groups of any sizes. Per element, the same fp32 formula as CpuAdam.
+// kFusedAdamMaxGroups groups of any sizes. Per element, adam_formula.h's fused update: the
+// rounding of CpuAdam's AVX2/AVX-512 builds, so results equal theirs bit for bit.
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -17,13 +18,8 @@ __global__ void fused_adam_kernel(const zt::optim::FusedAdamLaunch launch) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = g.begin + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < g.end;
        i += stride) {
-    float p = launch.param[i] * g.decay_factor;
-    float grad = launch.grad[i];
-    if (g.l2_weight_decay != 0.0f) grad = fmaf(g.l2_weight_decay, p, grad);
-    const float m = fmaf(1.0f - g.beta1, grad, launch.exp_avg[i] * g.beta1);
-    const float v = fmaf(1.0f - g.beta2, grad * grad, launch.exp_avg_sq[i] * g.beta2);
-    const float denom = fmaf(sqrtf(v), g.inv_sqrt_bc2, g.eps);
-    p = fmaf(g.neg_step_size, __fdiv_rn(m, denom), p);
+    float p = launch.param[i], m = launch.exp_avg[i], v = launch.exp_avg_sq[i];
+    zt::optim::adam_update<true>(g.c, p, launch.grad[i], m, v);
     launch.param[i] = p;
     launch.exp_avg[i] = m;
     launch.exp_avg_sq[i] = v;

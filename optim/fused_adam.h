@@ -11,12 +11,21 @@
 // or, when that is null, dlsym(RTLD_DEFAULT, kFusedAdamSymbol) at the first step, which finds it
 // once zt_core has dlopen'ed the plugin (it does so with RTLD_GLOBAL).
 //
+// Arithmetic: adam_formula.h's fused update (the rounding of CpuAdam's AVX2/AVX-512 builds), with
+// the constants of adam_constants().
+//
 // State: "exp_avg", "exp_avg_sq" fp32 [N] on master's device, laid out like master (as Adam's).
 
 #include "optim/fused_adam_launch.h"
 #include "optim/shard_optimizer.h"
 
 namespace zt::optim {
+
+// The launches of one step, built on the host without CUDA (so tests run it anywhere): the
+// non-empty groups in order, kFusedAdamMaxGroups per launch, constants from adam_constants() of
+// step t. Tensor pointers and half_kind are left for step() to fill.
+std::vector<FusedAdamLaunch> fused_adam_launches(const std::vector<GroupRange>& groups,
+                                                 bool adamw_mode, int64_t t);
 
 class FusedAdam : public ShardOptimizer {
  public:

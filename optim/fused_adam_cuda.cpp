@@ -1,8 +1,8 @@
 // The CUDA plugin's extern "C" entry point for FusedAdam (optim/fused_adam.h). Compiled only into
 // libzt_cuda.so; zt_optim reaches it through a function pointer, never by linking.
-#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include "core/cuda_plugin_device.h"
 #include "optim/fused_adam_launch.h"
 
 namespace zt::optim::cuda_kernels {
@@ -11,8 +11,7 @@ cudaError_t fused_adam(const zt::optim::FusedAdamLaunch& launch, cudaStream_t st
 
 extern "C" __attribute__((visibility("default"))) const char* zt_fused_adam(
     const zt::optim::FusedAdamLaunch* launch, void* stream) {
-  cudaStream_t s =
-      stream ? static_cast<cudaStream_t>(stream) : c10::cuda::getCurrentCUDAStream().stream();
-  const cudaError_t err = zt::optim::cuda_kernels::fused_adam(*launch, s);
+  const zt::cuda::LaunchOn on(launch->param, stream);  // the shard's device, not the current one
+  const cudaError_t err = zt::optim::cuda_kernels::fused_adam(*launch, on.stream());
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

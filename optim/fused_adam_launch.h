@@ -4,20 +4,17 @@
 
 #include <cstdint>
 
+#include "optim/adam_formula.h"
+
 namespace zt::optim {
 
 inline constexpr const char* kFusedAdamSymbol = "zt_fused_adam";
 inline constexpr int kFusedAdamMaxGroups = 64;
 
-// One group of one launch; constants as in cpu_adam_kernel.h's AdamArgs.
+// One group of one launch.
 struct FusedAdamGroup {
   int64_t begin, end;  // elements of the shard
-  float beta1, beta2, eps;
-  float neg_step_size;    // -lr / (1 - beta1^t)
-  float inv_sqrt_bc2;     // 1 / sqrt(1 - beta2^t)
-  float decay_factor;     // AdamW: 1 - lr * wd, else 1
-  float l2_weight_decay;  // Adam: wd, else 0
-  float unused = 0;
+  AdamConstants c;     // adam_constants() of the group and step, as CpuAdam's
 };
 
 // Passed by value to the kernel (well under the 4 KiB parameter limit).
@@ -31,6 +28,7 @@ struct FusedAdamLaunch {
   int32_t num_groups;
   FusedAdamGroup groups[kFusedAdamMaxGroups];
 };
+static_assert(sizeof(FusedAdamLaunch) <= 4096, "kernel parameters are limited to 4 KiB");
 
 // The plugin's entry point: enqueues the kernel on `stream` (a cudaStream_t; nullptr: LibTorch's
 // current stream of the current device) and returns nullptr, or the CUDA error's text.

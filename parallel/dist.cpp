@@ -51,8 +51,7 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
     args.store = job_store(env, options.timeout);
     args.rank = env.rank;
     args.size = env.world_size;
-    int devices = cuda_device_count();
-    args.device = devices > 0 ? env.local_rank % devices : 0;
+    args.device = cuda_device_for_rank(env, cuda_device_count());
     args.timeout = options.timeout;
     comm = create_nccl_communicator(args);
   }

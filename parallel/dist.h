@@ -32,7 +32,7 @@ struct CommOptions {
   // Default for every Work::wait() and for the rendezvous; tests use seconds.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   // The engine's tensors live on CUDA: "auto" then picks nccl (when the plugin and a device are
-  // available), and nccl binds to device local_rank % device_count.
+  // available), and nccl binds to cuda_device_for_rank (env.h), which becomes the current device.
   bool cuda = false;
   // mpi backend only: "auto" | "nonblocking" | "blocking" MPI collectives (mpi_communicator.h,
   // MpiMode: which OpenMPI algorithms run; all of them run off the caller's thread).

@@ -155,4 +155,15 @@ std::string Env::describe() const {
   return s;
 }
 
+int cuda_device_for_rank(const Env& env, int device_count) {
+  ZT_CHECK(device_count >= 1, "the nccl backend needs a CUDA device, but ", env.describe(),
+           " sees none");
+  if (env.local_world_size <= device_count) return env.local_rank;
+  if (device_count == 1) return 0;
+  ZT_THROW(env.local_world_size, " ranks on this node (local world size) but ", device_count,
+           " CUDA devices visible to local rank ", env.local_rank,
+           ": ranks would share GPUs; start at most one rank per GPU, or give each rank one GPU "
+           "(CUDA_VISIBLE_DEVICES)");
+}
+
 }  // namespace zt::dist

@@ -46,4 +46,14 @@ struct Env {
   std::string describe() const;
 };
 
+// The CUDA device index a rank uses, given how many devices it sees (nccl_communicator.h makes
+// it the rank's current device):
+//  - local_world_size <= device_count: device local_rank, one GPU per rank of the node (torchrun's
+//    LOCAL_RANK convention);
+//  - device_count == 1: device 0 (the launcher gives each rank only its own GPU, e.g.
+//    CUDA_VISIBLE_DEVICES per rank, srun --gpus-per-task=1);
+//  - otherwise some ranks of the node would share a GPU, which NCCL does not support within one
+//    communicator: a zt::Error naming the counts. So does device_count < 1.
+int cuda_device_for_rank(const Env& env, int device_count);
+
 }  // namespace zt::dist

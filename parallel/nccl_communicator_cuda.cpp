@@ -1,20 +1,24 @@
 // NcclCommunicator: the nccl backend, compiled into the CUDA plugin (libzt_cuda.so). Contract and
 // stream timeline in nccl_communicator.h.
 //
-// Timeouts: wait() does not block the host (it orders LibTorch's current stream after the
-// collective), so a hang cannot be seen in wait(). A watchdog thread per communicator polls the
-// completion event of every collective in flight; one older than the timeout (counted from its
-// enqueue) makes the watchdog abort the NCCL communicator (ncclCommAbort, which unblocks the
-// stuck kernels) and record the desync timeout error, which every later call on the
-// communicator and every wait()/is_completed() on its works raise. Like c10d's watchdog, a
-// timed-out NCCL communicator is not usable again.
+// Device: the constructor makes args.device the calling thread's current CUDA device
+// (c10::cuda::set_device), as torch.cuda.set_device(local_rank) does in a torchrun script: the
+// engine's kernels run on the current device's current stream and its lazily allocated buffers
+// land on the current device, so with several GPUs per node every rank must have made its own
+// device current before the first step, not only the NCCL calls.
+//
+// Timeouts and errors: wait() does not block the host (it orders LibTorch's current stream after
+// the collective), so a hang cannot be seen in wait(). A watchdog thread per communicator
+// (nccl_watchdog.h) polls completion, ncclCommGetAsyncError and the age of every collective in
+// flight; on a failure it records the error, which every later call on the communicator and
+// every wait()/is_completed() on its works raise, and aborts the NCCL communicator (which
+// unblocks stuck kernels). Like c10d's watchdog, a failed NCCL communicator is not usable again.
+// NCCL allows one thread at a time per communicator: every NCCL call on comm_, from the user's
+// thread or the watchdog's, holds nccl_mutex_, and an aborted comm_ is never touched again.
 // Communicators are created non-blocking (ncclConfig_t.blocking = 0) so that a rank missing at
 // initialisation is a timeout too, not a hang in ncclCommInitRank.
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <nccl.h>
 #include <thread>
@@ -22,6 +26,7 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -32,6 +37,7 @@
 #include "parallel/collective_info.h"
 #include "parallel/desync.h"
 #include "parallel/nccl_communicator.h"
+#include "parallel/nccl_watchdog.h"
 
 namespace zt::dist {
 namespace {
@@ -64,25 +70,20 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// What works share with their communicator: its failure state. Works hold this, not the
-// communicator, so the watchdog (which holds works) never owns the communicator it runs in.
+// What works share with their communicator: where they live and its failure state. Works hold
+// this, not the communicator, so a work outliving its communicator stays safe to wait on.
 struct NcclShared {
   int rank = 0;
   int device = 0;
   milliseconds timeout{0};
-  std::mutex mutex;
-  bool failed = false;
-  ErrorKind failure_kind = ErrorKind::kComm;
-  std::string failure;
-
-  void rethrow_failure() {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (failed) ZT_THROW_KIND(failure_kind, failure);
-  }
+  CommFailure failure;
 };
 
-// One collective: done_ is recorded on the NCCL stream after it.
-class NcclWork : public Work {
+// One collective: done_ is recorded on the NCCL stream after it. It holds no tensors: their
+// storage was recorded on the NCCL stream (recordStream), so the caching allocator keeps it until
+// the collective is done even if the caller frees it; holding the tensors as well would keep
+// them counted as allocated until the watchdog's next poll.
+class NcclWork : public Work, public WatchedWork {
  public:
   NcclWork(std::shared_ptr<NcclShared> owner, CollectiveInfo info, bool blocking)
       : info_(std::move(info)), owner_(std::move(owner)), blocking_(blocking) {}
@@ -90,17 +91,21 @@ class NcclWork : public Work {
   void wait(milliseconds timeout) override;
   bool is_completed() override;
 
-  CollectiveInfo info_;  // read by the watchdog
+  // WatchedWork, for the watchdog.
+  bool query() override { return done_.query(); }
+  const CollectiveInfo& info() const override { return info_; }
+  Clock::time_point enqueued() const override { return enqueued_; }
+
   at::cuda::CUDAEvent done_{cudaEventDisableTiming};
-  Clock::time_point enqueued_ = Clock::now();
-  std::vector<at::Tensor> keep_;  // storages stay alive until completion
 
  private:
+  CollectiveInfo info_;
+  Clock::time_point enqueued_ = Clock::now();
   std::shared_ptr<NcclShared> owner_;
   bool blocking_;
 };
 
-class NcclCommunicator : public Communicator {
+class NcclCommunicator : public Communicator, private WatchdogBackend {
  public:
   explicit NcclCommunicator(const NcclCreateArgs& args)
       : shared_(std::make_shared<NcclShared>()),
@@ -110,11 +115,15 @@ class NcclCommunicator : public Communicator {
         store_(args.store),
         timeout_(args.timeout),
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false,
-                                             static_cast<c10::DeviceIndex>(args.device))) {
+                                             static_cast<c10::DeviceIndex>(args.device))),
+        watchdog_(*this, std::shared_ptr<CommFailure>(shared_, &shared_->failure),
+                  WatchdogOptions{args.timeout, kWatchdogPoll,
+                                  detail::str("nccl rank ", args.rank, " of ", args.size)}) {
     shared_->rank = rank_;
     shared_->device = device_;
     shared_->timeout = timeout_;
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    // See the file comment: this rank's device is the thread's current device from now on.
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_));
     ncclUniqueId id;
     if (rank_ == 0) {
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -124,29 +133,43 @@ class NcclCommunicator : public Communicator {
     std::vector<uint8_t> got = store_->get("nccl_id");  // waits up to the store's timeout
     ZT_INTERNAL_ASSERT(got.size() == sizeof(id), "ncclUniqueId of ", got.size(), " bytes");
     std::memcpy(&id, got.data(), sizeof(id));
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclResult_t rc = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
-    settle(rc, "ncclCommInitRankConfig", Clock::now() + timeout_);
     desync_ = std::make_shared<DesyncReporter>(store_, rank_, size_, backend_);
-    watchdog_ = std::thread([this] { watch(); });
+    {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      const ncclResult_t rc = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+      settle_locked(rc, "ncclCommInitRankConfig", Clock::now() + timeout_);
+    }
+    watchdog_.start();
   }
 
+  // Never throws: a destructor runs during unwinding too (e.g. after a timeout).
   ~NcclCommunicator() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (watchdog_.joinable()) watchdog_.join();
-    if (comm_ != nullptr) {
-      if (shared_->failed) {
-        ncclCommAbort(comm_);
-      } else {
-        ncclCommFinalize(comm_);
-        settle(ncclSuccess, "ncclCommFinalize", Clock::now() + std::chrono::seconds(10), false);
-        ncclCommDestroy(comm_);
+    watchdog_.stop();
+    try {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      if (comm_ == nullptr || aborted_) return;
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+      if (shared_->failure.failed()) {
+        abort_locked();
+        return;
       }
+      // Finalize flushes the collectives in flight; a peer that never finishes them must not hang
+      // the destructor, so after 10 s the communicator is aborted instead.
+      ncclResult_t state = ncclCommFinalize(comm_);
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (state == ncclInProgress && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclSystemError;
+      }
+      if (state == ncclSuccess) {
+        ncclCommDestroy(comm_);
+        comm_ = nullptr;
+      } else {
+        abort_locked();
+      }
+    } catch (...) {  // a CUDA guard or lock failing: nothing sensible left to do in a destructor
     }
   }
 
@@ -158,9 +181,10 @@ class NcclCommunicator : public Communicator {
     check_tensor(t, "all_reduce");
     auto work = begin("all_reduce", detail::str(to_string(op), ", ", describe_tensor(t)), {t});
     if (t.numel() > 0) {
-      enqueue(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
-                            nccl_op(op), comm_, stream_.stream()),
-              "ncclAllReduce");
+      call("ncclAllReduce", [&](ncclComm_t comm) {
+        return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
+                             nccl_op(op), comm, stream_.stream());
+      });
     }
     return end(work);
   }
@@ -174,10 +198,11 @@ class NcclCommunicator : public Communicator {
     auto work = begin("reduce_scatter", detail::str(to_string(op), ", ", describe_tensor(input)),
                       {input, output});
     if (output.numel() > 0) {
-      enqueue(
-          ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
-                            nccl_type(input.scalar_type()), nccl_op(op), comm_, stream_.stream()),
-          "ncclReduceScatter");
+      call("ncclReduceScatter", [&](ncclComm_t comm) {
+        return ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
+                                 nccl_type(input.scalar_type()), nccl_op(op), comm,
+                                 stream_.stream());
+      });
     }
     return end(work);
   }
@@ -190,9 +215,10 @@ class NcclCommunicator : public Communicator {
              describe_tensor(input), ")");
     auto work = begin("all_gather", describe_tensor(input), {input, output});
     if (input.numel() > 0) {
-      enqueue(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(),
-                            nccl_type(input.scalar_type()), comm_, stream_.stream()),
-              "ncclAllGather");
+      call("ncclAllGather", [&](ncclComm_t comm) {
+        return ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(),
+                             nccl_type(input.scalar_type()), comm, stream_.stream());
+      });
     }
     return end(work);
   }
@@ -203,9 +229,10 @@ class NcclCommunicator : public Communicator {
              size_ - 1);
     auto work = begin("broadcast", detail::str("root ", root, ", ", describe_tensor(t)), {t});
     if (t.numel() > 0) {
-      enqueue(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root,
-                            comm_, stream_.stream()),
-              "ncclBroadcast");
+      call("ncclBroadcast", [&](ncclComm_t comm) {
+        return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
+                             root, comm, stream_.stream());
+      });
     }
     return end(work);
   }
@@ -215,61 +242,89 @@ class NcclCommunicator : public Communicator {
     at::Tensor flag = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(
                                          at::kCUDA, static_cast<c10::DeviceIndex>(device_)));
     auto work = begin("barrier", "", {flag}, /*blocking=*/true);
-    enqueue(ncclAllReduce(flag.data_ptr(), flag.data_ptr(), 1, ncclInt32, ncclSum, comm_,
-                          stream_.stream()),
-            "ncclAllReduce");
+    call("ncclAllReduce", [&](ncclComm_t comm) {
+      return ncclAllReduce(flag.data_ptr(), flag.data_ptr(), 1, ncclInt32, ncclSum, comm,
+                           stream_.stream());
+    });
     return end(work);
   }
 
-  void rethrow_failure() { shared_->rethrow_failure(); }
-
  private:
+  // How often the watchdog looks: an async error or a finished collective is seen within this.
+  static constexpr milliseconds kWatchdogPoll{100};
+
+  std::string nccl_error(ncclResult_t rc, const char* call) {
+    return detail::str(call, " failed on rank ", rank_, " of ", size_, ": ", ncclGetErrorString(rc),
+                       " (", comm_ != nullptr && !aborted_ ? ncclGetLastError(comm_) : "", ")");
+  }
+
   void check(ncclResult_t rc, const char* call) {
     if (rc != ncclSuccess && rc != ncclInProgress) {
-      ZT_THROW_KIND(ErrorKind::kComm, call, " failed on rank ", rank_, ": ", ncclGetErrorString(rc),
-                    " (", ncclGetLastError(comm_), ")");
+      ZT_THROW_KIND(ErrorKind::kComm, nccl_error(rc, call));
     }
   }
 
-  // Non-blocking communicators may answer ncclInProgress: poll until the call settled.
-  void settle(ncclResult_t rc, const char* call, Clock::time_point deadline,
-              bool throw_on_timeout = true) {
-    check(rc, call);
+  void abort_locked() noexcept {
+    if (comm_ != nullptr && !aborted_) {
+      ncclCommAbort(comm_);
+      aborted_ = true;
+    }
+  }
+
+  // Non-blocking communicators may answer ncclInProgress: poll until the call settled. A failure
+  // or a timeout is recorded (so works and later calls raise it) and aborts the communicator.
+  // Holds nccl_mutex_.
+  void settle_locked(ncclResult_t rc, const char* call, Clock::time_point deadline) {
     ncclResult_t state = rc;
-    while (true) {
-      if (comm_ != nullptr) ncclCommGetAsyncError(comm_, &state);
-      if (state != ncclInProgress) break;
+    while (state == ncclInProgress) {
       if (Clock::now() > deadline) {
-        if (!throw_on_timeout) return;
-        ncclCommAbort(comm_);
-        comm_ = nullptr;
-        ZT_THROW_KIND(ErrorKind::kTimeout, call, " did not complete on rank ", rank_, " of ", size_,
-                      " within ", timeout_.count(),
-                      " ms (a rank never joined?); desync: ", desync_ ? desync_->report() : "");
+        const std::string message = detail::str(
+            call, " did not complete on rank ", rank_, " of ", size_, " within ", timeout_.count(),
+            " ms (a rank never joined?); desync: ", desync_ ? desync_->report() : "");
+        shared_->failure.set(ErrorKind::kTimeout, message);
+        abort_locked();
+        ZT_THROW_KIND(ErrorKind::kTimeout, message);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (comm_ == nullptr) break;  // init failed before creating the communicator
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclSystemError;
     }
-    check(state, call);
+    if (state != ncclSuccess) {
+      const std::string message = nccl_error(state, call);
+      shared_->failure.set(ErrorKind::kComm, message);
+      abort_locked();
+      ZT_THROW_KIND(ErrorKind::kComm, message);
+    }
+  }
+
+  // One NCCL call on comm_, serialised with the watchdog's, then settled.
+  template <typename F>
+  void call(const char* name, F&& nccl) {
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    shared_->failure.rethrow();
+    ZT_INTERNAL_ASSERT(!aborted_, "nccl communicator aborted without a recorded failure");
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    settle_locked(nccl(comm_), name, Clock::now() + timeout_);
   }
 
   void check_tensor(const at::Tensor& t, const char* op) {
-    rethrow_failure();
+    shared_->failure.rethrow();
     ZT_CHECK(t.defined() && t.is_cuda() && t.get_device() == device_, "nccl ", op,
              ": tensor must be on cuda:", device_, ", got ",
              t.defined() ? t.device().str() : "undefined");
     ZT_CHECK(t.is_contiguous(), "nccl ", op, ": tensor must be contiguous");
   }
 
-  // Orders the NCCL stream after LibTorch's current stream and keeps the storages alive.
+  // Orders the NCCL stream after LibTorch's current stream and protects the storages.
   std::shared_ptr<NcclWork> begin(const char* kind, std::string detail,
-                                  std::vector<at::Tensor> tensors, bool blocking = false) {
-    rethrow_failure();
+                                  const std::vector<at::Tensor>& tensors, bool blocking = false) {
+    shared_->failure.rethrow();
     CollectiveInfo info;
     info.seq = ++seq_;
     info.kind = kind;
     info.detail = std::move(detail);
-    auto work = std::make_shared<NcclWork>(shared_, std::move(info), blocking);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    auto work = std::make_shared<NcclWork>(shared_, std::move(info), blocking);
     at::cuda::CUDAEvent ready(cudaEventDisableTiming);
     ready.record(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)));
     ready.block(stream_);
@@ -278,59 +333,50 @@ class NcclCommunicator : public Communicator {
       // is done with it, even if the caller drops its tensor early.
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
     }
-    work->keep_ = std::move(tensors);
     return work;
-  }
-
-  void enqueue(ncclResult_t rc, const char* call) {
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    settle(rc, call, Clock::now() + timeout_);
   }
 
   WorkPtr end(const std::shared_ptr<NcclWork>& work) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
     work->done_.record(stream_);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      in_flight_.push_back(work);
-    }
-    cv_.notify_all();
+    watchdog_.track(work);
     return work;
   }
 
-  void watch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      cv_.wait_for(lock, milliseconds(100));
-      while (!in_flight_.empty()) {
-        std::shared_ptr<NcclWork> w = in_flight_.front();
-        if (w->done_.query()) {
-          in_flight_.pop_front();
-          continue;
-        }
-        auto age = std::chrono::duration_cast<milliseconds>(Clock::now() - w->enqueued_);
-        if (age >= timeout_) {
-          lock.unlock();
-          std::string message;
-          try {
-            desync_->throw_timeout(w->info_, age, timeout_);
-          } catch (const zt::Error& e) {
-            message = e.message();
-          }
-          // Unblocks the stuck kernels on every stream of this communicator.
-          ncclCommAbort(comm_);
-          {
-            std::lock_guard<std::mutex> failure_lock(shared_->mutex);
-            shared_->failed = true;
-            shared_->failure_kind = ErrorKind::kTimeout;
-            shared_->failure = message;
-          }
-          lock.lock();
-          comm_ = nullptr;
-          in_flight_.clear();
-          return;
-        }
-        break;
-      }
+  // WatchdogBackend (on the watchdog thread).
+  void on_thread_start() override {
+    // Without this, the thread's first CUDA call (the event queries) would create a context on
+    // device 0, costing every rank of a multi-GPU node memory on GPU 0.
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_));
+  }
+
+  std::string async_error() override {
+    // The user's thread may be inside an NCCL call: look at the next poll rather than wait.
+    std::unique_lock<std::mutex> lock(nccl_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || comm_ == nullptr || aborted_) return "";
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+    if (rc != ncclSuccess) return nccl_error(rc, "ncclCommGetAsyncError");
+    if (state == ncclSuccess || state == ncclInProgress) return "";
+    return nccl_error(state, "a collective");
+  }
+
+  std::string timeout_message(const CollectiveInfo& info, milliseconds age) noexcept override {
+    try {
+      desync_->throw_timeout(info, age, timeout_);
+    } catch (const zt::Error& e) {
+      return e.message();
+    } catch (...) {
+    }
+    return detail::str("nccl ", info.describe(), " timed out on rank ", rank_, " after ",
+                       age.count(), " ms");
+  }
+
+  void abort() noexcept override {
+    try {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      abort_locked();
+    } catch (...) {  // std::mutex::lock throws only on a system error
     }
   }
 
@@ -342,19 +388,19 @@ class NcclCommunicator : public Communicator {
   c10::intrusive_ptr<c10d::Store> store_;
   milliseconds timeout_;
   c10::cuda::CUDAStream stream_;
-  ncclComm_t comm_ = nullptr;
   std::shared_ptr<DesyncReporter> desync_;
   uint64_t seq_ = 0;
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<NcclWork>> in_flight_;
-  bool stop_ = false;
-  std::thread watchdog_;
+  std::mutex nccl_mutex_;  // held for every NCCL call on comm_ (NCCL: one thread at a time)
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;  // comm_ was aborted (freed by NCCL): never touch it again
+
+  // Last member: destroyed (stopped) first, while everything it calls back into still exists.
+  CommWatchdog watchdog_;
 };
 
 void NcclWork::wait(milliseconds timeout) {
-  owner_->rethrow_failure();
+  owner_->failure.rethrow();
   const auto device = static_cast<c10::DeviceIndex>(owner_->device);
   c10::cuda::CUDAGuard guard(device);
   if (!blocking_) {
@@ -365,18 +411,18 @@ void NcclWork::wait(milliseconds timeout) {
   milliseconds limit = effective_timeout(timeout, owner_->timeout);
   auto start = Clock::now();
   while (!done_.query()) {
-    owner_->rethrow_failure();
+    owner_->failure.rethrow();
     if (Clock::now() - start > limit) {
       ZT_THROW_KIND(ErrorKind::kTimeout, "nccl ", info_.describe(), " timed out on rank ",
                     owner_->rank, " after ", limit.count(), " ms");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  owner_->rethrow_failure();
+  owner_->failure.rethrow();
 }
 
 bool NcclWork::is_completed() {
-  owner_->rethrow_failure();
+  owner_->failure.rethrow();
   return done_.query();
 }
 

@@ -1,8 +1,9 @@
-"""Prints bench/gpu_check.sh's table from its JSON lines: the GPU checks, then one row per training
-run with tokens/s, MFU, peak memory and the ratio to the eager baseline of the same dtype, then
-the issue's targets (issue 13) with measured values.
+"""Prints bench/gpu_check.sh's table from its files: the GPU checks, every step's status and time
+(so a failed or skipped run shows up, not only the ones that printed a row), then one row per
+training run with tokens/s, MFU, peak memory and the ratio to the eager baseline of the same
+dtype, then the issue's targets (issue 13) with measured values. Missing files are fine.
 
-usage: gpu_report.py BENCH_JSONL [CHECKS_JSONL]
+usage: gpu_report.py BENCH_JSONL [CHECKS_JSONL [RUNS_TSV]]
 """
 import json
 import sys
@@ -16,9 +17,25 @@ def rows(path):
         return []
 
 
+def runs(path):
+    """(name, status, seconds) per line of gpu_check.sh's runs.tsv."""
+    try:
+        with open(path) as f:
+            return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
 def main():
     bench = rows(sys.argv[1])
     checks = rows(sys.argv[2]) if len(sys.argv) > 2 else []
+    steps = runs(sys.argv[3]) if len(sys.argv) > 3 else []
+    if steps:
+        print("steps (status, seconds):")
+        for step in steps:
+            name, status, seconds = (step + ["", "", ""])[:3]
+            print(f"  {name:<24} {status:<40} {seconds:>5}")
+        print()
     if checks:
         print("GPU checks (CUDA path vs CPU reference):")
         for c in checks:

@@ -3,7 +3,10 @@
 // nccl backend, and reports tokens/s, model FLOPs utilisation and peak memory as one JSON line.
 //
 //   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--batch 16] [--seq 1024] [--steps 10]
-//                [--warmup 3] [--peak-tflops 989] [--json FILE]
+//                [--warmup 3] [--peak-tflops 989] [--comm-timeout-s 60] [--json FILE]
+//
+// --comm-timeout-s bounds NCCL initialisation and every collective (the library default is 30
+// minutes): bench/gpu_check.sh must see a hung run fail inside its window, not at its time limit.
 //
 // MFU = 6 * parameters * tokens / seconds / peak. 6N per token counts the matmuls of forward and
 // backward against every parameter (embeddings included, attention scores excluded: the usual
@@ -38,6 +41,7 @@ struct Args {
   int steps = 10;
   int warmup = 3;
   double peak_tflops = 989.0;
+  int comm_timeout_s = 60;
   std::string json;
 };
 
@@ -65,6 +69,8 @@ Args parse(int argc, char** argv) {
       a.warmup = std::stoi(value());
     else if (k == "--peak-tflops")
       a.peak_tflops = std::stod(value());
+    else if (k == "--comm-timeout-s")
+      a.comm_timeout_s = std::stoi(value());
     else if (k == "--json")
       a.json = value();
     else
@@ -73,6 +79,7 @@ Args parse(int argc, char** argv) {
   ZT_CHECK(a.dtype == "bf16" || a.dtype == "fp16" || a.dtype == "fp32",
            "--dtype must be bf16, fp16 or fp32, got ", a.dtype);
   ZT_CHECK(a.steps >= 1 && a.warmup >= 1, "--steps and --warmup must be >= 1");
+  ZT_CHECK(a.comm_timeout_s >= 1, "--comm-timeout-s must be >= 1, got ", a.comm_timeout_s);
   return a;
 }
 
@@ -106,6 +113,7 @@ int run(int argc, char** argv) {
   zt::dist::CommOptions co;
   co.backend = "nccl";
   co.cuda = true;
+  co.timeout = std::chrono::seconds(a.comm_timeout_s);
   zt::Engine engine(model.ptr(), o, zt::dist::create_communicator(co));
 
   // Random tokens (fixed per step): the benchmark measures the step, not data loading.

@@ -27,7 +27,10 @@ target_include_directories(zt_cuda PRIVATE ${CMAKE_SOURCE_DIR} ${ZT_NCCL_INCLUDE
 target_link_libraries(zt_cuda PRIVATE zt_core ${TORCH_LIBRARIES} CUDA::cudart ${ZT_NCCL_LIBRARY})
 target_compile_definitions(zt_cuda PRIVATE ZT_CUDA_ENABLED=1)
 set_target_properties(zt_cuda PROPERTIES BUILD_RPATH "$ORIGIN" CUDA_SEPARABLE_COMPILATION OFF)
-target_compile_options(zt_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -lineinfo>)
+target_compile_options(zt_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
+if(ZT_WERROR)  # ZtTargets.cmake
+  target_compile_options(zt_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
+endif()
 zt_warnings(zt_cuda)
 
 

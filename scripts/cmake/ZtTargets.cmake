@@ -5,9 +5,15 @@
 #          files under tools/  -> executables
 
 # Warnings as errors in our own code only (LibTorch and Debian headers are SYSTEM includes).
+# ZT_WERROR=OFF keeps the warnings but not the errors: for a compiler CI has not seen (the GPU
+# machine's image may have a newer GCC, whose new warnings must not cost its one build).
+option(ZT_WERROR "Treat compiler warnings in zerotorch's own code as errors" ON)
 function(zt_warnings target)
-  target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -Wno-error=deprecated-declarations>)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
+  if(ZT_WERROR)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:-Werror -Wno-error=deprecated-declarations>)
+  endif()
 endfunction()
 
 # zt_area_sources(<out-var> <dir> [<exclude-regex>]): the library sources of one area folder.

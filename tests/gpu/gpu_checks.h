@@ -5,8 +5,10 @@
 // zt-gpu-checks (gpu_checks_main.cpp), which bench/gpu_check.sh runs on machines without GTest.
 //
 //   nccl_one_rank      the nccl backend, one rank: every collective and dtype, stream ordering
-//   overflow_check     core/precision/overflow_check.cu vs the CPU pass (fp32, fp16, bf16; inf/NaN found)
-//   fused_adam         optim/fused_adam.cu vs CpuAdam (groups, bf16 copy)
+//   overflow_check     core/precision/overflow_check.cu vs the CPU pass (fp32, fp16, bf16; inf/NaN
+//   found) fused_adam         optim/fused_adam.cu vs CpuAdam (bit for bit with its AVX2/AVX-512
+//   build;
+//                      groups with gaps, bf16 copy, untouched gaps)
 //   adam8bit           optim/adam8bit.cu vs Adam8bit's CPU pass (codes, absmax, params)
 //   engine_equivalence zt::Engine on CUDA (nccl, stages 0-3, offload) vs torch::optim::AdamW
 //   engine_half        zt::Engine on CUDA in bf16 and fp16 (loss scaling): trains, stays finite

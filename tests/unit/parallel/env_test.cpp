@@ -144,5 +144,29 @@ TEST(Env, BadValuesNameTheVariable) {
   EXPECT_NE(msg.find("SLURM_NTASKS must be an integer"), std::string::npos) << msg;
 }
 
+// Which GPU a rank binds (and makes current): its local rank when the node has a GPU per rank,
+// device 0 when the launcher shows each rank only its own, an error when ranks would share one.
+TEST(Env, CudaDeviceForRank) {
+  Env env = Env::from_map(
+      {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}});
+  EXPECT_EQ(cuda_device_for_rank(env, 8), 1);
+  EXPECT_EQ(cuda_device_for_rank(env, 4), 1);
+  EXPECT_EQ(cuda_device_for_rank(env, 1), 0);  // CUDA_VISIBLE_DEVICES per rank
+  env.local_rank = 3;
+  EXPECT_EQ(cuda_device_for_rank(env, 4), 3);
+  EXPECT_EQ(cuda_device_for_rank(Env::from_map({}), 1), 0);
+  EXPECT_EQ(cuda_device_for_rank(Env::from_map({}), 8), 0);
+  try {
+    cuda_device_for_rank(env, 2);
+    ADD_FAILURE() << "two GPUs for four ranks accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUser);
+    EXPECT_NE(e.message().find("4 ranks on this node (local world size) but 2 CUDA devices"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_THROW(cuda_device_for_rank(env, 0), zt::Error);
+}
+
 }  // namespace
 }  // namespace zt::dist

@@ -23,6 +23,8 @@
 # ONE archive: $OUT/gpu_check.tar.gz (else $build/gpu_check.tar.gz). The table is the last lines
 # of stdout.
 #
+# Exit status: 0 when every step passed; 1 when one failed or was skipped (or the build failed);
+# 3 without a GPU.
 # Modes: --quick: build, checks, and one row (zerotorch bf16 stage 3), about 3 minutes.
 #        --dry-run: stops after the build, before the first GPU call (no deadline: for a slow
 #        CPU-only machine); so does a machine without a GPU (exit 3).
@@ -86,12 +88,15 @@ fail() { log "error: $*"; status "$2" "failed: $1"; exit 1; }
 log "mode $mode, budget ${budget}s$([ "$mode" = dry ] && echo ' (not enforced in a dry run)')"
 torch_prefix="$("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')" ||
   fail "$py cannot import torch" setup
-log "torch $("$py" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)') at $torch_prefix"
+torch_version="$("$py" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
+log "torch $torch_version at $torch_prefix"
 # NCCL: the nvidia-nccl wheel torch depends on (only libnccl.so.2 there), else the CUDA toolkit's.
-nccl_root="$("$py" -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)"
+nccl_root="$("$py" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null ||
+  true)"
 nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 [ -x "$nvcc" ] || fail "nvcc not found (PATH or /usr/local/cuda/bin)" setup
-log "nvcc: $("$nvcc" --version | tail -1); NCCL from ${nccl_root:-the CUDA toolkit}; $(g++ --version | head -1)"
+log "nvcc: $("$nvcc" --version | tail -1); NCCL from ${nccl_root:-the CUDA toolkit}"
+log "$(g++ --version | head -1)"
 command -v ninja >/dev/null || fail "ninja not found" setup
 build_limit() { if [ "$mode" = dry ]; then echo 7200; else limit "$budget"; fi; }
 log "configuring $build"
@@ -106,7 +111,8 @@ log "building zt_cuda zt-gpu-checks zt-gpu-bench with $jobs jobs (limit $(build_
 b0=$(date +%s)
 timeout -k 5 "$(build_limit)" cmake --build "$build" --target zt_cuda zt-gpu-checks zt-gpu-bench \
   -j "$jobs" >>"$res/build.log" 2>&1 ||
-  { grep -E "error|Error" "$res/build.log" | head -30; fail "build failed or timed out (build.log)" build; }
+  { grep -E "error|Error" "$res/build.log" | head -30
+    fail "build failed or timed out (build.log)" build; }
 status build ok $(( $(date +%s) - b0 ))
 log "build done in $(( $(date +%s) - b0 )) s"
 
@@ -131,7 +137,9 @@ export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"  # NCCL's own reason lands in the logs
 run() {
   local name="$1" cap="$2"; shift 2
   if [ "$(left)" -lt 20 ]; then
-    log "skip $name: $(left) s left of the budget"; status "$name" "skipped: out of time"; return 1
+    log "skip $name: $(left) s left of the budget"; status "$name" "skipped: out of time"
+    failures=$((failures + 1))
+    return 1
   fi
   local lim s rc=0
   s=$(date +%s)
@@ -142,6 +150,7 @@ run() {
   if [ "$rc" = 0 ]; then
     status "$name" ok "$took"
   else
+    failures=$((failures + 1))
     local why="exit $rc"
     [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${lim}s"
     status "$name" "failed: $why" "$took"
@@ -151,14 +160,15 @@ run() {
 }
 
 log "GPU checks"
+failures=0
 nccl_ok=1
 run check_nccl 60 "$build/bin/zt-gpu-checks" --json "$res/checks.jsonl" nccl_one_rank || nccl_ok=0
-cat "$res/check_nccl.log"
+cat "$res/check_nccl.log" 2>/dev/null
 rest=(overflow_check fused_adam adam8bit)
 # The engine checks need NCCL: after its failure they would only spend their timeouts.
 [ "$nccl_ok" = 1 ] && rest+=(engine_equivalence engine_half)
 run check_rest 150 "$build/bin/zt-gpu-checks" --json "$res/checks_rest.jsonl" "${rest[@]}"
-cat "$res/check_rest.log"
+cat "$res/check_rest.log" 2>/dev/null
 cat "$res/checks_rest.jsonl" >>"$res/checks.jsonl" 2>/dev/null
 
 # ---- 3. GPT-2 124M ------------------------------------------------------------------------------
@@ -167,7 +177,9 @@ common=(--batch "$batch" --seq 1024 --steps "$steps" --warmup 3 --peak-tflops "$
 zt_row() {  # dtype stage [--offload]
   local name="zt_$1_stage$2${3:+_offload}"
   if [ "$nccl_ok" = 0 ]; then
-    log "skip $name: the one-rank NCCL check failed"; status "$name" "skipped: NCCL check failed"
+    log "skip $name: the one-rank NCCL check did not pass"
+    status "$name" "skipped: NCCL check did not pass"
+    failures=$((failures + 1))
     return
   fi
   run "$name" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" ${3:+--offload} \
@@ -192,5 +204,5 @@ else
   zt_row fp16 2
   zt_row fp16 2 offload
 fi
-log "done in $(( $(date +%s) - t0 )) s"
-exit 0
+log "done in $(( $(date +%s) - t0 )) s; $failures step(s) failed or skipped"
+[ "$failures" = 0 ]

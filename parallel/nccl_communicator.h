@@ -6,11 +6,16 @@
 //   LibTorch's current stream ──record ev_ready──┐
 //   communicator's NCCL stream    wait ev_ready ─┴─ ncclAllReduce ... ── record ev_done
 //   Work::wait(): LibTorch's current stream waits ev_done (no host block), as c10d does.
-//   Work::is_completed(): cudaEventQuery(ev_done). Work::wait_host (timeouts): polls ev_done
-//   until the timeout, then aborts the NCCL communicator and raises the desync timeout error.
+//   Work::is_completed(): cudaEventQuery(ev_done). barrier()'s wait() blocks the host, polling
+//   ev_done up to the timeout.
+//   Watchdog thread (nccl_watchdog.h), every 100 ms: drops finished works, polls
+//   ncclCommGetAsyncError, and fails the communicator (recorded error, ncclCommAbort) on an async
+//   error, a CUDA error, or a collective older than the timeout (the desync timeout error).
 // The tensors' storage is recorded on the NCCL stream (CUDACachingAllocator::recordStream), so
-// the caching allocator does not reuse it before the collective ends.
-// ncclUniqueId: rank 0 creates it and publishes it in the job store (job_store.h).
+// the caching allocator does not reuse it before the collective ends; works hold no tensors.
+// Device: NcclCreateArgs::device (cuda_device_for_rank, env.h) becomes the creating thread's
+// current CUDA device. ncclUniqueId: rank 0 creates it and publishes it in the job store
+// (job_store.h).
 
 #include <chrono>
 #include <memory>

@@ -99,6 +99,9 @@ class JsonWriter {
   }
   void unsupported(std::initializer_list<const char*>) {}
 
+  // A value already written as JSON (a program block).
+  void raw(const std::string& key, const std::string& json) { put(key.c_str(), json); }
+
   void open() {
     out_ += "{";
     first_.push_back(true);
@@ -134,8 +137,14 @@ std::string Config::to_json(bool pretty) const {
   // The writer only reads; the schema's visit functions take mutable references so that the
   // reader can share them.
   config_schema::visit_config(writer, const_cast<Config&>(*this));
+  for (const auto& [name, block] : program_blocks) writer.raw(name, block.to_json());
   writer.close();
   return writer.str();
+}
+
+ProgramBlock Config::program_block(const std::string& name) const {
+  auto it = program_blocks.find(name);
+  return it == program_blocks.end() ? ProgramBlock(name) : it->second;
 }
 
 bool operator==(const Config& a, const Config& b) {

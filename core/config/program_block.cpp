@@ -1,5 +1,6 @@
 #include "core/config/program_block.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>

@@ -141,12 +141,8 @@ int train(int argc, char** argv) {
   Training t = initialize(
       std::move(launch), model.ptr(),
       {.units = model->unit_names(), .train_data = shard, .data = batches_of(mode, max_len)});
-  std::unique_ptr<BatchStream> valid;
-  if (!a.valid_shard.empty()) {
-    BatchStreamOptions v = batches_of(Batching::kSmart, max_len);
-    v.training = false;
-    valid = t.make_loader(std::make_shared<const data::TokenDataset>(a.valid_shard), v);
-  }
+  std::unique_ptr<BatchStream> valid =
+      validation_stream(t, a.valid_shard, batches_of(Batching::kSmart, max_len));
   TrainingRun run(t, a);
   Rmse before, after;
   if (valid) {

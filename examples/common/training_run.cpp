@@ -10,6 +10,13 @@
 namespace po = boost::program_options;
 
 namespace zt::examples {
+namespace {
+
+void append(Fields& out, const Fields& more) {
+  out.insert(out.end(), more.begin(), more.end());
+}
+
+}  // namespace
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -33,6 +40,13 @@ std::string train_shard_of(const RunArgs& a, const Config& config) {
   const std::string path = a.train_shard.empty() ? config.data.path : a.train_shard;
   ZT_CHECK(!path.empty(), "no --train-shard and no data.path in the config");
   return path;
+}
+
+std::unique_ptr<BatchStream> validation_stream(const Training& t, const std::string& path,
+                                               BatchStreamOptions options) {
+  if (path.empty()) return nullptr;
+  options.training = false;
+  return t.make_loader(std::make_shared<const data::TokenDataset>(path), options);
 }
 
 TrainingRun::TrainingRun(Training& t, const RunArgs& a)
@@ -88,17 +102,17 @@ StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
   Engine& e = *t_.engine;
   Fields row = {{"step", double(step)}, {"loss", s.loss}, {"lr", e.get_lr()}};
   if (s.padded > 0) {
-    row.insert(row.end(), {{"tokens_per_s", s.tokens / s.seconds},
-                           {"tokens", s.tokens},
-                           {"padded_tokens", s.padded},
-                           {"padding_fraction", s.padding_fraction()}});
+    append(row, {{"tokens_per_s", s.tokens / s.seconds},
+                 {"tokens", s.tokens},
+                 {"padded_tokens", s.padded},
+                 {"padding_fraction", s.padding_fraction()}});
   }
-  row.insert(row.end(), {{"samples_per_s", s.samples / s.seconds},
-                         {"loss_scale", e.loss_scale()},
-                         {"grad_norm", e.last_grad_norm()},
-                         {"model_state_bytes_per_rank", double(e.memory().model_state_bytes())},
-                         {"step_seconds", s.seconds}});
-  row.insert(row.end(), extra.begin(), extra.end());
+  append(row, {{"samples_per_s", s.samples / s.seconds},
+               {"loss_scale", e.loss_scale()},
+               {"grad_norm", e.last_grad_norm()},
+               {"model_state_bytes_per_rank", double(e.memory().model_state_bytes())},
+               {"step_seconds", s.seconds}});
+  append(row, extra);
   metrics_.write(row);
   if (prints(step)) {
     ZT_LOG_INFO("step ", step, "/", args_.steps, " | loss ", s.loss,
@@ -156,10 +170,10 @@ void TrainingRun::write_summary(const Fields& extra) {
               {"trainable_parameters", double(changes_.trainable)},
               {"trainable_changed", double(changes_.trainable_changed)}};
   if (total_padded_ > 0) {
-    f.insert(f.end(), {{"tokens_per_s", total_tokens_ / train_s},
-                       {"padding_fraction", 1.0 - total_tokens_ / total_padded_}});
+    append(f, {{"tokens_per_s", total_tokens_ / train_s},
+               {"padding_fraction", 1.0 - total_tokens_ / total_padded_}});
   }
-  f.insert(f.end(), extra.begin(), extra.end());
+  append(f, extra);
   MetricsLog summary(t_.comm->rank() == 0 ? args_.out_dir + "/summary.json" : "");
   summary.write(f);
 }

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,6 +50,11 @@ struct RunArgs {
 void add_run_options(CliOptions& cli, RunArgs& a, const std::string& out_dir);
 // The training shard: --train-shard, else the config's data.path.
 std::string train_shard_of(const RunArgs& a, const Config& config);
+
+// The evaluation stream over the shard at `path` (null when path is empty): `options` with
+// training false (seed + 1, length-bucketed, ends with its epoch).
+std::unique_ptr<BatchStream> validation_stream(const Training& t, const std::string& path,
+                                               BatchStreamOptions options);
 
 // One optimizer step, summed over ranks.
 struct StepTotals {

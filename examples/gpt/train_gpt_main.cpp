@@ -8,6 +8,7 @@
 // progress line and writes <out-dir>/metrics.jsonl (one object per optimizer step) and
 // <out-dir>/summary.json. Validation perplexity is measured before and after training.
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -109,15 +110,25 @@ void save(Training& t, const Args& a) {
   ZT_LOG_INFO("checkpoint ", a.checkpoint_dir, "/", tag);
 }
 
+// Validation loss over the validation shard (NaN without one), logged; `before` is the loss
+// before training (NaN when this is that pass).
+double validate(TrainingRun& run, BatchStream* valid, Gpt& model, int64_t max_batches,
+                double before) {
+  if (valid == nullptr) return NAN;
+  const double loss = validation_loss(run, *valid, model, max_batches);
+  if (std::isnan(before)) {
+    ZT_LOG_INFO("validation before training: loss ", loss, ", perplexity ", std::exp(loss));
+  } else {
+    ZT_LOG_INFO("validation after training: loss ", loss, ", perplexity ", std::exp(loss),
+                " (before: ", std::exp(before), ")");
+  }
+  return loss;
+}
+
 // After training: validation, the text sample, the checkpoint, the freeze check, summary.json.
 void finish(Training& t, TrainingRun& run, Gpt& model, BatchStream* valid, double val_before,
-            const Args& a, int64_t max_step_extra) {
-  double val_after = NAN;
-  if (valid) {
-    val_after = validation_loss(run, *valid, model, a.eval_batches);
-    ZT_LOG_INFO("validation after training: loss ", val_after, ", perplexity ", std::exp(val_after),
-                " (before: ", std::exp(val_before), ")");
-  }
+            const Args& a, double max_step_extra) {
+  const double val_after = validate(run, valid, model, a.eval_batches, val_before);
   if (a.sample_tokens > 0) print_sample(*t.engine, model, a, t.loader->dataset());
   if (!a.checkpoint_dir.empty()) save(t, a);
   std::vector<double> rss = sum_over_ranks(*t.comm, {double(peak_rss_bytes())});
@@ -129,7 +140,7 @@ void finish(Training& t, TrainingRun& run, Gpt& model, BatchStream* valid, doubl
        {"valid_ppl_after", std::exp(val_after)},
        {"peak_gathered_param_bytes", double(t.engine->memory().peak_gathered_param_bytes)},
        {"mean_peak_rss_bytes", rss[0] / t.comm->size()},
-       {"max_step_peak_extra_bytes", a.measure_memory ? double(max_step_extra) : NAN}});
+       {"max_step_peak_extra_bytes", max_step_extra}});
   ZT_LOG_INFO("trained ", a.steps, " steps in ", run.train_seconds(), " s; mean peak RSS ",
               std::lround(rss[0] / t.comm->size() / 1048576), " MiB/rank; metrics in ", a.out_dir);
 }
@@ -143,38 +154,56 @@ std::string progress(const Engine& e, const StepTotals& s) {
                      mem.peak_gathered_param_bytes / 1024, " KiB)");
 }
 
+// Per optimizer step with --measure-memory: the peak of CPU tensor bytes above what was live
+// before the step (cpu_memory_meter.h), and the largest over the run.
+class StepPeak {
+ public:
+  explicit StepPeak(bool on) : on_(on) {
+    if (on_) CpuMemoryMeter::install();
+  }
+  void begin() {
+    live_before_ = CpuMemoryMeter::live_bytes();
+    CpuMemoryMeter::reset_peak();
+  }
+  // The metrics field of the step that ends (null without --measure-memory).
+  Fields end() {
+    const int64_t extra = CpuMemoryMeter::peak_bytes() - live_before_;
+    max_ = std::max(max_, extra);
+    return {{"step_peak_extra_bytes", on_ ? double(extra) : NAN}};
+  }
+  double max() const { return on_ ? double(max_) : NAN; }
+
+ private:
+  bool on_;
+  int64_t live_before_ = 0, max_ = 0;
+};
+
+void log_model(const GptImpl& model) {
+  const GptShape& s = model.shape();
+  ZT_LOG_INFO("gpt: ", s.n_layer, " layers, ", s.n_head, " heads, d_model ", s.d_model, ", vocab ",
+              s.vocab_size, ", ", model.num_parameters(), " parameters");
+}
+
 int train(int argc, char** argv) {
   CliOptions cli("train_gpt", "Trains the GPT example on a token shard with ZeRO.");
   Args a;
   add_options(cli, a);
   if (!cli.parse(argc, argv)) return 0;
-  if (a.measure_memory) CpuMemoryMeter::install();
+  StepPeak peak(a.measure_memory);
   Launch launch = zt::launch(cli, {.total_steps = a.steps, .hidden_size_key = kGptHiddenSizeKey});
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   // The model's vocabulary must cover the shard's ids.
   Gpt model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()));
-  const GptShape& shape = model->shape();
-  ZT_LOG_INFO("gpt: ", shape.n_layer, " layers, ", shape.n_head, " heads, d_model ", shape.d_model,
-              ", vocab ", shape.vocab_size, ", ", model->num_parameters(), " parameters");
-  const BatchStreamOptions batches{.max_length = shape.max_seq_len, .causal_lm_shift = true};
+  log_model(*model);
+  const BatchStreamOptions batches{.max_length = model->shape().max_seq_len,
+                                   .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),
                           {.units = model->unit_names(), .train_data = shard, .data = batches});
-  std::unique_ptr<BatchStream> valid;
-  if (!a.valid_shard.empty()) {
-    BatchStreamOptions v = batches;
-    v.training = false;
-    valid = t.make_loader(std::make_shared<const data::TokenDataset>(a.valid_shard), v);
-  }
+  std::unique_ptr<BatchStream> valid = validation_stream(t, a.valid_shard, batches);
   TrainingRun run(t, a);
-  const double val_before = valid ? validation_loss(run, *valid, model, a.eval_batches) : NAN;
-  if (valid) {
-    ZT_LOG_INFO("validation before training: loss ", val_before, ", perplexity ",
-                std::exp(val_before));
-  }
-  int64_t max_step_extra = 0;
+  const double val_before = validate(run, valid.get(), model, a.eval_batches, NAN);
   for (int64_t step = 1; step <= a.steps; ++step) {
-    const int64_t live_before = CpuMemoryMeter::live_bytes();
-    CpuMemoryMeter::reset_peak();
+    peak.begin();
     run.begin_step();
     for (int m = 0; m < t.config.gradient_accumulation_steps; ++m) {
       data::Batch b = *t.loader->next();
@@ -184,12 +213,9 @@ int train(int argc, char** argv) {
       t.engine->step();
       run.add(loss, &b);
     }
-    const int64_t extra = CpuMemoryMeter::peak_bytes() - live_before;
-    max_step_extra = std::max(max_step_extra, extra);
-    run.end_step(step, {{"step_peak_extra_bytes", a.measure_memory ? double(extra) : NAN}},
-                 [&](const StepTotals& s) { return progress(*t.engine, s); });
+    run.end_step(step, peak.end(), [&](const StepTotals& s) { return progress(*t.engine, s); });
   }
-  finish(t, run, model, valid.get(), val_before, a, max_step_extra);
+  finish(t, run, model, valid.get(), val_before, a, peak.max());
   t.comm->barrier()->wait();
   return 0;
 }

@@ -37,9 +37,9 @@ struct BatchStreamOptions {
   // Labels are the inputs shifted by one (a causal LM); the sampler then budgets max_length + 1
   // tokens per sample, since the shift turns them into max_length inputs.
   bool causal_lm_shift = false;
-  std::optional<bool> bucketing;           // training only; unset = data.bucketing
-  std::optional<int64_t> pad_to_multiple;  // unset = data.pad_to_multiple
-  int num_workers = 1;                     // loader threads (data/loader.h)
+  std::optional<bool> bucketing = {};           // training only; unset = data.bucketing
+  std::optional<int64_t> pad_to_multiple = {};  // unset = data.pad_to_multiple
+  int num_workers = 1;                          // loader threads (data/loader.h)
 };
 
 class BatchStream {

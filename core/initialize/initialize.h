@@ -39,9 +39,9 @@
 namespace zt {
 
 struct LaunchOptions {
-  std::string config_path;             // JSON or YAML
-  std::vector<std::string> overrides;  // "a.b=value", applied in order
-  ProgramValues program;               // what "auto" keys resolve from
+  std::string config_path = {};             // JSON or YAML
+  std::vector<std::string> overrides = {};  // "a.b=value", applied in order
+  ProgramValues program = {};               // what "auto" keys resolve from
 };
 
 // The job as launched: this process's place in it, the resolved config, the communicator.
@@ -57,11 +57,11 @@ Launch launch(const CliOptions& cli, const ProgramValues& program = {});
 
 struct InitOptions {
   // The model's stage-3 units (submodule names gathered together, e.g. transformer blocks).
-  std::vector<std::string> units;
+  std::vector<std::string> units = {};
   // The training data; null: no loader.
-  std::shared_ptr<const data::TokenDataset> train_data;
+  std::shared_ptr<const data::TokenDataset> train_data = {};
   // How the program's batches differ from the data block (training is forced on).
-  BatchStreamOptions data;
+  BatchStreamOptions data = {};
 };
 
 // What the training loop uses.

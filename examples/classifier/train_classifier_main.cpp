@@ -126,7 +126,7 @@ int train(int argc, char** argv) {
       "label-field", po::value(&a.label_field)->default_value("grade_centi"),
       "shard label holding the target in hundredths");
   if (!cli.parse(argc, argv)) return 0;
-  Launch launch = zt::launch(cli, {.total_steps = a.steps, .hidden_size_key = kGptHiddenSizeKey});
+  Launch launch = zt::launch(cli, gpt_program_values(a.steps));
   const Batching mode = parse_batching(a.batching, launch.config.data.bucketing);
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   // vocab_size 0 in the config: the shard's tokenizer vocabulary.

@@ -39,4 +39,11 @@ GptShape gpt_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_si
   return s;
 }
 
+ProgramValues gpt_program_values(int64_t total_steps) {
+  ProgramValues p;
+  p.total_steps = total_steps;
+  p.hidden_size_key = "model.d_model";
+  return p;
+}
+
 }  // namespace zt::examples

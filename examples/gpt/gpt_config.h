@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/config/config.h"
 #include "core/config/program_block.h"
 #include "examples/gpt/gpt_block.h"
 
@@ -19,7 +20,8 @@ namespace zt::examples {
 // vocab_size is raised to the shard's vocabulary when smaller (0 = take the shard's). Throws one
 // zt::Error listing every problem (unknown keys, bad types, ranges).
 GptShape gpt_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_size);
-// Where the model block gives the hidden size, for "auto" bucket sizes (ProgramValues).
-inline constexpr const char* kGptHiddenSizeKey = "model.d_model";
+// What "auto" keys resolve from in the GPT examples: the scheduler's total steps, and the
+// hidden size from the model block (model.d_model) for the ZeRO bucket sizes.
+ProgramValues gpt_program_values(int64_t total_steps);
 
 }  // namespace zt::examples

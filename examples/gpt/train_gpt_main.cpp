@@ -190,7 +190,7 @@ int train(int argc, char** argv) {
   add_options(cli, a);
   if (!cli.parse(argc, argv)) return 0;
   StepPeak peak(a.measure_memory);
-  Launch launch = zt::launch(cli, {.total_steps = a.steps, .hidden_size_key = kGptHiddenSizeKey});
+  Launch launch = zt::launch(cli, gpt_program_values(a.steps));
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   // The model's vocabulary must cover the shard's ids.
   Gpt model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()));

@@ -71,8 +71,9 @@ int train(int argc, char** argv) {
   ZT_LOG_INFO("torchscript model ", a.model, ": ", model->named_parameters().size(),
               " parameter tensors; data ", data.x.sizes(), " -> ", data.y.sizes());
   // No units: at stage 3 the whole module is the root unit, gathered inside engine.forward.
-  Training t =
-      initialize(model.ptr(), {cli.config_path(), cli.overrides(), {.total_steps = a.steps}});
+  ProgramValues program;
+  program.total_steps = a.steps;
+  Training t = initialize(model.ptr(), {cli.config_path(), cli.overrides(), program});
   TrainingRun run(t, a);
   const double before = full_loss(*t.engine, model, data);
   ZT_LOG_INFO("loss on the whole dataset before training: ", before);

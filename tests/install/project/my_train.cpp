@@ -70,7 +70,9 @@ int train(int argc, char** argv) {
     make_shard(make);
     return 0;
   }
-  zt::Launch launch = zt::launch(cli, {.total_steps = steps});
+  zt::ProgramValues program;
+  program.total_steps = steps;  // the scheduler's, when the config says "auto"
+  zt::Launch launch = zt::launch(cli, program);
   auto data = std::make_shared<const zt::data::TokenDataset>(shard);
   TinyLm model(data->vocab_size(), 32);
   zt::Training t = zt::initialize(

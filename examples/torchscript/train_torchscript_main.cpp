@@ -66,14 +66,15 @@ int train(int argc, char** argv) {
       "out-dir", po::value(&a.out_dir)->default_value("train_torchscript_out"),
       "metrics.jsonl, summary.json and trained.pt go here");
   if (!cli.parse(argc, argv)) return 0;
+  ProgramValues program;
+  program.total_steps = a.steps;
+  Launch launch = zt::launch(cli, program);
   JitModuleAdapter model(torch::jit::load(a.model));
   const Dataset data = load_dataset(a.data);
   ZT_LOG_INFO("torchscript model ", a.model, ": ", model->named_parameters().size(),
               " parameter tensors; data ", data.x.sizes(), " -> ", data.y.sizes());
   // No units: at stage 3 the whole module is the root unit, gathered inside engine.forward.
-  ProgramValues program;
-  program.total_steps = a.steps;
-  Training t = initialize(model.ptr(), {cli.config_path(), cli.overrides(), program});
+  Training t = initialize(std::move(launch), model.ptr());
   TrainingRun run(t, a);
   const double before = full_loss(*t.engine, model, data);
   ZT_LOG_INFO("loss on the whole dataset before training: ", before);

@@ -6,13 +6,17 @@
 #   target_link_libraries(my_train PRIVATE zerotorch::zerotorch)
 #
 # Layout: P/include/zerotorch/{core,parallel,optim,data}/**.h (included as "core/engine.h"),
-# P/lib/libzt_*.so and libzt_cuda.so (zt_core loads the plugin from its own folder),
+# P/lib/libzt_*.so (zt_tokenizer: SentencePiece, linked only by programs that tokenize; see
+# data/CMakeLists.txt) and libzt_cuda.so (zt_core loads the plugin from its own folder),
 # P/bin/{ztrun,zt-config,zt-pretokenize,zt-consolidate}, P/lib/cmake/zerotorch/. Installed
 # binaries find their libraries through RPATH ($ORIGIN, and LibTorch's folder as linked).
 include(CMakePackageConfigHelpers)
 
 set(ZT_INSTALL_CMAKEDIR lib/cmake/zerotorch)
 set(_zt_libs zt_base zt_parallel zt_optim zt_data zt_core)
+if(TARGET zt_tokenizer)
+  list(APPEND _zt_libs zt_tokenizer)  # zerotorch::zt_tokenizer, linked on demand (data/)
+endif()
 set_target_properties(${_zt_libs} PROPERTIES INSTALL_RPATH "$ORIGIN"
                                              INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS ${_zt_libs} zt_torch_cpu zerotorch EXPORT zerotorchTargets

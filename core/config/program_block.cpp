@@ -1,10 +1,5 @@
 #include "core/config/program_block.h"
 
-#include <cctype>
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <yaml-cpp/yaml.h>
 
 #include "core/config/passes.h"
@@ -15,80 +10,6 @@ namespace zt {
 struct ProgramBlock::Impl {
   YAML::Node node;  // a mapping, owned (cloned from the file's tree)
 };
-
-namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(ch));
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-// A plain YAML scalar as JSON: null, a boolean, a number (integers exactly, others in the
-// shortest form that reads back to the same double), else a string. Quoted scalars stay strings.
-std::string scalar_json(const YAML::Node& n) {
-  const std::string& s = n.Scalar();
-  if (n.Tag() == "!") return json_string(s);
-  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return "null";
-  if (s == "true" || s == "True" || s == "TRUE") return "true";
-  if (s == "false" || s == "False" || s == "FALSE") return "false";
-  char* end = nullptr;
-  errno = 0;
-  const long long i = std::strtoll(s.c_str(), &end, 10);
-  if (errno == 0 && end == s.c_str() + s.size()) return std::to_string(i);
-  errno = 0;
-  const double d = std::strtod(s.c_str(), &end);
-  bool decimal = end == s.c_str() + s.size() && errno == 0 && std::isfinite(d);
-  for (char ch : s) {
-    decimal = decimal && (std::isdigit(static_cast<unsigned char>(ch)) || ch == '.' || ch == 'e' ||
-                          ch == 'E' || ch == '+' || ch == '-');
-  }
-  if (!decimal) return json_string(s);
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, d);
-    if (std::strtod(buf, nullptr) == d) break;
-  }
-  return buf;
-}
-
-std::string node_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      std::string out = "{";
-      for (const auto& kv : n) {
-        if (out.size() > 1) out += ",";
-        out += json_string(kv.first.Scalar()) + ":" + node_json(kv.second);
-      }
-      return out + "}";
-    }
-    case YAML::NodeType::Sequence: {
-      std::string out = "[";
-      for (size_t i = 0; i < n.size(); ++i) out += (i ? "," : "") + node_json(n[i]);
-      return out + "]";
-    }
-    case YAML::NodeType::Scalar: return scalar_json(n);
-    default: return "null";
-  }
-}
-
-}  // namespace
 
 ProgramBlock ProgramBlock::from_yaml(std::string name, const YAML::Node& block) {
   ProgramBlock b;
@@ -114,7 +35,7 @@ std::vector<std::string> ProgramBlock::keys() const {
 }
 
 std::string ProgramBlock::to_json() const {
-  return impl_ ? node_json(impl_->node) : "{}";
+  return impl_ ? config_detail::yaml_to_json(impl_->node) : "{}";
 }
 
 ProgramBlockReader::ProgramBlockReader(const ProgramBlock& block) : block_(block) {}

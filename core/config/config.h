@@ -2,8 +2,9 @@
 // zt::Config: the typed, resolved training configuration (DESIGN.md, Config).
 //
 // One schema, read from JSON or YAML, with DeepSpeed's key names, meanings and defaults for
-// what both have, plus blocks of our own (`communication`, `data`, `model`, `freeze`,
-// `parameter_groups`). A DeepSpeed user hands over the file they already have:
+// what both have, plus blocks of our own (`communication`, `data`, `freeze`, `parameter_groups`),
+// and blocks that belong to the program (`model`: program_block.h), kept unread. A DeepSpeed
+// user hands over the file they already have:
 //  - numbers written as 2e8 or 1e14 fill integer fields (2.5 does not);
 //  - booleans must be JSON booleans (true/false, not "true", 1 or yes);
 //  - "auto" (as the Hugging Face integration writes it) is accepted for the batch triple,
@@ -20,9 +21,12 @@
 // to an equal Config (checkpoints store it; `zt-config validate` prints it).
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/config/program_block.h"
 
 namespace zt {
 
@@ -191,17 +195,6 @@ struct DataConfig {
   bool drop_last = false;
 };
 
-// model: the GPT example's shape.
-struct ModelConfig {
-  int64_t n_layer = 12;
-  int64_t n_head = 12;
-  int64_t d_model = 768;
-  int64_t vocab_size = 50257;
-  int64_t max_seq_len = 1024;
-  double dropout = 0.1;
-  bool activation_checkpointing = false;
-};
-
 // parameter_groups: how the optimizer splits parameters (optim/param_groups.h applies them).
 struct ParameterGroupsConfig {
   // Parameters whose name contains one of these substrings get weight_decay 0.
@@ -230,13 +223,17 @@ struct Config {
   CheckpointConfig checkpoint;
   CommunicationConfig communication;
   DataConfig data;
-  std::optional<ModelConfig> model;
   // Glob patterns (* and ? match any character) over full parameter names: never trained.
   std::vector<std::string> freeze;
   ParameterGroupsConfig parameter_groups;
 
   // The world size the batch triple was resolved for.
   int world_size = 1;
+
+  // Top-level blocks that belong to the program (program_block.h), by name, unread.
+  std::map<std::string, ProgramBlock> program_blocks;
+  // The program's block `name`; an empty block of that name when the config has none.
+  ProgramBlock program_block(const std::string& name) const;
 
   // The resolved config as JSON (DeepSpeed key names; every key written, so defaults show).
   // Loading it again with the same world size gives an equal Config. world_size is not written;
@@ -266,9 +263,12 @@ struct ProgramValues {
   std::optional<double> weight_decay;                  // optimizer weight_decay
   std::optional<int64_t> warmup_steps;                 // scheduler warmup_num_steps
   std::optional<int64_t> total_steps;                  // scheduler total_num_steps
-  // Model hidden size (else model.d_model): reduce_bucket_size = h^2,
-  // stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h.
+  // Model hidden size: reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2,
+  // stage3_param_persistence_threshold = 10 h.
   std::optional<int64_t> hidden_size;
+  // Else the integer at this key of a program block, "<block>.<key>" ("model.d_model"): the
+  // program says where its hidden size is written; the framework knows no program keys.
+  std::string hidden_size_key;
   // zero_optimization.stage3_gather_16bit_weights_on_model_save (unset: false, as Accelerate).
   std::optional<bool> save_16bit_model;
 };

@@ -127,6 +127,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     }
   }
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
+  o.param_groups.llrd_decay = c.parameter_groups.layer_lr_decay;
   if (c.scheduler) o.lr_schedule = schedule_from(*c.scheduler, o.hyper.lr);
   o.units = std::move(units);
   return o;

@@ -13,10 +13,11 @@
 namespace zt {
 
 // zero_optimization, fp16/bf16, data_types, gradient_accumulation_steps, gradient_clipping,
-// optimizer (+ parameter_groups.no_decay) and scheduler. `units` are the model's stage-3 units.
-// Keys the engine does not act on (overlap_comm: always on; contiguous_gradients: always;
-// sub_group_size, stage3_max_live_parameters / max_reuse_distance, offload_param, nvme) are
-// accepted by the config and ignored here.
+// optimizer (+ parameter_groups: no_decay, layer_lr_decay) and scheduler. `freeze` is applied
+// to the model by zt::initialize (core/initialize/freeze.h) before the engine is built. `units` are
+// the model's stage-3 units. Keys the engine does not act on (overlap_comm: always on;
+// contiguous_gradients: always; sub_group_size, stage3_max_live_parameters / max_reuse_distance,
+// offload_param, nvme) are accepted by the config and ignored here.
 EngineOptions engine_options_from_config(const Config& config, std::vector<std::string> units = {});
 
 // communication.backend / timeout.

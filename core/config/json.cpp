@@ -1,6 +1,10 @@
 // Config -> JSON through the schema's field list, so every field is written and the output
-// reads back to an equal Config. Doubles are written in the shortest form that reads back to
+// reads back to an equal Config; program blocks (program_block.h) are written from their YAML
+// trees. Doubles are written in the shortest form that reads back to
 // the same bits.
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -8,6 +12,7 @@
 #include <vector>
 
 #include "core/config/config.h"
+#include "core/config/passes.h"
 #include "core/config/schema.h"
 
 namespace zt {
@@ -45,6 +50,49 @@ std::string json_number(double v) {
     if (std::strtod(buf, nullptr) == v) break;
   }
   return buf;
+}
+
+// A plain YAML scalar as JSON: null, a boolean, a number (integers exactly, others in the
+// shortest form that reads back to the same double), else a string. Quoted scalars stay strings.
+std::string scalar_json(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return json_string(s);
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return "null";
+  if (s == "true" || s == "True" || s == "TRUE") return "true";
+  if (s == "false" || s == "False" || s == "FALSE") return "false";
+  char* end = nullptr;
+  errno = 0;
+  const long long i = std::strtoll(s.c_str(), &end, 10);
+  if (errno == 0 && end == s.c_str() + s.size()) return std::to_string(i);
+  errno = 0;
+  const double d = std::strtod(s.c_str(), &end);
+  bool decimal = end == s.c_str() + s.size() && errno == 0 && std::isfinite(d);
+  for (char ch : s) {
+    decimal = decimal && (std::isdigit(static_cast<unsigned char>(ch)) || ch == '.' || ch == 'e' ||
+                          ch == 'E' || ch == '+' || ch == '-');
+  }
+  if (!decimal) return json_string(s);
+  return json_number(d);
+}
+
+std::string node_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      std::string out = "{";
+      for (const auto& kv : n) {
+        if (out.size() > 1) out += ",";
+        out += json_string(kv.first.Scalar()) + ":" + node_json(kv.second);
+      }
+      return out + "}";
+    }
+    case YAML::NodeType::Sequence: {
+      std::string out = "[";
+      for (size_t i = 0; i < n.size(); ++i) out += (i ? "," : "") + node_json(n[i]);
+      return out + "]";
+    }
+    case YAML::NodeType::Scalar: return scalar_json(n);
+    default: return "null";
+  }
 }
 
 class JsonWriter {
@@ -99,6 +147,9 @@ class JsonWriter {
   }
   void unsupported(std::initializer_list<const char*>) {}
 
+  // A value already written as JSON (a program block).
+  void raw(const std::string& key, const std::string& json) { put(key.c_str(), json); }
+
   void open() {
     out_ += "{";
     first_.push_back(true);
@@ -128,14 +179,28 @@ class JsonWriter {
 
 }  // namespace
 
+namespace config_detail {
+
+std::string yaml_to_json(const YAML::Node& node) {
+  return node_json(node);
+}
+
+}  // namespace config_detail
+
 std::string Config::to_json(bool pretty) const {
   JsonWriter writer(pretty);
   writer.open();
   // The writer only reads; the schema's visit functions take mutable references so that the
   // reader can share them.
   config_schema::visit_config(writer, const_cast<Config&>(*this));
+  for (const auto& [name, block] : program_blocks) writer.raw(name, block.to_json());
   writer.close();
   return writer.str();
+}
+
+ProgramBlock Config::program_block(const std::string& name) const {
+  auto it = program_blocks.find(name);
+  return it == program_blocks.end() ? ProgramBlock(name) : it->second;
 }
 
 bool operator==(const Config& a, const Config& b) {

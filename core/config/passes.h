@@ -37,6 +37,10 @@ void read_config(const YAML::Node& root, Config& config, ReadState& state);
 void resolve_config(Config& config, ReadState& state, const ProgramValues& program, int world_size);
 void validate_config(const Config& config, ReadState& state);
 
+// A YAML tree as JSON (program blocks, program_block.h): plain scalars that read as numbers,
+// booleans or null are written as such, everything else as strings.
+std::string yaml_to_json(const YAML::Node& node);
+
 // The name in `candidates` closest to `word` (case-insensitive edit distance, transpositions
 // count one), or "" when none is close enough to be a plausible typo.
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);

@@ -325,6 +325,19 @@ bool ConfigReader::read_choice_index(const YAML::Node& n, const std::string& pat
   return false;
 }
 
+std::vector<std::pair<std::string, YAML::Node>> ConfigReader::take_program_blocks() {
+  std::vector<std::pair<std::string, YAML::Node>> blocks;
+  for (auto& e : entries_) {
+    if (e.taken || !e.value.IsMap() || match_name(e.key, unsupported_) >= 0) continue;
+    if (!closest_name(e.key, known_).empty() || !elsewhere(e.key, child_path(e.key)).empty()) {
+      continue;  // a misspelt or misplaced framework key: finish() reports it
+    }
+    e.taken = true;
+    blocks.emplace_back(e.key, e.value);
+  }
+  return blocks;
+}
+
 void ConfigReader::finish() {
   for (const auto& e : entries_) {
     if (e.taken) continue;
@@ -358,6 +371,9 @@ void read_config(const YAML::Node& root, Config& config, ReadState& state) {
   }
   ConfigReader reader(root, "", state);
   config_schema::visit_config(reader, config);
+  for (auto& [name, block] : reader.take_program_blocks()) {
+    config.program_blocks[name] = ProgramBlock::from_yaml(name, block);
+  }
   reader.finish();
 }
 

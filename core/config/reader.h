@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 #include <yaml-cpp/yaml.h>
 
@@ -112,6 +113,10 @@ class ConfigReader {
   void unsupported(std::initializer_list<const char*> keys) {
     unsupported_.insert(unsupported_.end(), keys.begin(), keys.end());
   }
+
+  // The root's program blocks (program_block.h): untaken keys holding a block that are neither
+  // near misses of schema keys nor schema keys of another block. Marks them taken.
+  std::vector<std::pair<std::string, YAML::Node>> take_program_blocks();
 
   // Reports keys of this block that no field took.
   void finish();

@@ -178,18 +178,21 @@ class Resolver {
   void zero_sizes() {
     ZeroConfig& z = c_.zero_optimization;
     std::optional<int64_t> hidden = p_.hidden_size;
-    if (!hidden && c_.model) hidden = c_.model->d_model;
-    const char* why = "no hidden size: add a model block or give a number";
+    std::string why = "no hidden size: the program gives none; give a number";
+    if (!hidden && !p_.hidden_size_key.empty()) {
+      hidden = hidden_from_key();
+      why = "no hidden size: the config has no " + p_.hidden_size_key + "; give a number";
+    }
     const std::optional<int64_t> h2 =
         hidden ? std::optional<int64_t>(*hidden * *hidden) : std::nullopt;
-    from_program("zero_optimization.reduce_bucket_size", z.reduce_bucket_size, h2, why);
+    from_program("zero_optimization.reduce_bucket_size", z.reduce_bucket_size, h2, why.c_str());
     from_program(
         "zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size,
         h2 ? std::optional<int64_t>(static_cast<int64_t>(std::llround(0.9 * *h2))) : std::nullopt,
-        why);
+        why.c_str());
     from_program("zero_optimization.stage3_param_persistence_threshold",
                  z.stage3_param_persistence_threshold,
-                 hidden ? std::optional<int64_t>(10 * *hidden) : std::nullopt, why);
+                 hidden ? std::optional<int64_t>(10 * *hidden) : std::nullopt, why.c_str());
     // Written "auto" in some Hugging Face configs though the integration leaves them alone:
     // DeepSpeed's defaults.
     const ZeroConfig defaults;
@@ -206,6 +209,24 @@ class Resolver {
     }
     // DeepSpeed turns overlap_comm on by default at stage 3 only.
     if (!st_.present.count("zero_optimization.overlap_comm")) z.overlap_comm = z.stage == 3;
+  }
+
+  // The integer at p_.hidden_size_key ("<block>.<key>") of a program block, when there.
+  std::optional<int64_t> hidden_from_key() {
+    const std::string& path = p_.hidden_size_key;
+    const size_t dot = path.find('.');
+    if (dot == std::string::npos) return std::nullopt;
+    const std::string key = path.substr(dot + 1);
+    const ProgramBlock block = c_.program_block(path.substr(0, dot));
+    if (!block.has(key)) return std::nullopt;
+    int64_t h = 0;
+    ProgramBlockReader reader(block);
+    reader.field(key.c_str(), h);
+    if (!reader.errors().empty()) {
+      st_.errors.insert(st_.errors.end(), reader.errors().begin(), reader.errors().end());
+      return std::nullopt;
+    }
+    return h;
   }
 
   Config& c_;

@@ -255,17 +255,6 @@ void visit_data(V& v, DataConfig& c) {
 }
 
 template <typename V>
-void visit_model(V& v, ModelConfig& c) {
-  v.field("n_layer", c.n_layer, {});
-  v.field("n_head", c.n_head, {});
-  v.field("d_model", c.d_model, {});
-  v.field("vocab_size", c.vocab_size, {});
-  v.field("max_seq_len", c.max_seq_len, {});
-  v.field("dropout", c.dropout, {});
-  v.field("activation_checkpointing", c.activation_checkpointing, {});
-}
-
-template <typename V>
 void visit_config(V& v, Config& c) {
   v.field("train_batch_size", c.train_batch_size, auto_ok());
   v.field("train_micro_batch_size_per_gpu", c.train_micro_batch_size_per_gpu, auto_ok());
@@ -305,7 +294,6 @@ void visit_config(V& v, Config& c) {
       },
       also_named("comms"));
   v.block("data", [&](auto& w) { visit_data(w, c.data); }, {});
-  v.optional_block("model", c.model, [](auto& w, ModelConfig& m) { visit_model(w, m); });
   v.field("freeze", c.freeze, {});
   v.block("parameter_groups",
           [&](auto& w) {

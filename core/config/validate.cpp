@@ -177,19 +177,6 @@ class Validator {
     at_least<int64_t>("data.mega_batch_mult", d.mega_batch_mult, 1);
     if (d.seed) at_least<int64_t>("data.seed", *d.seed, 0);
 
-    if (c_.model) {
-      const ModelConfig& m = *c_.model;
-      for (auto [key, v] :
-           {std::pair{"n_layer", m.n_layer}, std::pair{"n_head", m.n_head},
-            std::pair{"d_model", m.d_model}, std::pair{"max_seq_len", m.max_seq_len}}) {
-        at_least<int64_t>(std::string("model.") + key, v, 1);
-      }
-      // 0: the program takes the vocabulary of its data (the token shard's tokenizer).
-      at_least<int64_t>("model.vocab_size", m.vocab_size, 0);
-      check("model.d_model", m.n_head < 1 || m.d_model % m.n_head == 0, "must be divisible by ",
-            "model.n_head (", m.n_head, "), got ", m.d_model);
-      check("model.dropout", m.dropout >= 0 && m.dropout < 1, "must be in [0, 1), got ", m.dropout);
-    }
     const double llrd = c_.parameter_groups.layer_lr_decay;
     check("parameter_groups.layer_lr_decay", llrd > 0 && llrd <= 1, "must be in (0, 1], got ",
           llrd);

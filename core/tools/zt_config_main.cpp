@@ -1,6 +1,7 @@
 // zt-config: checks a training config before a job is queued.
 //
-//   zt-config validate FILE [--world-size N] [--set KEY=VALUE ...] [--hidden-size H] ...
+//   zt-config validate FILE [--world-size N] [--set KEY=VALUE ...] [--hidden-size H]
+//       [--hidden-size-key model.d_model] ...
 //
 // Prints the resolved config as JSON on stdout and exits 0, or every error, one per line
 // (`FILE: error: <key path>: <problem>`), on stdout and exits 1. Warnings (DeepSpeed keys
@@ -27,6 +28,7 @@ zt::ProgramValues program_values(const zt::CliOptions& cli) {
   if (cli.has("warmup-steps")) p.warmup_steps = cli.get<int64_t>("warmup-steps");
   if (cli.has("total-steps")) p.total_steps = cli.get<int64_t>("total-steps");
   if (cli.has("hidden-size")) p.hidden_size = cli.get<int64_t>("hidden-size");
+  if (cli.has("hidden-size-key")) p.hidden_size_key = cli.get<std::string>("hidden-size-key");
   return p;
 }
 
@@ -60,7 +62,9 @@ int main(int argc, char** argv) {
         "lr", po::value<double>(), "program value for \"auto\" learning rates")(
         "warmup-steps", po::value<int64_t>(), "program value for \"auto\" warmup steps")(
         "total-steps", po::value<int64_t>(), "program value for \"auto\" total steps")(
-        "hidden-size", po::value<int64_t>(), "model hidden size for \"auto\" bucket sizes");
+        "hidden-size", po::value<int64_t>(), "model hidden size for \"auto\" bucket sizes")(
+        "hidden-size-key", po::value<std::string>(),
+        "or the program block key holding it (train_gpt: model.d_model)");
     cli.add_positional("command", 1);
     cli.add_positional("file", 1);
     if (!cli.parse(argc, argv)) return 0;

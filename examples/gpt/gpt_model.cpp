@@ -7,24 +7,6 @@
 
 namespace zt::examples {
 
-GptShape gpt_shape_from_config(const ModelConfig& m, int64_t shard_vocab_size) {
-  GptShape s;
-  s.n_layer = m.n_layer;
-  s.n_head = m.n_head;
-  s.d_model = m.d_model;
-  s.vocab_size = std::max(m.vocab_size, shard_vocab_size);
-  s.max_seq_len = m.max_seq_len;
-  s.dropout = m.dropout;
-  s.activation_checkpointing = m.activation_checkpointing;
-  ZT_CHECK(s.n_layer >= 1 && s.n_head >= 1 && s.d_model >= 1 && s.max_seq_len >= 1,
-           "model: n_layer, n_head, d_model and max_seq_len must be >= 1");
-  ZT_CHECK(s.d_model % s.n_head == 0, "model.d_model (", s.d_model,
-           ") must be a multiple of model.n_head (", s.n_head, ")");
-  ZT_CHECK(s.vocab_size >= 1, "model.vocab_size is 0 and the shard names no vocabulary");
-  ZT_CHECK(s.dropout >= 0 && s.dropout < 1, "model.dropout must be in [0, 1), got ", s.dropout);
-  return s;
-}
-
 GptImpl::GptImpl(const GptShape& shape) : shape_(shape) {
   wte = register_module("wte", torch::nn::Embedding(shape.vocab_size, shape.d_model));
   wpe = register_module("wpe", torch::nn::Embedding(shape.max_seq_len, shape.d_model));

@@ -13,14 +13,9 @@
 
 #include <torch/torch.h>
 
-#include "core/config/config.h"
 #include "examples/gpt/gpt_block.h"
 
 namespace zt::examples {
-
-// The config's `model` block; vocab_size is raised to the shard's vocabulary when smaller
-// (0 = take the shard's).
-GptShape gpt_shape_from_config(const ModelConfig& model, int64_t shard_vocab_size);
 
 class GptImpl : public torch::nn::Module {
  public:

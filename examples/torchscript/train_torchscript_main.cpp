@@ -11,33 +11,20 @@
 // rows of a permutation drawn from (seed, step), the same on every rank. Rank 0 writes
 // <out-dir>/metrics.jsonl, <out-dir>/summary.json and <out-dir>/trained.pt.
 
-#include <chrono>
-#include <filesystem>
-
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
 #include "core/base/logging.h"
 #include "core/base/main_guard.h"
-#include "core/config/cli_options.h"
-#include "core/engine.h"
-#include "core/config/engine_config.h"
-#include "examples/common/metrics_log.h"
-#include "examples/common/rank_sum.h"
+#include "core/initialize/initialize.h"
+#include "examples/common/training_run.h"
 #include "examples/torchscript/jit_module_adapter.h"
-#include "parallel/dist.h"
 
 namespace po = boost::program_options;
 
 namespace zt::examples {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 struct Dataset {
   torch::Tensor x, y;  // (N, ...) and (N, ...): rows are samples
@@ -66,9 +53,8 @@ double full_loss(Engine& engine, JitModuleAdapter& model, const Dataset& d) {
   return loss;
 }
 
-struct Args {
-  std::string model, data, out_dir;
-  int64_t steps = 0;
+struct Args : RunArgs {
+  std::string model, data;
 };
 
 int train(int argc, char** argv) {
@@ -80,83 +66,55 @@ int train(int argc, char** argv) {
       "out-dir", po::value(&a.out_dir)->default_value("train_torchscript_out"),
       "metrics.jsonl, summary.json and trained.pt go here");
   if (!cli.parse(argc, argv)) return 0;
-  dist::Env env = dist::Env::discover();
-  ProgramValues pv;
-  pv.total_steps = a.steps;
-  Config config = cli.load_config(env.world_size, pv);
-  auto comm = dist::create_communicator(comm_options_from_config(config), env);
-
+  ProgramValues program;
+  program.total_steps = a.steps;
+  Launch launch = zt::launch(cli, program);
   JitModuleAdapter model(torch::jit::load(a.model));
   const Dataset data = load_dataset(a.data);
-  int64_t n_params = 0;
-  for (const auto& p : model->parameters()) n_params += p.numel();
   ZT_LOG_INFO("torchscript model ", a.model, ": ", model->named_parameters().size(),
-              " parameter tensors, ", n_params, " parameters; data ", data.x.sizes(), " -> ",
-              data.y.sizes());
+              " parameter tensors; data ", data.x.sizes(), " -> ", data.y.sizes());
   // No units: at stage 3 the whole module is the root unit, gathered inside engine.forward.
-  Engine engine(model.ptr(), engine_options_from_config(config), comm);
-  std::filesystem::create_directories(a.out_dir);
-  MetricsLog metrics(comm->rank() == 0 ? a.out_dir + "/metrics.jsonl" : "");
-
-  const double before = full_loss(engine, model, data);
+  Training t = initialize(std::move(launch), model.ptr());
+  TrainingRun run(t, a);
+  const double before = full_loss(*t.engine, model, data);
   ZT_LOG_INFO("loss on the whole dataset before training: ", before);
-  const int64_t micro = config.train_micro_batch_size_per_gpu;
-  const int64_t accumulation = config.gradient_accumulation_steps;
-  const int64_t per_step = micro * accumulation * comm->size();
+  const int64_t micro = t.config.train_micro_batch_size_per_gpu;
+  const int64_t per_step = micro * t.config.gradient_accumulation_steps * t.comm->size();
   const int64_t n = data.x.size(0);
   ZT_CHECK(per_step <= n, "train_torchscript: a step takes ", per_step, " rows, the data has ", n);
-  const auto t_train = Clock::now();
   for (int64_t step = 1; step <= a.steps; ++step) {
-    const auto t0 = Clock::now();
+    run.begin_step();
     // The same permutation on every rank (seeded by step); rank r takes its own slices.
     torch::Generator gen = at::make_generator<at::CPUGeneratorImpl>(
-        static_cast<uint64_t>(config.seed) * 1000003 + static_cast<uint64_t>(step));
+        static_cast<uint64_t>(t.config.seed) * 1000003 + static_cast<uint64_t>(step));
     torch::Tensor order = torch::randperm(n, gen, torch::kLong);
-    double loss_sum = 0;
-    for (int64_t m = 0; m < accumulation; ++m) {
-      const int64_t begin = (m * comm->size() + comm->rank()) * micro;
+    for (int64_t m = 0; m < t.config.gradient_accumulation_steps; ++m) {
+      const int64_t begin = (m * t.comm->size() + t.comm->rank()) * micro;
       torch::Tensor idx = order.narrow(0, begin, micro);
-      torch::Tensor loss = engine.forward([&] {
+      torch::Tensor loss = t.engine->forward([&] {
         return model->call("loss", {data.x.index_select(0, idx), data.y.index_select(0, idx)});
       });
-      engine.backward(loss);
-      engine.step();
-      loss_sum += loss.item<double>();
+      t.engine->backward(loss);
+      t.engine->step();
+      run.add(loss, nullptr, micro);
     }
-    const double loss =
-        sum_over_ranks(*comm, {loss_sum})[0] / static_cast<double>(accumulation * comm->size());
-    const double dt = seconds_since(t0);
-    metrics.write({{"step", double(step)},
-                   {"loss", loss},
-                   {"lr", engine.get_lr()},
-                   {"samples_per_s", double(per_step) / dt},
-                   {"loss_scale", engine.loss_scale()},
-                   {"grad_norm", engine.last_grad_norm()},
-                   {"model_state_bytes_per_rank", double(engine.memory().model_state_bytes())},
-                   {"step_seconds", dt}});
-    if (step % config.steps_per_print == 0 || step == 1 || step == a.steps) {
-      ZT_LOG_INFO("step ", step, "/", a.steps, " | loss ", loss, " | lr ", engine.get_lr(),
-                  " | model states ", engine.memory().model_state_bytes(), " B/rank");
-    }
+    run.end_step(step, {}, [&](const StepTotals&) {
+      return detail::str(" | lr ", t.engine->get_lr(), " | model states ",
+                         t.engine->memory().model_state_bytes(), " B/rank");
+    });
   }
-  const double train_seconds = seconds_since(t_train);
-  const double after = full_loss(engine, model, data);
+  const double after = full_loss(*t.engine, model, data);
   ZT_LOG_INFO("loss on the whole dataset after training: ", after, " (before: ", before, ")");
   {
     // Full values on every rank (a collective at stage 3); rank 0 writes them.
-    Engine::GatheredParameters full(engine);
-    if (comm->rank() == 0) model->jit().save(a.out_dir + "/trained.pt");
+    Engine::GatheredParameters full(*t.engine);
+    if (t.comm->rank() == 0) model->jit().save(a.out_dir + "/trained.pt");
   }
-  MetricsLog summary(comm->rank() == 0 ? a.out_dir + "/summary.json" : "");
-  summary.write({{"steps", double(a.steps)},
-                 {"world_size", double(comm->size())},
-                 {"stage", double(config.zero_optimization.stage)},
-                 {"parameters", double(n_params)},
-                 {"train_seconds", train_seconds},
-                 {"loss_before", before},
-                 {"loss_after", after}});
+  run.write_summary({{"stage", double(t.config.zero_optimization.stage)},
+                     {"loss_before", before},
+                     {"loss_after", after}});
   ZT_LOG_INFO("trained module saved to ", a.out_dir, "/trained.pt");
-  comm->barrier()->wait();
+  t.comm->barrier()->wait();
   return 0;
 }
 

@@ -18,12 +18,12 @@ find_path(ZT_NCCL_INCLUDE nccl.h
 
 set(_zt_cuda_srcs)
 foreach(area core parallel optim data)
-  file(GLOB_RECURSE _cu CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/${area}/*.cu"
-                                          "${CMAKE_SOURCE_DIR}/${area}/*_cuda.cpp")
+  file(GLOB_RECURSE _cu CONFIGURE_DEPENDS "${ZT_SOURCE_DIR}/${area}/*.cu"
+                                          "${ZT_SOURCE_DIR}/${area}/*_cuda.cpp")
   list(APPEND _zt_cuda_srcs ${_cu})
 endforeach()
 add_library(zt_cuda MODULE ${_zt_cuda_srcs})
-target_include_directories(zt_cuda PRIVATE ${CMAKE_SOURCE_DIR} ${ZT_NCCL_INCLUDE})
+target_include_directories(zt_cuda PRIVATE ${ZT_SOURCE_DIR} ${ZT_NCCL_INCLUDE})
 target_link_libraries(zt_cuda PRIVATE zt_core ${TORCH_LIBRARIES} CUDA::cudart ${ZT_NCCL_LIBRARY})
 target_compile_definitions(zt_cuda PRIVATE ZT_CUDA_ENABLED=1)
 set_target_properties(zt_cuda PROPERTIES BUILD_RPATH "$ORIGIN" CUDA_SEPARABLE_COMPILATION OFF)

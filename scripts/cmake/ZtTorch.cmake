@@ -1,52 +1,7 @@
-# Finds LibTorch. Order: Torch_DIR / CMAKE_PREFIX_PATH given by the user (a LibTorch zip works),
-# else the project's virtualenv (ZT_VENV, default ~/.cache/zerotorch/venv-torch-2.11.0) made by
-# scripts/setup.sh. Sets ZT_CUDA_ENABLED and the interface target zt::torch_cpu, which carries
-# only the CPU libraries (torch_cpu, c10): a CPU-only run never loads libtorch_cuda or NCCL.
-
-set(ZT_TORCH_VERSION "2.11.0" CACHE STRING "torch version of the project's virtualenv")
-if(DEFINED ENV{ZT_VENV})
-  set(_zt_venv_default "$ENV{ZT_VENV}")
-else()
-  set(_zt_venv_default "$ENV{HOME}/.cache/zerotorch/venv-torch-${ZT_TORCH_VERSION}")
-endif()
-set(ZT_VENV "${_zt_venv_default}" CACHE PATH "virtualenv holding the torch wheel")
-
-if(NOT Torch_DIR AND EXISTS "${ZT_VENV}/bin/python")
-  execute_process(
-    COMMAND "${ZT_VENV}/bin/python" -c "import torch; print(torch.utils.cmake_prefix_path)"
-    OUTPUT_VARIABLE _zt_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _zt_rc)
-  if(_zt_rc EQUAL 0)
-    list(APPEND CMAKE_PREFIX_PATH "${_zt_torch_prefix}")
-  endif()
-endif()
-set(ZT_PYTHON "${ZT_VENV}/bin/python" CACHE FILEPATH "python of the project's virtualenv")
-
-# The wheel's Torch config wants the CUDA toolkit even for CPU builds; point it at nvcc when
-# present, and name the arch explicitly since no GPU is here to detect (Hopper, sm_90).
-include(CheckLanguage)
-if(NOT ZT_WITH_CUDA STREQUAL "OFF")
-  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc AND NOT DEFINED ENV{CUDACXX})
-    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
-  endif()
-  check_language(CUDA)
-endif()
-if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT TORCH_CUDA_ARCH_LIST)
-  set(TORCH_CUDA_ARCH_LIST "9.0")
-  set(ENV{TORCH_CUDA_ARCH_LIST} "9.0")
-endif()
-if(CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
-  set(ENV{CUDACXX} "${CMAKE_CUDA_COMPILER}")
-endif()
-# Torch's own NVTX lookup and the CUDA toolkit location.
-if(EXISTS /usr/local/cuda AND NOT CUDAToolkit_ROOT)
-  set(CUDAToolkit_ROOT /usr/local/cuda)
-endif()
-
-find_package(Torch REQUIRED)
-if(Torch_VERSION AND NOT Torch_VERSION VERSION_GREATER_EQUAL "2.1")
-  message(FATAL_ERROR "zerotorch needs LibTorch >= 2.1 (found ${Torch_VERSION} at ${Torch_DIR}); "
-                      "run scripts/setup.sh or point Torch_DIR at a newer LibTorch")
-endif()
+# Finds LibTorch (ZtFindTorch.cmake, which the installed zerotorch package uses too) and sets
+# ZT_CUDA_ENABLED and the interface target zt::torch_cpu, which carries only the CPU libraries
+# (torch_cpu, c10): a CPU-only run never loads libtorch_cuda or NCCL.
+include(ZtFindTorch)
 
 # CPU-only view of LibTorch for every zerotorch library.
 add_library(zt_torch_cpu INTERFACE)
@@ -56,9 +11,11 @@ if(TARGET torch_cpu_library)
 else()
   target_link_libraries(zt_torch_cpu INTERFACE ${TORCH_LIBRARIES})
 endif()
-target_compile_options(zt_torch_cpu INTERFACE ${TORCH_CXX_FLAGS})
+# Build-tree only: the installed package adds the flags and folders of the LibTorch it finds
+# (zerotorchConfig.cmake), so no path of this machine's LibTorch is baked into it.
+target_compile_options(zt_torch_cpu INTERFACE "$<BUILD_INTERFACE:${TORCH_CXX_FLAGS}>")
 # The C++ frontend headers (torch/torch.h) sit in a folder torch_cpu does not export.
-target_include_directories(zt_torch_cpu SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+target_include_directories(zt_torch_cpu SYSTEM INTERFACE "$<BUILD_INTERFACE:${TORCH_INCLUDE_DIRS}>")
 
 set(ZT_CUDA_ENABLED OFF)
 if(ZT_WITH_CUDA STREQUAL "ON" OR ZT_WITH_CUDA STREQUAL "AUTO")

@@ -66,7 +66,7 @@ TEST(ConfigLoad, DefaultsAreDeepSpeeds) {
   EXPECT_EQ(c.fp16.min_loss_scale, 1.0);
   EXPECT_EQ(c.steps_per_print, 10);
   EXPECT_FALSE(c.optimizer.has_value());
-  EXPECT_FALSE(c.model.has_value());
+  EXPECT_TRUE(c.program_blocks.empty());
 }
 
 TEST(ConfigLoad, OverlapCommDefaultsOnAtStage3Only) {
@@ -158,15 +158,30 @@ TEST(ConfigLoad, AxolotlStyleZero3WithZerosAndAutoLimits) {
   EXPECT_EQ(c.train_batch_size, 4 * 2 * 8);
 }
 
-TEST(ConfigLoad, ModelVocabSizeZeroMeansFromTheData) {
-  Config c = yaml("train_batch_size: 8\nmodel: {vocab_size: 0}");
-  ASSERT_TRUE(c.model.has_value());
-  EXPECT_EQ(c.model->vocab_size, 0);
+TEST(ConfigLoad, ProgramBlocksAreHandedOverUnread) {
+  // The GPT example's `model` block: the framework knows none of its keys (vocab_size 0 means
+  // "from the data" to that program only), keeps it, writes it back and hands it over.
+  Config c = yaml("train_batch_size: 8\nmodel: {vocab_size: 0, name: \"x\", sizes: [1, 2.5]}", 1,
+                  {"model.n_layer=3", "task.type=mlp"});
+  ASSERT_EQ(c.program_blocks.size(), 2u);
+  const ProgramBlock m = c.program_block("model");
+  EXPECT_EQ(m.keys(), (std::vector<std::string>{"vocab_size", "name", "sizes", "n_layer"}));
+  EXPECT_EQ(m.to_json(), R"({"vocab_size":0,"name":"x","sizes":[1,2.5],"n_layer":3})");
+  EXPECT_TRUE(c.program_block("task").has("type"));
+  EXPECT_TRUE(c.program_block("absent").empty());
+  Config again = parse_config(c.to_json(), ConfigFormat::kJson, {}, 1);
+  EXPECT_EQ(again, c);
+  EXPECT_EQ(again.program_block("model").to_json(), m.to_json());
+  EXPECT_NE(c, yaml("train_batch_size: 8\nmodel: {vocab_size: 1, name: \"x\", sizes: [1, 2.5]}", 1,
+                    {"model.n_layer=3", "task.type=mlp"}));
 }
 
 TEST(ConfigLoad, AutoResolvesFromOtherFields) {
-  // Bucket sizes from model.d_model; the optimizer's lr from the scheduler's peak; the batch
-  // size from the other two.
+  // Bucket sizes from the program's hidden size, read where the program says it is
+  // (model.d_model); the optimizer's lr from the scheduler's peak; the batch size from the
+  // other two.
+  ProgramValues hidden_in_model;
+  hidden_in_model.hidden_size_key = "model.d_model";
   Config c = yaml(R"(
 train_batch_size: auto
 train_micro_batch_size_per_gpu: 2
@@ -176,7 +191,7 @@ scheduler: {type: WarmupLR, params: {warmup_max_lr: 0.002}}
 zero_optimization: {stage: 3, reduce_bucket_size: auto}
 model: {d_model: 64, n_head: 4}
 )",
-                  2);
+                  2, {}, hidden_in_model);
   EXPECT_EQ(c.train_batch_size, 12);
   EXPECT_DOUBLE_EQ(c.optimizer->lr, 0.002);
   EXPECT_EQ(c.zero_optimization.reduce_bucket_size, 64 * 64);

@@ -1,9 +1,9 @@
-#include "examples/common/freeze_parameters.h"
+#include "core/initialize/freeze.h"
 
 #include "core/base/error.h"
 #include "optim/param_groups.h"
 
-namespace zt::examples {
+namespace zt {
 
 std::vector<std::string> freeze_parameters(torch::nn::Module& model,
                                            const std::vector<std::string>& patterns) {
@@ -24,4 +24,4 @@ std::vector<std::string> freeze_parameters(torch::nn::Module& model,
   return frozen;
 }
 
-}  // namespace zt::examples
+}  // namespace zt

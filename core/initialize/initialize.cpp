@@ -1,0 +1,57 @@
+#include "core/initialize/initialize.h"
+
+#include <torch/torch.h>
+
+#include "core/base/error.h"
+#include "core/base/logging.h"
+#include "core/config/engine_config.h"
+#include "core/initialize/freeze.h"
+#include "parallel/dist.h"
+
+namespace zt {
+
+Launch launch(const LaunchOptions& options) {
+  Launch l;
+  l.env = dist::Env::discover();
+  l.config = load_config(options.config_path, options.overrides, l.env.world_size, options.program);
+  l.comm = dist::create_communicator(comm_options_from_config(l.config), l.env);
+  torch::manual_seed(static_cast<uint64_t>(l.config.seed));
+  return l;
+}
+
+Launch launch(const CliOptions& cli, const ProgramValues& program) {
+  ZT_CHECK(!cli.config_path().empty(), "no --config given");
+  return launch(LaunchOptions{cli.config_path(), cli.overrides(), program});
+}
+
+Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, InitOptions options) {
+  ZT_CHECK(model != nullptr, "zt::initialize: no model");
+  Training t;
+  t.config = std::move(launch.config);
+  t.comm = std::move(launch.comm);
+  t.frozen = freeze_parameters(*model, t.config.freeze);
+  if (!t.frozen.empty()) {
+    std::string names;
+    for (const auto& n : t.frozen) names += (names.empty() ? "" : ", ") + n;
+    ZT_LOG_INFO("frozen (config `freeze`): ", names);
+  }
+  t.engine = std::make_unique<Engine>(
+      std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm);
+  if (options.train_data) {
+    options.data.training = true;
+    t.loader = t.make_loader(std::move(options.train_data), options.data);
+  }
+  return t;
+}
+
+Training initialize(std::shared_ptr<torch::nn::Module> model, const LaunchOptions& launch_options,
+                    InitOptions options) {
+  return initialize(launch(launch_options), std::move(model), std::move(options));
+}
+
+std::unique_ptr<BatchStream> Training::make_loader(
+    std::shared_ptr<const data::TokenDataset> dataset, BatchStreamOptions options) const {
+  return std::make_unique<BatchStream>(std::move(dataset), config, *comm, options);
+}
+
+}  // namespace zt

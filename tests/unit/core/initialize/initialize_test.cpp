@@ -1,0 +1,151 @@
+// zt::launch / zt::initialize in one process (no launcher: world size 1) and BatchStream against
+// the config's `data` block.
+
+#include "core/initialize/initialize.h"
+
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/base/error.h"
+#include "data/token_shard_writer.h"
+
+namespace zt {
+namespace {
+
+// 40 samples of lengths 1..40, token ids 1..99.
+std::shared_ptr<const data::TokenDataset> ramp_shard() {
+  static const std::string path = [] {
+    data::TokenShardWriter w({100, 0, {}});
+    for (int n = 1; n <= 40; ++n) {
+      std::vector<int> tokens;
+      for (int i = 0; i < n; ++i) tokens.push_back(1 + (n * 7 + i) % 99);
+      w.add(tokens);
+    }
+    const std::string p = ::testing::TempDir() + "zt_initialize_ramp.ztt";
+    w.write(p);
+    return p;
+  }();
+  return std::make_shared<const data::TokenDataset>(path);
+}
+
+std::string write_config(const std::string& name, const std::string& yaml) {
+  const std::string path = ::testing::TempDir() + "zt_initialize_" + name + ".yaml";
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+Launch launch_with(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return launch(LaunchOptions{write_config("cfg", yaml), overrides, {}});
+}
+
+struct TwoLayerImpl : torch::nn::Module {
+  TwoLayerImpl() {
+    embed = register_module("embed", torch::nn::Embedding(100, 8));
+    fc = register_module("fc", torch::nn::Linear(8, 1));
+  }
+  torch::Tensor loss(const data::Batch& b) {
+    torch::Tensor h = embed->forward(b.input_ids).mean(1);  // (B, 8)
+    return fc->forward(h).pow(2).mean();
+  }
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(TwoLayer);
+
+const char* kConfig = R"(
+train_micro_batch_size_per_gpu: 4
+seed: 7
+optimizer: {type: AdamW, params: {lr: 0.1}}
+zero_optimization: {stage: 2}
+data: {max_length: 16, max_tokens: 64, pad_to_multiple: 4}
+communication: {backend: gloo}
+)";
+
+TEST(BatchStream, TokenBudgetBatchesFromTheDataBlock) {
+  Launch l = launch_with(kConfig);
+  BatchStream s(ramp_shard(), l.config, *l.comm, {});
+  EXPECT_NE(dynamic_cast<const data::LengthBucketedSampler*>(&s.sampler()), nullptr);
+  const int64_t n = s.num_batches();
+  ASSERT_GT(n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    std::optional<data::Batch> b = s.next();
+    ASSERT_TRUE(b);
+    const int64_t t = b->input_ids.size(1);
+    EXPECT_LE(t, 16);
+    EXPECT_EQ(t % 4, 0);
+    EXPECT_LE(b->num_padded_tokens, 64);
+  }
+  // Training: the next epoch starts by itself.
+  EXPECT_TRUE(s.next());
+  EXPECT_EQ(s.epoch(), 1);
+}
+
+TEST(BatchStream, EvaluationEndsWithItsEpochAndCausalShiftKeepsTheModelLength) {
+  Launch l = launch_with(kConfig, {"data.bucketing=false"});
+  BatchStreamOptions o;
+  o.training = false;
+  o.max_length = 8;  // the model's, below data.max_length
+  o.causal_lm_shift = true;
+  BatchStream s(ramp_shard(), l.config, *l.comm, o);
+  // Evaluation is length-bucketed whatever data.bucketing says.
+  EXPECT_NE(dynamic_cast<const data::LengthBucketedSampler*>(&s.sampler()), nullptr);
+  int64_t count = 0;
+  while (auto b = s.next()) {
+    EXPECT_LE(b->input_ids.size(1), 8);
+    EXPECT_EQ(b->labels.size(1), b->input_ids.size(1));
+    ++count;
+  }
+  EXPECT_EQ(count, s.num_batches());
+  s.restart();
+  EXPECT_TRUE(s.next());
+}
+
+TEST(BatchStream, SampleCountBatchesAndRandomOrderWhenAsked) {
+  Launch l = launch_with(kConfig, {"data.max_tokens=0"});
+  BatchStreamOptions o;
+  o.bucketing = false;
+  BatchStream s(ramp_shard(), l.config, *l.comm, o);
+  EXPECT_NE(dynamic_cast<const data::RandomBatchSampler*>(&s.sampler()), nullptr);
+  EXPECT_EQ(s.next()->batch_size(), 4);  // train_micro_batch_size_per_gpu
+}
+
+TEST(Initialize, FreezesBuildsTheEngineAndTheLoaderFromTheConfig) {
+  Launch l = launch_with(kConfig, {"freeze=[embed.*]"});
+  EXPECT_EQ(l.comm->size(), 1);
+  TwoLayer model;
+  Training t = initialize(std::move(l), model.ptr(), {.train_data = ramp_shard()});
+  EXPECT_EQ(t.frozen, (std::vector<std::string>{"embed.weight"}));
+  EXPECT_FALSE(model->embed->weight.requires_grad());
+  ASSERT_TRUE(t.engine && t.loader);
+  const torch::Tensor embed = model->embed->weight.detach().clone();
+  const torch::Tensor fc = model->fc->weight.detach().clone();
+  data::Batch b = *t.loader->next();
+  torch::Tensor loss = t.engine->forward([&] { return model->loss(b); });
+  t.engine->backward(loss);
+  t.engine->step();
+  EXPECT_DOUBLE_EQ(t.engine->get_lr(), 0.1);
+  EXPECT_TRUE(torch::equal(model->embed->weight, embed));
+  EXPECT_FALSE(torch::equal(model->fc->weight, fc));
+}
+
+TEST(Initialize, LaunchSeedsTorchSoModelsBuiltAfterItAgree) {
+  Launch a = launch_with(kConfig);
+  TwoLayer first;
+  Launch b = launch_with(kConfig);
+  TwoLayer second;
+  EXPECT_TRUE(torch::equal(first->fc->weight, second->fc->weight));
+  Launch c = launch_with(kConfig, {"seed=8"});
+  TwoLayer third;
+  EXPECT_FALSE(torch::equal(first->fc->weight, third->fc->weight));
+}
+
+TEST(Initialize, FreezePatternMatchingNothingIsAnError) {
+  TwoLayer model;
+  EXPECT_THROW(initialize(launch_with(kConfig, {"freeze=[wte.*]"}), model.ptr()), Error);
+}
+
+}  // namespace
+}  // namespace zt

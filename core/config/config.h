@@ -20,6 +20,7 @@
 // to an equal Config (checkpoints store it; `zt-config validate` prints it).
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ namespace zt {
 
 enum class OffloadDevice { kNone, kCpu, kNvme };
 enum class DType { kFp32, kFp16, kBf16 };
-enum class OptimizerType { kAdam, kAdamW, kSgd, kAdam8bit, kCpuAdam };
+enum class OptimizerType { kAdam, kAdamW, kSgd, kAdam8bit, kCpuAdam, kLamb, kLion };
 enum class SchedulerType { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle };
 enum class WarmupType { kLog, kLinear };
 enum class CommBackend { kAuto, kMpi, kGloo, kNccl };
@@ -119,6 +120,11 @@ struct OptimizerConfig {
   double momentum = 0.0;
   double dampening = 0.0;
   bool nesterov = false;
+  // Lamb (DeepSpeed's FusedLamb): the trust ratio ||w|| / ||update|| is clamped to
+  // [min_coeff, max_coeff]; eps_inside_sqrt: sqrt(v + eps) instead of sqrt(v) + eps.
+  double max_coeff = 10.0;
+  double min_coeff = 0.01;
+  bool eps_inside_sqrt = false;
 };
 
 // scheduler, with DeepSpeed's parameter names and defaults; which of them a type takes:
@@ -202,6 +208,14 @@ struct ModelConfig {
   bool activation_checkpointing = false;
 };
 
+// tensorboard / csv_monitor: DeepSpeed's monitor blocks. Rank 0 writes to
+// <output_path>/<job_name>/ (output_path empty: the working directory), see core/monitor/.
+struct MonitorConfig {
+  bool enabled = false;
+  std::string output_path;
+  std::string job_name = "DeepSpeedJobName";
+};
+
 // parameter_groups: how the optimizer splits parameters (optim/param_groups.h applies them).
 struct ParameterGroupsConfig {
   // Parameters whose name contains one of these substrings get weight_decay 0.
@@ -224,8 +238,11 @@ struct Config {
   Bf16Config bf16;  // also read as `bfloat16`
   DataTypesConfig data_types;
   std::optional<DType> communication_data_type;  // unset = the training dtype
-  std::optional<OptimizerConfig> optimizer;      // unset = the program builds its own
-  std::optional<SchedulerConfig> scheduler;      // unset = constant LR
+  // Where the 1/world_size of the gradient average is applied (EngineOptions says how).
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::optional<OptimizerConfig> optimizer;  // unset = the program builds its own
+  std::optional<SchedulerConfig> scheduler;  // unset = constant LR
   ActivationCheckpointingConfig activation_checkpointing;
   CheckpointConfig checkpoint;
   CommunicationConfig communication;
@@ -234,6 +251,14 @@ struct Config {
   // Glob patterns (* and ? match any character) over full parameter names: never trained.
   std::vector<std::string> freeze;
   ParameterGroupsConfig parameter_groups;
+  MonitorConfig tensorboard;
+  MonitorConfig csv_monitor;
+
+  // Keys given as "auto" whose value needs what only the running program knows: the model's
+  // hidden size (the ZeRO bucket sizes) or its step count (the scheduler's step counts). They
+  // hold DeepSpeed's defaults until resolve_program_autos fills them; engine_options_from_config
+  // refuses a config that still has any.
+  std::vector<std::string> pending_autos;
 
   // The world size the batch triple was resolved for.
   int world_size = 1;
@@ -253,7 +278,8 @@ inline bool operator!=(const Config& a, const Config& b) {
 }
 
 // Values the program knows that "auto" keys are resolved from (unset = unknown), as the
-// Hugging Face Trainer fills them from its arguments.
+// Hugging Face Trainer fills them from its arguments (CliOptions::program_values gives the
+// Trainer's flags and defaults).
 struct ProgramValues {
   std::optional<int64_t> micro_batch_size;             // train_micro_batch_size_per_gpu
   std::optional<int64_t> gradient_accumulation_steps;  // gradient_accumulation_steps
@@ -264,13 +290,20 @@ struct ProgramValues {
   std::optional<std::vector<double>> betas;            // optimizer betas
   std::optional<double> eps;                           // optimizer eps
   std::optional<double> weight_decay;                  // optimizer weight_decay
-  std::optional<int64_t> warmup_steps;                 // scheduler warmup_num_steps
-  std::optional<int64_t> total_steps;                  // scheduler total_num_steps
+  // scheduler warmup_num_steps: warmup_steps when > 0, else ceil(warmup_ratio * total_steps)
+  // (the Trainer's get_warmup_steps).
+  std::optional<int64_t> warmup_steps;
+  std::optional<double> warmup_ratio;
+  std::optional<int64_t> total_steps;  // scheduler total_num_steps
   // Model hidden size (else model.d_model): reduce_bucket_size = h^2,
   // stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h.
   std::optional<int64_t> hidden_size;
   // zero_optimization.stage3_gather_16bit_weights_on_model_save (unset: false, as Accelerate).
   std::optional<bool> save_16bit_model;
+  // Where each value came from, by field name ("micro_batch_size" ->
+  // "--per-device-train-batch-size 8, its default"), for the lines that say why an "auto" got
+  // its value. A field without an entry reads "given by the program".
+  std::map<std::string, std::string> origin;
 };
 
 enum class ConfigFormat { kJson, kYaml };
@@ -281,6 +314,9 @@ struct ConfigReport {
   std::optional<Config> config;
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
+  // One line per "auto" key: `<key> = <value> (<why>)`, or `<key>: pending (<what it waits
+  // for>)` for Config::pending_autos.
+  std::vector<std::string> autos;
 };
 
 // Reads, overrides ("a.b=value", applied in order before validation; the value is a YAML
@@ -301,5 +337,13 @@ Config parse_config(const std::string& text, ConfigFormat format,
                     const ProgramValues& program = {});
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    int world_size, const ProgramValues& program = {});
+
+// Resolves the pending "auto" keys (Config::pending_autos) that `program` now answers:
+// hidden_size (the model's largest hidden size, as the Trainer takes it) gives
+// reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2 and
+// stage3_param_persistence_threshold = 10 h; total_steps (and warmup) the scheduler's step
+// counts. Returns one line per value chosen (as ConfigReport::autos); keys still unanswered stay
+// pending. zt::initialize calls it once the model is built.
+std::vector<std::string> resolve_program_autos(Config& config, const ProgramValues& program);
 
 }  // namespace zt

@@ -97,7 +97,8 @@ class JsonWriter {
   void optional_block(const char* key, std::optional<T>& v, Fn&& fn) {
     if (v) block(key, [&](JsonWriter& w) { fn(w, *v); }, {});
   }
-  void unsupported(std::initializer_list<const char*>) {}
+  void unsupported(std::initializer_list<config_schema::UnsupportedKey>) {}
+  void unknown_keys_warn() {}
 
   void open() {
     out_ += "{";

@@ -19,6 +19,8 @@ namespace zt::config_detail {
 
 using config_schema::EnumName;
 using config_schema::FieldOptions;
+using config_schema::Unsupported;
+using config_schema::UnsupportedKey;
 
 // Scalar conversions; each returns false after appending "<path>: expected ..., got ..." to
 // errors. Booleans must be plain true/false; integers accept 2e8 but not 2.5.
@@ -109,9 +111,10 @@ class ConfigReader {
     if (is_map) value = inner;
   }
 
-  void unsupported(std::initializer_list<const char*> keys) {
+  void unsupported(std::initializer_list<UnsupportedKey> keys) {
     unsupported_.insert(unsupported_.end(), keys.begin(), keys.end());
   }
+  void unknown_keys_warn() { unknown_keys_warn_ = true; }
 
   // Reports keys of this block that no field took.
   void finish();
@@ -150,7 +153,8 @@ class ConfigReader {
   std::string path_;
   ReadState& state_;
   std::vector<std::string> known_;  // keys fields asked for, for suggestions
-  std::vector<std::string> unsupported_;
+  std::vector<UnsupportedKey> unsupported_;
+  bool unknown_keys_warn_ = false;
 };
 
 }  // namespace zt::config_detail

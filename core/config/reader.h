@@ -92,6 +92,9 @@ class ConfigReader {
       bad_block(path, n);
       return;
     }
+    // The params of a type already rejected (an optimizer we do not have): checking them against
+    // another type's keys would only add noise.
+    if (key == std::string("params") && state_.failed.count(child_path("type"))) return;
     ConfigReader child(n, path, state_);
     fn(child);
     child.finish();

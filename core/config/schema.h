@@ -252,10 +252,9 @@ void visit_optimizer(V& v, OptimizerConfig& c) {
               w.field("max_coeff", c.max_coeff, {});
               w.field("min_coeff", c.min_coeff, {});
               w.field("eps_inside_sqrt", c.eps_inside_sqrt, {});
-              w.unsupported(
-                  {{"max_grad_norm", Unsupported::kRefused,
-                    "FusedLamb's own clipping is not implemented; use gradient_clipping"},
-                   {"amsgrad", Unsupported::kRefused, "FusedLamb has no AMSGrad"}});
+              w.unsupported({{"max_grad_norm", Unsupported::kRefused,
+                              "FusedLamb's own clipping is not implemented; use gradient_clipping"},
+                             {"amsgrad", Unsupported::kRefused, "FusedLamb has no AMSGrad"}});
               return;
             }
             if (c.type != OptimizerType::kAdam8bit) w.field("amsgrad", c.amsgrad, {});
@@ -443,7 +442,10 @@ void visit_config(V& v, Config& c) {
        {"pipeline", U::kFeature, "no pipeline parallelism"},
        {"autotuning", U::kFeature, "no autotuner"},
        {"compression_training", U::kRefused, "compression training is not implemented"},
-       {"sparse_attention", U::kRefused, "sparse attention is not implemented"},
+       // Read by the model's own DeepSpeed sparse-attention layers, which zerotorch programs
+       // cannot call: the program decides its attention.
+       {"sparse_attention", U::kFeature,
+        "no sparse-attention kernels; the program's attention runs"},
        {"curriculum_learning", U::kRefused, "curriculum learning is not implemented"},
        {"data_efficiency", U::kRefused,
         "data efficiency (curriculum, random-LTD) is not implemented"},

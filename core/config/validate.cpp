@@ -48,9 +48,13 @@ class Validator {
     const int stage = c_.zero_optimization.stage;
     // A rejected stage reads as the default 0; comparing against it would only mislead.
     const bool stage_known = !st_.failed.count("zero_optimization.stage");
-    check(path + ".device", o.device == OffloadDevice::kNone || !stage_known || stage >= min_stage,
-          "offloading to ", to_string(o.device), " needs zero_optimization.stage >= ", min_stage,
-          ", got stage ", stage);
+    if (o.device != OffloadDevice::kNone && stage_known && stage < min_stage) {
+      // DeepSpeed accepts the block and never reads it below that stage; so do we.
+      st_.warnings.push_back(detail::str(path, ".device: ", to_string(o.device),
+                                         " offload is ignored at zero_optimization.stage ", stage,
+                                         " (as in DeepSpeed, it needs stage >= ", min_stage, ")"));
+      return;
+    }
     check(path + ".nvme_path", o.device != OffloadDevice::kNvme || !o.nvme_path.empty(),
           "required when device is nvme");
     at_least<int64_t>(path + ".buffer_count", o.buffer_count, 0);

@@ -262,18 +262,20 @@ const BadConfig kBadConfigs[] = {
      1,
      "zero_optimization.offload_optimizer.device",
      "expected one of none, cpu, nvme"},
-    {"ParamOffloadBelowStage3",
-     "train_batch_size: 8\nzero_optimization: {stage: 2, offload_param: {device: cpu}}",
-     {},
-     1,
-     "zero_optimization.offload_param.device",
-     "needs zero_optimization.stage >= 3, got stage 2"},
-    {"OptimizerOffloadAtStage0",
-     "train_batch_size: 8\nzero_optimization: {offload_optimizer: {device: cpu}}",
+    {"OptimizerOffloadToNvme",
+     "train_batch_size: 8\nzero_optimization: {stage: 2, offload_optimizer: {device: nvme, "
+     "nvme_path: /x}}",
      {},
      1,
      "zero_optimization.offload_optimizer.device",
-     "needs zero_optimization.stage >= 1"},
+     "optimizer offload to nvme is not implemented yet"},
+    {"PartialOptimizerOffload",
+     "train_batch_size: 8\nzero_optimization: {stage: 3, offload_optimizer: {device: cpu, "
+     "ratio: 0.5}}",
+     {},
+     1,
+     "zero_optimization.offload_optimizer.ratio",
+     "partial optimizer offload"},
     {"NvmeWithoutPath",
      "train_batch_size: 8\nzero_optimization: {stage: 3, offload_param: {device: nvme}}",
      {},
@@ -392,6 +394,21 @@ const BadConfig kBadConfigs[] = {
     {"TopLevelNotABlock", "- 1\n- 2", {}, 1, "config", "expected a block of keys"},
     {"YamlSyntax", "train_batch_size: [8", {}, 1, "line 1, column", "YAML syntax error"},
 };
+
+// DeepSpeed reads the offload blocks only from the stage that uses them; below it they are
+// accepted and ignored, with a warning here.
+TEST(ConfigErrors, OffloadBelowItsStageWarns) {
+  ConfigReport r = check_config(
+      "train_batch_size: 8\nzero_optimization: {stage: 2, offload_param: {device: cpu}}",
+      ConfigFormat::kYaml, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].rfind("zero_optimization.offload_param.device: cpu offload is ignored at "
+                                "zero_optimization.stage 2",
+                                0),
+            0u)
+      << r.warnings[0];
+}
 
 // DeepSpeed ignores unknown top-level keys: a warning with the suggestion, not an error.
 TEST(ConfigErrors, UnknownTopLevelKeysWarnWithASuggestion) {

@@ -161,7 +161,8 @@ TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
     EXPECT_TRUE(has_line_starting(r.warnings, key)) << key << "\n" << all(r.warnings);
   }
   for (const char* refused :
-       {R"("sparse_attention": {"mode": "fixed"})", R"("curriculum_learning": {"enabled": true})",
+       {R"("progressive_layer_drop": {"enabled": true})",
+        R"("curriculum_learning": {"enabled": true})",
         R"("zero_optimization": {"stage": 2, "zero_quantized_gradients": true})",
         R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})",
         R"("tensor_parallel": {"autotp_size": 2})"}) {

@@ -4,16 +4,23 @@
 // One schema, read from JSON or YAML, with DeepSpeed's key names, meanings and defaults for
 // what both have, plus blocks of our own (`communication`, `data`, `model`, `freeze`,
 // `parameter_groups`). A DeepSpeed user hands over the file they already have:
+//  - JSON is read as DeepSpeed reads it, with hjson's leniencies (core/config/hjson.h: `//`, `#`
+//    and `/* */` comments, trailing commas, a line break for a comma); errors keep line/column;
+//  - DeepSpeed's older forms still read (legacy.cpp: "zero_optimization": true/false,
+//    cpu_offload*, bfloat16, stage3_gather_fp16_weights_on_model_save, the unprefixed stage-3
+//    names), each with a warning;
 //  - numbers written as 2e8 or 1e14 fill integer fields (2.5 does not);
 //  - booleans must be JSON booleans (true/false, not "true", 1 or yes);
-//  - "auto" (as the Hugging Face integration writes it) is accepted for the batch triple,
-//    gradient_clipping, fp16/bf16.enabled, optimizer lr/betas/eps/weight_decay, the scheduler's
-//    warmup/total step counts and LRs, and the ZeRO bucket sizes; it is resolved from
-//    ProgramValues or from the other fields, and an unresolved "auto" is an error naming the key
-//    (stage3_max_live_parameters / stage3_max_reuse_distance "auto" take DeepSpeed's defaults,
-//    stage3_gather_16bit_weights_on_model_save "auto" takes ProgramValues or false);
-//  - an unknown key is an error with its full path and the closest known key; a DeepSpeed key
-//    zerotorch does not implement is a warning naming it, and loading goes on.
+//  - "auto" is resolved as the Hugging Face Trainer fills it (from ProgramValues, which
+//    CliOptions gives with the Trainer's flags and defaults); the values that need the built
+//    model (bucket sizes from the hidden size) or the step count wait in pending_autos for
+//    resolve_program_autos; any other unresolved "auto" is an error naming the key;
+//  - where DeepSpeed is strict (zero_optimization, the offload blocks, fp16, bf16, the monitor
+//    blocks, optimizer/scheduler params) an unknown key is an error with its full path and the
+//    closest known key; where it ignores (the top level, activation_checkpointing) a warning;
+//  - a DeepSpeed key zerotorch does not act on says so once (schema.h, UnsupportedKey): a
+//    warning when ignoring it trains the same model, an error when memory or numerics would
+//    differ (offload_param, ZeRO++ quantization, 1-bit optimizers, ...).
 // All problems of a file are collected in one pass (check_config); load_config throws one
 // zt::Error listing them. A Config is never partially valid: once returned it is immutable by
 // convention (pass it as `const Config&`), and to_json() writes it back in a form that loads

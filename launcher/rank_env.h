@@ -1,5 +1,5 @@
 #pragma once
-// The environment each rank starts with (DESIGN.md, Launch environment).
+// The environment each rank starts with (docs/DESIGN.md, Launch environment).
 //
 // Layers, later ones win: ztrun's own environment; `.ztrun_env` files ($HOME/.ztrun_env, then
 // ./.ztrun_env, like DeepSpeed's .deepspeed_env, read by the ztrun of every node); --env K=V;

@@ -9,6 +9,7 @@
 #include "optim/adam8bit.h"
 #include "optim/cpu_adam.h"
 #include "optim/fused_adam.h"
+#include "optim/lamb.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"
 
@@ -88,11 +89,13 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec) 
   if (t == "AdamW") return std::make_unique<Adam>(/*decoupled=*/true);
   if (t == "SGD") return std::make_unique<Sgd>();
   if (t == "Lion") return std::make_unique<Lion>();
+  if (t == "Lamb") return std::make_unique<Lamb>(spec);
   if (t == "CpuAdam") return std::make_unique<CpuAdam>(spec);
   if (t == "Adam8bit") return std::make_unique<Adam8bit>(spec);
   if (t == "FusedAdam") return std::make_unique<FusedAdam>(spec);
   ZT_THROW(
-      "optimizer.type must be one of Adam, AdamW, SGD, Lion, CpuAdam, Adam8bit, FusedAdam; got \"",
+      "optimizer.type must be one of Adam, AdamW, SGD, Lion, Lamb, CpuAdam, Adam8bit, FusedAdam; "
+      "got \"",
       t, "\"");
 }
 

@@ -23,6 +23,7 @@
 //   SGD    d = g + wd p; buf = d (first step) or momentum buf + (1 - dampening) d;
 //          d = nesterov ? d + momentum buf : buf; p -= lr d
 //   Lion   c = b1 m + (1-b1) g; p *= 1 - lr wd; p -= lr sign(c); m = b2 m + (1-b2) g
+//   Lamb   DeepSpeed's FusedLamb, one trust ratio per group of the shard (see optim/lamb.h)
 //
 // Thread-safety: one ShardOptimizer is used by one thread at a time.
 
@@ -59,9 +60,9 @@ struct GroupRange {
 
 // Options of make_shard_optimizer. The hyper-parameters live in GroupRange, not here.
 struct OptimizerSpec {
-  // Adam, AdamW, SGD, Lion (any device; ATen ops per group), CpuAdam (fused SIMD pass on CPU),
-  // Adam8bit (block-wise quantized state, CPU, or the plugin's kernel on CUDA), FusedAdam (CUDA
-  // kernel of the plugin).
+  // Adam, AdamW, SGD, Lion, Lamb (any device; ATen ops per group), CpuAdam (fused SIMD pass on
+  // CPU), Adam8bit (block-wise quantized state, CPU, or the plugin's kernel on CUDA), FusedAdam
+  // (CUDA kernel of the plugin).
   std::string type = "AdamW";
   // CpuAdam, Adam8bit, FusedAdam: decoupled weight decay (AdamW) when true, L2 (Adam) when false.
   bool adamw_mode = true;
@@ -79,6 +80,12 @@ struct OptimizerSpec {
   // "fused Adam"). nullptr: looked up with dlsym(RTLD_DEFAULT) at the first step, which finds it
   // once zt_core has loaded the plugin.
   void* cuda_launcher = nullptr;
+  // Lamb (DeepSpeed's FusedLamb, optim/lamb.h): trust-ratio clamp, eps placement, bias
+  // correction of the step size.
+  double max_coeff = 10.0;
+  double min_coeff = 0.01;
+  bool eps_inside_sqrt = false;
+  bool bias_correction = true;
 };
 
 class ShardOptimizer {

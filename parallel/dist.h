@@ -1,5 +1,5 @@
 #pragma once
-// Creating the job's Communicator (DESIGN.md, Communicator).
+// Creating the job's Communicator (docs/DESIGN.md, Communicator).
 //
 //   auto comm = zt::dist::create_communicator({.backend = "auto"});
 //

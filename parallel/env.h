@@ -1,6 +1,6 @@
 #pragma once
 // zt::dist::Env: who this process is in the job, read once from the launcher's environment
-// (DESIGN.md, Launch environment). Every launch path yields the same facts.
+// (docs/DESIGN.md, Launch environment). Every launch path yields the same facts.
 //
 // Sources, in order of precedence (the first family present wins):
 //   torchrun / ztrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE    -> launcher "torchrun"

@@ -1,5 +1,5 @@
 #pragma once
-// Flat buffers: the memory layout of ZeRO (DESIGN.md, ZeRO).
+// Flat buffers: the memory layout of ZeRO (docs/DESIGN.md, ZeRO).
 //
 // A FlatLayout packs a list of parameters back to back into one 1-D buffer and pads its end so
 // the length is a multiple of the world size N:

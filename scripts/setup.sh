@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything zerotorch needs on a fresh Debian 12 machine (run as root), idempotently:
 #  - Debian packages: compilers, CMake, OpenMPI, yaml-cpp, Boost.Program_options, GoogleTest,
-#    spdlog/fmt, SentencePiece, ccache, iproute2, and the public-domain corpora used by examples;
+#    spdlog/fmt, SentencePiece, protobuf (TensorBoard event files), ccache, iproute2, and the
+#    public-domain corpora used by examples;
 #  - LibTorch from the PyPI torch wheel, in a virtualenv keyed by the torch version in a per-user
 #    cache outside the clone (ZT_VENV overrides), so fresh clones reuse it.
 # Rerunning when nothing is missing takes seconds. Prints what it does.
@@ -21,6 +22,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libgloo-dev
   libspdlog-dev libfmt-dev
   libsentencepiece-dev sentencepiece
+  libprotobuf-dev protobuf-compiler
   iproute2 procps
   slurmd slurmctld slurm-client munge
   bible-kjv bible-kjv-text fortunes fortunes-min
@@ -57,9 +59,10 @@ else
   "$ZT_VENV/bin/pip" install --quiet --upgrade pip
   "$ZT_VENV/bin/pip" install --quiet "torch==$TORCH_VERSION"
 fi
-# Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib).
-if ! "$py" -c "import numpy, safetensors, matplotlib" 2>/dev/null; then
-  say "installing numpy, safetensors, matplotlib into $ZT_VENV"
-  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib
+# Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib), and
+# tensorboard, whose reader checks the event files core/monitor writes.
+if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard" 2>/dev/null; then
+  say "installing numpy, safetensors, matplotlib, tensorboard into $ZT_VENV"
+  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard
 fi
 say "done: Torch CMake prefix $("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')"

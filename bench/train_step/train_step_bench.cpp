@@ -9,7 +9,7 @@
 // are neighbours in time).
 // Per configuration: forward / backward / optimizer time (median over steps; "comm wait" is the
 // time blocked in Work::wait(), i.e. communication not hidden behind computation), tokens/s over
-// all ranks, the engine's accounted model-state bytes per rank next to DESIGN.md's formula, and
+// all ranks, the engine's accounted model-state bytes per rank next to docs/DESIGN.md's formula, and
 // the peak RSS of rank 0 while that configuration ran (VmHWM, reset between configurations).
 #include <algorithm>
 #include <chrono>
@@ -121,7 +121,7 @@ void reset_peak_rss() {
 }
 
 double formula_bytes(int stage, int64_t psi, int n, torch::ScalarType dtype) {
-  // DESIGN.md: params p (4 in fp32, 2 in 16-bit), gradients g = 4 (accumulated in fp32), a
+  // docs/DESIGN.md: params p (4 in fp32, 2 in 16-bit), gradients g = 4 (accumulated in fp32), a
   // master m (0 in fp32, where the params are the master; 4 otherwise), K = 8 (Adam's m, v).
   const double p = dtype == torch::kFloat ? 4 : 2, g = 4, m = dtype == torch::kFloat ? 0 : 4, k = 8;
   switch (stage) {

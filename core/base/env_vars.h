@@ -3,7 +3,7 @@
 
 namespace zt::env {
 
-// torchrun / ztrun launch contract (DESIGN.md, Launch environment).
+// torchrun / ztrun launch contract (docs/DESIGN.md, Launch environment).
 inline constexpr const char* kRank = "RANK";
 inline constexpr const char* kWorldSize = "WORLD_SIZE";
 inline constexpr const char* kLocalRank = "LOCAL_RANK";

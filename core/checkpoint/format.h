@@ -1,5 +1,5 @@
 #pragma once
-// The on-disk format of zerotorch checkpoints (DESIGN.md, Checkpoint): our own little-endian
+// The on-disk format of zerotorch checkpoints (docs/DESIGN.md, Checkpoint): our own little-endian
 // binary records, no pickle, nothing that can execute code on load.
 //
 //   <dir>/latest                      text: the newest complete tag, one line

@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/base/error.h"
@@ -18,6 +20,29 @@ CliOptions::CliOptions(std::string program, std::string summary, CliOptionsSpec 
                            "training config, JSON or YAML (DeepSpeed keys)")(
         "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
         "override a config key, repeatable (e.g. --set zero_optimization.stage=3)");
+  }
+  if (spec_.config && spec_.trainer_args) {
+    po::options_description trainer(
+        "Values for \"auto\" config keys (the Hugging Face Trainer's arguments and defaults)");
+    trainer.add_options()("per-device-train-batch-size",
+                          po::value<int64_t>()->default_value(8)->value_name("N"),
+                          "train_micro_batch_size_per_gpu")(
+        "gradient-accumulation-steps", po::value<int64_t>()->default_value(1)->value_name("N"),
+        "gradient_accumulation_steps")("learning-rate",
+                                       po::value<double>()->default_value(5e-5, "5e-05"),
+                                       "optimizer lr, scheduler warmup_max_lr")(
+        "weight-decay", po::value<double>()->default_value(0.0, "0"), "optimizer weight_decay")(
+        "adam-beta1", po::value<double>()->default_value(0.9, "0.9"), "optimizer betas[0]")(
+        "adam-beta2", po::value<double>()->default_value(0.999, "0.999"), "optimizer betas[1]")(
+        "adam-epsilon", po::value<double>()->default_value(1e-8, "1e-08"), "optimizer eps")(
+        "max-grad-norm", po::value<double>()->default_value(1.0, "1"), "gradient_clipping")(
+        "warmup-steps", po::value<int64_t>()->default_value(0), "scheduler warmup_num_steps")(
+        "warmup-ratio", po::value<double>()->default_value(0.0, "0"),
+        "warmup_num_steps = ceil(ratio * total) when --warmup-steps is 0")(
+        "max-steps", po::value<int64_t>()->default_value(-1),
+        "scheduler total_num_steps (-1: the program's own count)")(
+        "fp16", po::bool_switch(), "fp16.enabled")("bf16", po::bool_switch(), "bf16.enabled");
+    options_.add(trainer);
   }
   if (spec_.world_size) {
     options_.add_options()(
@@ -81,9 +106,84 @@ std::string CliOptions::help() const {
   return os.str();
 }
 
+namespace {
+
+// "--name value" plus ", its default" when the flag was not given.
+template <typename T>
+std::string origin(const po::variables_map& vm, const char* name, const T& value) {
+  std::ostringstream os;
+  os << "--" << name << " " << value;
+  if (vm[name].defaulted()) os << ", the Trainer's default";
+  return os.str();
+}
+
+template <typename T>
+void fill(std::optional<T>& into, std::map<std::string, std::string>& origins, const char* field,
+          const std::optional<T>& from, const std::map<std::string, std::string>& from_origins) {
+  if (into || !from) return;
+  into = from;
+  auto it = from_origins.find(field);
+  if (it != from_origins.end()) origins[field] = it->second;
+}
+
+}  // namespace
+
+ProgramValues CliOptions::program_values() const {
+  ProgramValues p;
+  if (!spec_.config || !spec_.trainer_args || values_.empty()) return p;
+  const po::variables_map& vm = values_;
+  auto i64 = [&](const char* name) { return vm[name].as<int64_t>(); };
+  auto dbl = [&](const char* name) { return vm[name].as<double>(); };
+  p.micro_batch_size = i64("per-device-train-batch-size");
+  p.origin["micro_batch_size"] = origin(vm, "per-device-train-batch-size", *p.micro_batch_size);
+  p.gradient_accumulation_steps = i64("gradient-accumulation-steps");
+  p.origin["gradient_accumulation_steps"] =
+      origin(vm, "gradient-accumulation-steps", *p.gradient_accumulation_steps);
+  p.lr = dbl("learning-rate");
+  p.origin["lr"] = origin(vm, "learning-rate", *p.lr);
+  p.weight_decay = dbl("weight-decay");
+  p.origin["weight_decay"] = origin(vm, "weight-decay", *p.weight_decay);
+  p.betas = std::vector<double>{dbl("adam-beta1"), dbl("adam-beta2")};
+  p.origin["betas"] =
+      origin(vm, "adam-beta1", (*p.betas)[0]) + " and " + origin(vm, "adam-beta2", (*p.betas)[1]);
+  p.eps = dbl("adam-epsilon");
+  p.origin["eps"] = origin(vm, "adam-epsilon", *p.eps);
+  p.gradient_clipping = dbl("max-grad-norm");
+  p.origin["gradient_clipping"] = origin(vm, "max-grad-norm", *p.gradient_clipping);
+  p.warmup_steps = i64("warmup-steps");
+  p.origin["warmup_steps"] = origin(vm, "warmup-steps", *p.warmup_steps);
+  p.warmup_ratio = dbl("warmup-ratio");
+  p.origin["warmup_ratio"] = origin(vm, "warmup-ratio", *p.warmup_ratio);
+  if (i64("max-steps") > 0) {
+    p.total_steps = i64("max-steps");
+    p.origin["total_steps"] = origin(vm, "max-steps", *p.total_steps);
+  }
+  p.fp16 = vm["fp16"].as<bool>();
+  p.origin["fp16"] = *p.fp16 ? "--fp16" : "no --fp16 (the Trainer's default false)";
+  p.bf16 = vm["bf16"].as<bool>();
+  p.origin["bf16"] = *p.bf16 ? "--bf16" : "no --bf16 (the Trainer's default false)";
+  return p;
+}
+
 Config CliOptions::load_config(int world_size, const ProgramValues& program) const {
   ZT_CHECK(!config_path_.empty(), program_, ": no --config given");
-  return zt::load_config(config_path_, overrides_, world_size, program);
+  ProgramValues merged = program;
+  const ProgramValues cli = program_values();
+  std::map<std::string, std::string>& o = merged.origin;
+  fill(merged.micro_batch_size, o, "micro_batch_size", cli.micro_batch_size, cli.origin);
+  fill(merged.gradient_accumulation_steps, o, "gradient_accumulation_steps",
+       cli.gradient_accumulation_steps, cli.origin);
+  fill(merged.gradient_clipping, o, "gradient_clipping", cli.gradient_clipping, cli.origin);
+  fill(merged.fp16, o, "fp16", cli.fp16, cli.origin);
+  fill(merged.bf16, o, "bf16", cli.bf16, cli.origin);
+  fill(merged.lr, o, "lr", cli.lr, cli.origin);
+  fill(merged.betas, o, "betas", cli.betas, cli.origin);
+  fill(merged.eps, o, "eps", cli.eps, cli.origin);
+  fill(merged.weight_decay, o, "weight_decay", cli.weight_decay, cli.origin);
+  fill(merged.warmup_steps, o, "warmup_steps", cli.warmup_steps, cli.origin);
+  fill(merged.warmup_ratio, o, "warmup_ratio", cli.warmup_ratio, cli.origin);
+  fill(merged.total_steps, o, "total_steps", cli.total_steps, cli.origin);
+  return zt::load_config(config_path_, overrides_, world_size, merged);
 }
 
 }  // namespace zt

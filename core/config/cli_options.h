@@ -5,6 +5,16 @@
 //   --set KEY=VALUE   a config override, repeatable, applied in order (zero_optimization.stage=3)
 //   --world-size N    only where enabled: the world size to resolve the batch triple for
 //   --help            usage on stdout; parse() then returns false and the program exits 0
+// and, with --config, the Hugging Face Trainer's arguments that "auto" config values stand for,
+// with the Trainer's names and defaults (HfTrainerDeepSpeedConfig fills "auto" from them):
+//   --per-device-train-batch-size 8   train_micro_batch_size_per_gpu (and train_batch_size)
+//   --gradient-accumulation-steps 1   gradient_accumulation_steps
+//   --learning-rate 5e-5              optimizer lr, scheduler warmup_max_lr
+//   --weight-decay 0, --adam-beta1 0.9, --adam-beta2 0.999, --adam-epsilon 1e-8
+//   --max-grad-norm 1.0               gradient_clipping
+//   --warmup-steps 0, --warmup-ratio 0, --max-steps -1 (unknown)   scheduler step counts
+//   --fp16, --bf16                    fp16.enabled / bf16.enabled (false unless given)
+// They only fill keys written "auto"; a key with a value keeps it.
 // plus the program's own options, registered before parse():
 //
 //   zt::CliOptions cli("gpt_train", "Trains a small GPT with ZeRO.");
@@ -30,6 +40,7 @@ struct CliOptionsSpec {
   bool config_required = true;  // parse() fails without --config
   bool world_size = false;      // offer --world-size (tools that run outside a launch)
   int default_world_size = 1;
+  bool trainer_args = true;  // with config: the Trainer's flags above
 };
 
 class CliOptions {
@@ -61,7 +72,12 @@ class CliOptions {
   // Usage text: "Usage: <program> [options]", the summary, then the options.
   std::string help() const;
 
-  // zt::load_config(config_path(), overrides(), world_size, program).
+  // The Trainer's values from the command line (defaults included), each with its origin
+  // ("--learning-rate 5e-05, its default"). Empty without trainer_args.
+  ProgramValues program_values() const;
+
+  // zt::load_config(config_path(), overrides(), world_size, values): `program`'s fields where
+  // set, else program_values()'s.
   Config load_config(int world_size, const ProgramValues& program = {}) const;
 
  private:

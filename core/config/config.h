@@ -1,20 +1,27 @@
 #pragma once
-// zt::Config: the typed, resolved training configuration (DESIGN.md, Config).
+// zt::Config: the typed, resolved training configuration (docs/DESIGN.md, Config).
 //
 // One schema, read from JSON or YAML, with DeepSpeed's key names, meanings and defaults for
 // what both have, plus blocks of our own (`communication`, `data`, `freeze`, `parameter_groups`),
 // and blocks that belong to the program (`model`: program_block.h), kept unread. A DeepSpeed
 // user hands over the file they already have:
+//  - JSON is read as DeepSpeed reads it, with hjson's leniencies (core/config/hjson.h: `//`, `#`
+//    and `/* */` comments, trailing commas, a line break for a comma); errors keep line/column;
+//  - DeepSpeed's older forms still read (legacy.cpp: "zero_optimization": true/false,
+//    cpu_offload*, bfloat16, stage3_gather_fp16_weights_on_model_save, the unprefixed stage-3
+//    names), each with a warning;
 //  - numbers written as 2e8 or 1e14 fill integer fields (2.5 does not);
 //  - booleans must be JSON booleans (true/false, not "true", 1 or yes);
-//  - "auto" (as the Hugging Face integration writes it) is accepted for the batch triple,
-//    gradient_clipping, fp16/bf16.enabled, optimizer lr/betas/eps/weight_decay, the scheduler's
-//    warmup/total step counts and LRs, and the ZeRO bucket sizes; it is resolved from
-//    ProgramValues or from the other fields, and an unresolved "auto" is an error naming the key
-//    (stage3_max_live_parameters / stage3_max_reuse_distance "auto" take DeepSpeed's defaults,
-//    stage3_gather_16bit_weights_on_model_save "auto" takes ProgramValues or false);
-//  - an unknown key is an error with its full path and the closest known key; a DeepSpeed key
-//    zerotorch does not implement is a warning naming it, and loading goes on.
+//  - "auto" is resolved as the Hugging Face Trainer fills it (from ProgramValues, which
+//    CliOptions gives with the Trainer's flags and defaults); the values that need the built
+//    model (bucket sizes from the hidden size) or the step count wait in pending_autos for
+//    resolve_program_autos; any other unresolved "auto" is an error naming the key;
+//  - where DeepSpeed is strict (zero_optimization, the offload blocks, fp16, bf16, the monitor
+//    blocks, optimizer/scheduler params) an unknown key is an error with its full path and the
+//    closest known key; where it ignores (the top level, activation_checkpointing) a warning;
+//  - a DeepSpeed key zerotorch does not act on says so once (schema.h, UnsupportedKey): a
+//    warning when ignoring it trains the same model, an error when memory or numerics would
+//    differ (offload_param, ZeRO++ quantization, 1-bit optimizers, ...).
 // All problems of a file are collected in one pass (check_config); load_config throws one
 // zt::Error listing them. A Config is never partially valid: once returned it is immutable by
 // convention (pass it as `const Config&`), and to_json() writes it back in a form that loads
@@ -32,7 +39,7 @@ namespace zt {
 
 enum class OffloadDevice { kNone, kCpu, kNvme };
 enum class DType { kFp32, kFp16, kBf16 };
-enum class OptimizerType { kAdam, kAdamW, kSgd, kAdam8bit, kCpuAdam };
+enum class OptimizerType { kAdam, kAdamW, kSgd, kAdam8bit, kCpuAdam, kLamb, kLion };
 enum class SchedulerType { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle };
 enum class WarmupType { kLog, kLinear };
 enum class CommBackend { kAuto, kMpi, kGloo, kNccl };
@@ -123,6 +130,11 @@ struct OptimizerConfig {
   double momentum = 0.0;
   double dampening = 0.0;
   bool nesterov = false;
+  // Lamb (DeepSpeed's FusedLamb): the trust ratio ||w|| / ||update|| is clamped to
+  // [min_coeff, max_coeff]; eps_inside_sqrt: sqrt(v + eps) instead of sqrt(v) + eps.
+  double max_coeff = 10.0;
+  double min_coeff = 0.01;
+  bool eps_inside_sqrt = false;
 };
 
 // scheduler, with DeepSpeed's parameter names and defaults; which of them a type takes:
@@ -182,7 +194,7 @@ struct CommunicationConfig {
   int64_t timeout = 1800;  // seconds
 };
 
-// data: our block for the token-shard pipeline (DESIGN.md, Data).
+// data: our block for the token-shard pipeline (docs/DESIGN.md, Data).
 struct DataConfig {
   std::string path;             // token shard prefix or directory
   int64_t max_length = 1024;    // samples are cut to this many tokens
@@ -193,6 +205,14 @@ struct DataConfig {
   std::optional<int64_t> seed;   // unset = the top-level seed
   int64_t mega_batch_mult = 50;  // mega-batch = mult * batch, the span sorted by length
   bool drop_last = false;
+};
+
+// tensorboard / csv_monitor: DeepSpeed's monitor blocks. Rank 0 writes to
+// <output_path>/<job_name>/ (output_path empty: the working directory), see core/monitor/.
+struct MonitorConfig {
+  bool enabled = false;
+  std::string output_path;
+  std::string job_name = "DeepSpeedJobName";
 };
 
 // parameter_groups: how the optimizer splits parameters (optim/param_groups.h applies them).
@@ -217,8 +237,11 @@ struct Config {
   Bf16Config bf16;  // also read as `bfloat16`
   DataTypesConfig data_types;
   std::optional<DType> communication_data_type;  // unset = the training dtype
-  std::optional<OptimizerConfig> optimizer;      // unset = the program builds its own
-  std::optional<SchedulerConfig> scheduler;      // unset = constant LR
+  // Where the 1/world_size of the gradient average is applied (EngineOptions says how).
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::optional<OptimizerConfig> optimizer;  // unset = the program builds its own
+  std::optional<SchedulerConfig> scheduler;  // unset = constant LR
   ActivationCheckpointingConfig activation_checkpointing;
   CheckpointConfig checkpoint;
   CommunicationConfig communication;
@@ -226,6 +249,14 @@ struct Config {
   // Glob patterns (* and ? match any character) over full parameter names: never trained.
   std::vector<std::string> freeze;
   ParameterGroupsConfig parameter_groups;
+  MonitorConfig tensorboard;
+  MonitorConfig csv_monitor;
+
+  // Keys given as "auto" whose value needs what only the running program knows: the model's
+  // hidden size (the ZeRO bucket sizes) or its step count (the scheduler's step counts). They
+  // hold DeepSpeed's defaults until resolve_program_autos fills them; engine_options_from_config
+  // refuses a config that still has any.
+  std::vector<std::string> pending_autos;
 
   // The world size the batch triple was resolved for.
   int world_size = 1;
@@ -250,7 +281,8 @@ inline bool operator!=(const Config& a, const Config& b) {
 }
 
 // Values the program knows that "auto" keys are resolved from (unset = unknown), as the
-// Hugging Face Trainer fills them from its arguments.
+// Hugging Face Trainer fills them from its arguments (CliOptions::program_values gives the
+// Trainer's flags and defaults).
 struct ProgramValues {
   std::optional<int64_t> micro_batch_size;             // train_micro_batch_size_per_gpu
   std::optional<int64_t> gradient_accumulation_steps;  // gradient_accumulation_steps
@@ -261,16 +293,23 @@ struct ProgramValues {
   std::optional<std::vector<double>> betas;            // optimizer betas
   std::optional<double> eps;                           // optimizer eps
   std::optional<double> weight_decay;                  // optimizer weight_decay
-  std::optional<int64_t> warmup_steps;                 // scheduler warmup_num_steps
-  std::optional<int64_t> total_steps;                  // scheduler total_num_steps
-  // Model hidden size: reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2,
-  // stage3_param_persistence_threshold = 10 h.
+  // scheduler warmup_num_steps: warmup_steps when > 0, else ceil(warmup_ratio * total_steps)
+  // (the Trainer's get_warmup_steps).
+  std::optional<int64_t> warmup_steps;
+  std::optional<double> warmup_ratio;
+  std::optional<int64_t> total_steps;  // scheduler total_num_steps
+  // Model hidden size: reduce_bucket_size = h^2,
+  // stage3_prefetch_bucket_size = 0.9 h^2, stage3_param_persistence_threshold = 10 h.
   std::optional<int64_t> hidden_size;
   // Else the integer at this key of a program block, "<block>.<key>" ("model.d_model"): the
   // program says where its hidden size is written; the framework knows no program keys.
   std::string hidden_size_key;
   // zero_optimization.stage3_gather_16bit_weights_on_model_save (unset: false, as Accelerate).
   std::optional<bool> save_16bit_model;
+  // Where each value came from, by field name ("micro_batch_size" ->
+  // "--per-device-train-batch-size 8, its default"), for the lines that say why an "auto" got
+  // its value. A field without an entry reads "given by the program".
+  std::map<std::string, std::string> origin;
 };
 
 enum class ConfigFormat { kJson, kYaml };
@@ -281,6 +320,9 @@ struct ConfigReport {
   std::optional<Config> config;
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
+  // One line per "auto" key: `<key> = <value> (<why>)`, or `<key>: pending (<what it waits
+  // for>)` for Config::pending_autos.
+  std::vector<std::string> autos;
 };
 
 // Reads, overrides ("a.b=value", applied in order before validation; the value is a YAML
@@ -301,5 +343,13 @@ Config parse_config(const std::string& text, ConfigFormat format,
                     const ProgramValues& program = {});
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    int world_size, const ProgramValues& program = {});
+
+// Resolves the pending "auto" keys (Config::pending_autos) that `program` now answers:
+// hidden_size (the model's largest hidden size, as the Trainer takes it) gives
+// reduce_bucket_size = h^2, stage3_prefetch_bucket_size = 0.9 h^2 and
+// stage3_param_persistence_threshold = 10 h; total_steps (and warmup) the scheduler's step
+// counts. Returns one line per value chosen (as ConfigReport::autos); keys still unanswered stay
+// pending. zt::initialize calls it once the model is built.
+std::vector<std::string> resolve_program_autos(Config& config, const ProgramValues& program);
 
 }  // namespace zt

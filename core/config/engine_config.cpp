@@ -25,6 +25,8 @@ std::string optimizer_name(OptimizerType t) {
     case OptimizerType::kSgd: return "SGD";
     case OptimizerType::kAdam8bit: return "Adam8bit";
     case OptimizerType::kCpuAdam: return "CpuAdam";
+    case OptimizerType::kLamb: return "Lamb";
+    case OptimizerType::kLion: return "Lion";
   }
   return "AdamW";
 }
@@ -80,6 +82,13 @@ std::function<double(int64_t)> schedule_from(const SchedulerConfig& s, double ba
 }  // namespace
 
 EngineOptions engine_options_from_config(const Config& c, std::vector<std::string> units) {
+  if (!c.pending_autos.empty()) {
+    std::string keys;
+    for (const auto& k : c.pending_autos) keys += (keys.empty() ? "" : ", ") + k;
+    ZT_THROW(keys,
+             ": still \"auto\"; resolve it with zt::resolve_program_autos(config, "
+             "{hidden_size, total_steps}) before building the engine (zt::initialize does)");
+  }
   EngineOptions o;
   const ZeroConfig& z = c.zero_optimization;
   o.stage = z.stage;
@@ -91,6 +100,10 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.stage3_gather_16bit_weights_on_model_save = z.stage3_gather_16bit_weights_on_model_save;
   ZT_CHECK(z.offload_optimizer.device != OffloadDevice::kNvme,
            "zero_optimization.offload_optimizer.device = nvme is not supported yet; use cpu");
+  // check_config refuses it too; a Config built in code must not slip through either.
+  ZT_CHECK(z.offload_param.device == OffloadDevice::kNone,
+           "zero_optimization.offload_param.device = ", to_string(z.offload_param.device),
+           ": parameter offload is not implemented yet");
   o.offload_optimizer = z.offload_optimizer.device == OffloadDevice::kCpu;
   if (c.fp16.enabled) {
     o.compute_dtype = at::kHalf;
@@ -120,6 +133,10 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     o.hyper.momentum = oc.momentum;
     o.hyper.dampening = oc.dampening;
     o.hyper.nesterov = oc.nesterov;
+    o.optimizer.max_coeff = oc.max_coeff;
+    o.optimizer.min_coeff = oc.min_coeff;
+    o.optimizer.eps_inside_sqrt = oc.eps_inside_sqrt;
+    o.optimizer.bias_correction = oc.bias_correction;
     // With optimizer offload the CPU step is the fused SIMD Adam (DeepSpeed's DeepSpeedCPUAdam).
     if (o.offload_optimizer &&
         (oc.type == OptimizerType::kAdam || oc.type == OptimizerType::kAdamW)) {
@@ -128,6 +145,11 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   }
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
   o.param_groups.llrd_decay = c.parameter_groups.layer_lr_decay;
+  if (c.communication_data_type) o.communication_dtype = to_scalar(*c.communication_data_type);
+  o.prescale_gradients = c.prescale_gradients;
+  o.gradient_predivide_factor = c.gradient_predivide_factor;
+  o.wall_clock_breakdown = c.wall_clock_breakdown;
+  o.steps_per_print = static_cast<int>(c.steps_per_print);
   if (c.scheduler) o.lr_schedule = schedule_from(*c.scheduler, o.hyper.lr);
   o.units = std::move(units);
   return o;

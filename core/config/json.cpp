@@ -145,7 +145,8 @@ class JsonWriter {
   void optional_block(const char* key, std::optional<T>& v, Fn&& fn) {
     if (v) block(key, [&](JsonWriter& w) { fn(w, *v); }, {});
   }
-  void unsupported(std::initializer_list<const char*>) {}
+  void unsupported(std::initializer_list<config_schema::UnsupportedKey>) {}
+  void unknown_keys_warn() {}
 
   // A value already written as JSON (a program block).
   void raw(const std::string& key, const std::string& json) { put(key.c_str(), json); }

@@ -8,6 +8,7 @@
 #include "core/base/error.h"
 #include "core/base/logging.h"
 #include "core/config/config.h"
+#include "core/config/hjson.h"
 #include "core/config/passes.h"
 
 namespace zt {
@@ -43,7 +44,16 @@ ConfigReport check_config(const std::string& text, ConfigFormat format,
   // YAML forbids tabs as indentation, JSON does not; a valid JSON text has no raw tab inside a
   // string, so turning every tab into a space keeps its meaning.
   std::string input = text;
-  if (format == ConfigFormat::kJson) std::replace(input.begin(), input.end(), '\t', ' ');
+  if (format == ConfigFormat::kJson) {
+    // DeepSpeed reads JSON configs with hjson: comments, trailing and missing commas.
+    config_detail::HjsonResult json = config_detail::hjson_to_json(text);
+    if (!json.error.empty()) {
+      report.errors.push_back(json.error);
+      return report;
+    }
+    input = std::move(json.json);
+    std::replace(input.begin(), input.end(), '\t', ' ');
+  }
   try {
     root = YAML::Load(input);
   } catch (const YAML::Exception& e) {
@@ -54,13 +64,16 @@ ConfigReport check_config(const std::string& text, ConfigFormat format,
     return report;
   }
   config_detail::ReadState state;
+  config_detail::apply_legacy_forms(root, state);
   config_detail::apply_overrides(root, overrides, state.errors);
   Config config;
   config_detail::read_config(root, config, state);
   config_detail::resolve_config(config, state, program, world_size);
   config_detail::validate_config(config, state);
+  config_detail::warn_inert_keys(config, state);
   report.errors = std::move(state.errors);
   report.warnings = std::move(state.warnings);
+  report.autos = std::move(state.auto_notes);
   if (report.errors.empty()) report.config = std::move(config);
   return report;
 }
@@ -86,7 +99,9 @@ Config parse_config(const std::string& text, ConfigFormat format,
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    int world_size, const ProgramValues& program) {
-  Config config = throw_or_return(check_config_file(path, overrides, world_size, program), path);
+  ConfigReport report = check_config_file(path, overrides, world_size, program);
+  for (const auto& line : report.autos) ZT_LOG_INFO("config ", path, ": ", line);
+  Config config = throw_or_return(std::move(report), path);
   ZT_LOG_INFO("config ", path, " (world size ", world_size, "): ", config.to_json(false));
   return config;
 }

@@ -23,7 +23,9 @@ struct ReadState {
   std::vector<std::string> warnings;
   std::set<std::string> present;  // keys the file (or --set) gave, "auto" included
   std::set<std::string> autos;    // keys given as "auto" (their field still holds the default)
-  std::set<std::string> failed;   // keys whose value was rejected (later passes skip them)
+  // Keys whose value was rejected, or is a pending "auto" (later passes skip them).
+  std::set<std::string> failed;
+  std::vector<std::string> auto_notes;  // ConfigReport::autos
 
   // Given with a usable value: present, not "auto", not rejected.
   bool given(const std::string& path) const {
@@ -31,11 +33,18 @@ struct ReadState {
   }
 };
 
+// DeepSpeed's older forms, rewritten in the YAML tree to today's (legacy.cpp):
+// "zero_optimization": true/false, cpu_offload / cpu_offload_param / cpu_offload_use_pin_memory.
+// Each rewrite adds one warning naming the old key and its replacement.
+void apply_legacy_forms(YAML::Node& root, ReadState& state);
 void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
                      std::vector<std::string>& errors);
 void read_config(const YAML::Node& root, Config& config, ReadState& state);
 void resolve_config(Config& config, ReadState& state, const ProgramValues& program, int world_size);
 void validate_config(const Config& config, ReadState& state);
+// Keys read into Config that the engine does not act on: a warning when the value given is not
+// what zerotorch does anyway (validate.cpp).
+void warn_inert_keys(const Config& config, ReadState& state);
 
 // A YAML tree as JSON (program blocks, program_block.h): plain scalars that read as numbers,
 // booleans or null are written as such, everything else as strings.

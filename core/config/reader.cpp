@@ -69,7 +69,8 @@ class KeyCollector {
     T inner{};
     block(key, [&](KeyCollector& w) { fn(w, inner); }, {});
   }
-  void unsupported(std::initializer_list<const char*>) {}
+  void unsupported(std::initializer_list<UnsupportedKey>) {}
+  void unknown_keys_warn() {}
 
   const std::vector<std::string>& paths() const { return paths_; }
 
@@ -318,6 +319,14 @@ bool ConfigReader::read_choice_index(const YAML::Node& n, const std::string& pat
   }
   index = match_name(n.Scalar(), names);
   if (index >= 0) return true;
+  if (path == "optimizer.type") {
+    for (const auto& refused : config_schema::kRefusedOptimizers) {
+      if (lower(refused.name) != lower(n.Scalar())) continue;
+      state_.errors.push_back(detail::str(path, ": '", n.Scalar(), "' is not implemented by ",
+                                          "zerotorch (", refused.why, "); available: ", one_of));
+      return false;
+    }
+  }
   std::string msg = detail::str(path, ": expected one of ", one_of, ", got '", n.Scalar(), "'");
   std::string near = closest_name(n.Scalar(), names);
   if (!near.empty()) msg += "; did you mean '" + near + "'?";
@@ -338,12 +347,48 @@ std::vector<std::pair<std::string, YAML::Node>> ConfigReader::take_program_block
   return blocks;
 }
 
+namespace {
+
+// True when an unsupported key's value asks for nothing zerotorch does not do (see
+// config_schema::UnsupportedKey).
+bool means_off(const YAML::Node& n, const UnsupportedKey& u) {
+  if (n.IsNull()) return true;
+  if (u.same != nullptr) return n.IsScalar() && lower(n.Scalar()) == lower(u.same);
+  if (n.IsScalar()) return lower(n.Scalar()) == "false";
+  if (n.IsMap()) {
+    if (n.size() == 0) return true;
+    const YAML::Node enabled = n["enabled"];
+    return enabled.IsDefined() && enabled.IsScalar() && lower(enabled.Scalar()) == "false";
+  }
+  return false;
+}
+
+}  // namespace
+
 void ConfigReader::finish() {
   for (const auto& e : entries_) {
     if (e.taken) continue;
     const std::string path = child_path(e.key);
-    if (match_name(e.key, unsupported_) >= 0) {
-      state_.warnings.push_back(path + ": DeepSpeed option not implemented by zerotorch; ignored");
+    const UnsupportedKey* u = nullptr;
+    for (const auto& candidate : unsupported_) {
+      if (lower(candidate.key) == lower(e.key)) u = &candidate;
+    }
+    if (u != nullptr) {
+      if (means_off(e.value, *u)) continue;
+      switch (u->kind) {
+        case Unsupported::kFeature:
+          state_.warnings.push_back(path + ": DeepSpeed feature not in zerotorch (" + u->why +
+                                    "); ignored");
+          break;
+        case Unsupported::kNoEffect:
+          state_.warnings.push_back(path + ": no effect in zerotorch (" + u->why + ")");
+          break;
+        case Unsupported::kRefused:
+          state_.errors.push_back(path + ": " + u->why + " (zerotorch will not ignore a setting " +
+                                  "that changes memory or numerics; remove it or turn it off)");
+          state_.failed.insert(path);
+          break;
+      }
       continue;
     }
     std::string msg = path + ": unknown key";
@@ -359,7 +404,12 @@ void ConfigReader::finish() {
       for (const auto& k : known_) list += (list.empty() ? "" : ", ") + k;
       msg += " (keys here: " + list + ")";
     }
-    state_.errors.push_back(msg);
+    if (unknown_keys_warn_) {
+      // DeepSpeed ignores it; so do we, saying so once.
+      state_.warnings.push_back(msg + "; ignored, as DeepSpeed does");
+    } else {
+      state_.errors.push_back(msg);
+    }
   }
 }
 

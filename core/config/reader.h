@@ -20,6 +20,8 @@ namespace zt::config_detail {
 
 using config_schema::EnumName;
 using config_schema::FieldOptions;
+using config_schema::Unsupported;
+using config_schema::UnsupportedKey;
 
 // Scalar conversions; each returns false after appending "<path>: expected ..., got ..." to
 // errors. Booleans must be plain true/false; integers accept 2e8 but not 2.5.
@@ -91,6 +93,9 @@ class ConfigReader {
       bad_block(path, n);
       return;
     }
+    // The params of a type already rejected (an optimizer we do not have): checking them against
+    // another type's keys would only add noise.
+    if (key == std::string("params") && state_.failed.count(child_path("type"))) return;
     ConfigReader child(n, path, state_);
     fn(child);
     child.finish();
@@ -110,9 +115,10 @@ class ConfigReader {
     if (is_map) value = inner;
   }
 
-  void unsupported(std::initializer_list<const char*> keys) {
+  void unsupported(std::initializer_list<UnsupportedKey> keys) {
     unsupported_.insert(unsupported_.end(), keys.begin(), keys.end());
   }
+  void unknown_keys_warn() { unknown_keys_warn_ = true; }
 
   // The root's program blocks (program_block.h): untaken keys holding a block that are neither
   // near misses of schema keys nor schema keys of another block. Marks them taken.
@@ -155,7 +161,8 @@ class ConfigReader {
   std::string path_;
   ReadState& state_;
   std::vector<std::string> known_;  // keys fields asked for, for suggestions
-  std::vector<std::string> unsupported_;
+  std::vector<UnsupportedKey> unsupported_;
+  bool unknown_keys_warn_ = false;
 };
 
 }  // namespace zt::config_detail

@@ -1,9 +1,13 @@
 // Resolution: "auto" values, the batch triple and defaults that depend on other keys. "auto"
-// is resolved as the Hugging Face integration does: from the program's values first, then from
-// the other fields; what stays unresolved is an error naming the key.
+// is resolved as the Hugging Face Trainer does (HfTrainerDeepSpeedConfig): from the program's
+// values (CliOptions gives the Trainer's flags and defaults), then from the other fields. Keys
+// whose value needs the built model or the step count stay pending (Config::pending_autos)
+// until resolve_program_autos; any other "auto" left unresolved is an error naming the key.
 #include <cmath>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/base/error.h"
 #include "core/config/passes.h"
@@ -14,6 +18,93 @@ namespace {
 constexpr const char* kTrainBatch = "train_batch_size";
 constexpr const char* kMicroBatch = "train_micro_batch_size_per_gpu";
 constexpr const char* kAccumulation = "gradient_accumulation_steps";
+constexpr const char* kReduceBucket = "zero_optimization.reduce_bucket_size";
+constexpr const char* kPrefetchBucket = "zero_optimization.stage3_prefetch_bucket_size";
+constexpr const char* kPersistence = "zero_optimization.stage3_param_persistence_threshold";
+constexpr const char* kWarmupSteps = "scheduler.params.warmup_num_steps";
+constexpr const char* kTotalSteps = "scheduler.params.total_num_steps";
+
+std::string text(bool v) {
+  return v ? "true" : "false";
+}
+std::string text(int64_t v) {
+  return std::to_string(v);
+}
+std::string text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+std::string text(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + text(v[i]);
+  return s + "]";
+}
+
+std::string origin_of(const ProgramValues& p, const char* field) {
+  auto it = p.origin.find(field);
+  return it != p.origin.end() ? it->second : std::string("given by the program");
+}
+
+// The model-derived and step-derived values, shared by resolve_config and
+// resolve_program_autos. Each returns false when the program does not know yet.
+struct ProgramDerived {
+  const ProgramValues& p;
+  std::optional<int64_t> hidden;  // p.hidden_size, else the config's model.d_model
+
+  bool bucket(const std::string& key, int64_t& out, std::string& why) const {
+    if (!hidden) return false;
+    const int64_t h = *hidden;
+    const std::string hs = "hidden size " + std::to_string(h);
+    if (key == kReduceBucket) {
+      out = h * h;
+      why = "the Trainer's h*h, " + hs;
+    } else if (key == kPrefetchBucket) {
+      out = static_cast<int64_t>(0.9 * static_cast<double>(h * h));
+      why = "the Trainer's int(0.9*h*h), " + hs;
+    } else {
+      out = 10 * h;
+      why = "the Trainer's 10*h, " + hs;
+    }
+    return true;
+  }
+
+  bool total_steps(int64_t& out, std::string& why) const {
+    if (!p.total_steps || *p.total_steps <= 0) return false;
+    out = *p.total_steps;
+    why = origin_of(p, "total_steps");
+    return true;
+  }
+
+  // The Trainer's get_warmup_steps: warmup_steps if > 0, else ceil(warmup_ratio * total).
+  bool warmup_steps(int64_t& out, std::string& why) const {
+    if (p.warmup_steps && *p.warmup_steps > 0) {
+      out = *p.warmup_steps;
+      why = origin_of(p, "warmup_steps");
+      return true;
+    }
+    const double ratio = p.warmup_ratio.value_or(0.0);
+    if (ratio == 0.0) {
+      out = 0;
+      why = "no warmup: " + origin_of(p, "warmup_steps") +
+            (p.warmup_ratio ? " and " + origin_of(p, "warmup_ratio") : "");
+      return true;
+    }
+    int64_t total = 0;
+    std::string total_why;
+    if (!total_steps(total, total_why)) return false;
+    out = static_cast<int64_t>(std::ceil(ratio * static_cast<double>(total)));
+    why = "ceil(" + origin_of(p, "warmup_ratio") + " * total steps " + std::to_string(total) + ")";
+    return true;
+  }
+};
+
+const char* pending_reason(const std::string& key) {
+  if (key == kReduceBucket || key == kPrefetchBucket || key == kPersistence) {
+    return "the model's hidden size (zt::initialize, or zt-config --hidden-size)";
+  }
+  return "the program's step count (--max-steps, or its data length)";
+}
 
 class Resolver {
  public:
@@ -26,6 +117,11 @@ class Resolver {
     precision();
     optimizer_and_scheduler();
     zero_sizes();
+    for (const auto& key : c_.pending_autos) {
+      st_.auto_notes.push_back(key + ": pending (" + pending_reason(key) + ")");
+      // Not checked against ranges until it has a value (validation skips these paths).
+      st_.failed.insert(key);
+    }
   }
 
  private:
@@ -36,20 +132,28 @@ class Resolver {
     st_.failed.insert(path);
   }
 
+  template <typename T>
+  void note(const std::string& path, const T& value, const std::string& why) {
+    st_.auto_notes.push_back(path + " = " + text(value) + " (\"auto\": " + why + ")");
+  }
+
   // Fills an "auto" field from the program's value, else reports it.
   template <typename T, typename U>
   void from_program(const std::string& path, T& field, const std::optional<U>& value,
-                    const char* why) {
+                    const char* field_name, const char* why_missing) {
     if (!is_auto(path)) return;
     if (value) {
       field = *value;
+      note(path, field, origin_of(p_, field_name));
     } else {
-      unresolved(path, why);
+      unresolved(path, why_missing);
     }
   }
 
   // DeepSpeed's rule: any two of the triple determine the third; one alone is completed with
-  // accumulation 1; all three must satisfy train = micro * accumulation * world_size.
+  // accumulation 1; all three must satisfy train = micro * accumulation * world_size. "auto"
+  // takes the Trainer's per-device batch and accumulation; an "auto" train_batch_size is
+  // their product with the world size.
   void batch() {
     if (world_size_ < 1) {
       st_.errors.push_back(detail::str("world size must be >= 1, got ", world_size_));
@@ -122,13 +226,23 @@ class Resolver {
     c_.train_batch_size = *train;
     c_.train_micro_batch_size_per_gpu = *micro;
     c_.gradient_accumulation_steps = *accum;
+    if (is_auto(kMicroBatch)) note(kMicroBatch, *micro, origin_of(p_, "micro_batch_size"));
+    if (is_auto(kAccumulation)) {
+      note(kAccumulation, *accum,
+           p_.gradient_accumulation_steps ? origin_of(p_, "gradient_accumulation_steps")
+                                          : std::string("train_batch_size / (micro * world)"));
+    }
+    if (is_auto(kTrainBatch)) {
+      note(kTrainBatch, *train,
+           detail::str("micro ", *micro, " * accumulation ", *accum, " * world size ", ws));
+    }
   }
 
   void precision() {
     from_program("gradient_clipping", c_.gradient_clipping, p_.gradient_clipping,
-                 "the program gives no gradient clipping");
-    from_program("fp16.enabled", c_.fp16.enabled, p_.fp16, "the program does not say");
-    from_program("bf16.enabled", c_.bf16.enabled, p_.bf16, "the program does not say");
+                 "gradient_clipping", "the program gives no gradient clipping");
+    from_program("fp16.enabled", c_.fp16.enabled, p_.fp16, "fp16", "the program does not say");
+    from_program("bf16.enabled", c_.bf16.enabled, p_.bf16, "bf16", "the program does not say");
   }
 
   // The scheduler's peak LR, when written out (the optimizer's lr may follow it).
@@ -147,65 +261,100 @@ class Resolver {
     std::optional<double> lr = p_.lr;
     if (c_.optimizer) {
       OptimizerConfig& o = *c_.optimizer;
-      if (is_auto("optimizer.params.lr")) {
-        std::optional<double> v = lr ? lr : scheduler_peak_lr();
-        from_program("optimizer.params.lr", o.lr, v,
-                     "the program gives no learning rate and the scheduler no peak LR");
-      }
       const std::string lr_key = "optimizer.params.lr";
+      if (is_auto(lr_key)) {
+        if (lr) {
+          o.lr = *lr;
+          note(lr_key, o.lr, origin_of(p_, "lr"));
+        } else if (auto peak = scheduler_peak_lr()) {
+          o.lr = *peak;
+          note(lr_key, o.lr, "the scheduler's peak LR");
+        } else {
+          unresolved(lr_key, "the program gives no learning rate and the scheduler no peak LR");
+        }
+      }
       if (!lr && st_.present.count(lr_key) && !st_.failed.count(lr_key)) lr = o.lr;
-      from_program("optimizer.params.betas", o.betas, p_.betas, "the program gives no betas");
-      from_program("optimizer.params.eps", o.eps, p_.eps, "the program gives no eps");
-      from_program("optimizer.params.weight_decay", o.weight_decay, p_.weight_decay,
+      from_program("optimizer.params.betas", o.betas, p_.betas, "betas",
+                   "the program gives no betas");
+      from_program("optimizer.params.eps", o.eps, p_.eps, "eps", "the program gives no eps");
+      from_program("optimizer.params.weight_decay", o.weight_decay, p_.weight_decay, "weight_decay",
                    "the program gives no weight decay");
     }
     if (c_.scheduler) {
       SchedulerConfig& s = *c_.scheduler;
-      // The Hugging Face integration sets an "auto" minimum LR to 0.
-      if (is_auto("scheduler.params.warmup_min_lr")) s.warmup_min_lr = 0.0;
-      from_program("scheduler.params.warmup_max_lr", s.warmup_max_lr, lr,
-                   "neither the program nor optimizer.params.lr gives a learning rate");
-      from_program("scheduler.params.cycle_max_lr", s.cycle_max_lr, lr,
-                   "neither the program nor optimizer.params.lr gives a learning rate");
-      from_program("scheduler.params.warmup_num_steps", s.warmup_num_steps, p_.warmup_steps,
-                   "the program gives no warmup steps");
-      from_program("scheduler.params.total_num_steps", s.total_num_steps, p_.total_steps,
-                   "the program gives no total steps");
+      // The Trainer sets an "auto" minimum LR to 0.
+      if (is_auto("scheduler.params.warmup_min_lr")) {
+        s.warmup_min_lr = 0.0;
+        note("scheduler.params.warmup_min_lr", 0.0, "the Trainer's 0");
+      }
+      auto lr_for = [&](const char* key, double& field) {
+        if (!is_auto(key)) return;
+        if (!lr) {
+          unresolved(key, "neither the program nor optimizer.params.lr gives a learning rate");
+          return;
+        }
+        field = *lr;
+        note(key, field, p_.lr ? origin_of(p_, "lr") : std::string("optimizer.params.lr"));
+      };
+      lr_for("scheduler.params.warmup_max_lr", s.warmup_max_lr);
+      lr_for("scheduler.params.cycle_max_lr", s.cycle_max_lr);
+      const ProgramDerived derived{p_, std::nullopt};
+      std::string why;
+      if (is_auto(kWarmupSteps)) {
+        if (derived.warmup_steps(s.warmup_num_steps, why)) {
+          note(kWarmupSteps, s.warmup_num_steps, why);
+        } else {
+          c_.pending_autos.push_back(kWarmupSteps);
+        }
+      }
+      if (is_auto(kTotalSteps)) {
+        if (derived.total_steps(s.total_num_steps, why)) {
+          note(kTotalSteps, s.total_num_steps, why);
+        } else {
+          c_.pending_autos.push_back(kTotalSteps);
+        }
+      }
     }
   }
 
-  // Bucket sizes from the hidden size, as the Hugging Face integration sets them.
+  // Bucket sizes from the hidden size, as the Trainer sets them; pending without one.
   void zero_sizes() {
     ZeroConfig& z = c_.zero_optimization;
     std::optional<int64_t> hidden = p_.hidden_size;
-    std::string why = "no hidden size: the program gives none; give a number";
-    if (!hidden && !p_.hidden_size_key.empty()) {
-      hidden = hidden_from_key();
-      why = "no hidden size: the config has no " + p_.hidden_size_key + "; give a number";
+    if (!hidden && !p_.hidden_size_key.empty()) hidden = hidden_from_key();
+    const ProgramDerived derived{p_, hidden};
+    for (auto [key, field] :
+         {std::pair<const char*, int64_t*>{kReduceBucket, &z.reduce_bucket_size},
+          std::pair<const char*, int64_t*>{kPrefetchBucket, &z.stage3_prefetch_bucket_size},
+          std::pair<const char*, int64_t*>{kPersistence, &z.stage3_param_persistence_threshold}}) {
+      if (!is_auto(key)) continue;
+      std::string why;
+      if (derived.bucket(key, *field, why)) {
+        note(key, *field, why);
+      } else {
+        c_.pending_autos.push_back(key);
+      }
     }
-    const std::optional<int64_t> h2 =
-        hidden ? std::optional<int64_t>(*hidden * *hidden) : std::nullopt;
-    from_program("zero_optimization.reduce_bucket_size", z.reduce_bucket_size, h2, why.c_str());
-    from_program(
-        "zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size,
-        h2 ? std::optional<int64_t>(static_cast<int64_t>(std::llround(0.9 * *h2))) : std::nullopt,
-        why.c_str());
-    from_program("zero_optimization.stage3_param_persistence_threshold",
-                 z.stage3_param_persistence_threshold,
-                 hidden ? std::optional<int64_t>(10 * *hidden) : std::nullopt, why.c_str());
-    // Written "auto" in some Hugging Face configs though the integration leaves them alone:
-    // DeepSpeed's defaults.
+    // Written "auto" in some Hugging Face configs though the Trainer leaves them alone (so
+    // DeepSpeed itself would reject them): DeepSpeed's defaults.
     const ZeroConfig defaults;
-    if (is_auto("zero_optimization.stage3_max_live_parameters")) {
+    const std::string live = "zero_optimization.stage3_max_live_parameters";
+    if (is_auto(live)) {
       z.stage3_max_live_parameters = defaults.stage3_max_live_parameters;
+      note(live, z.stage3_max_live_parameters, "DeepSpeed's default");
     }
-    if (is_auto("zero_optimization.stage3_max_reuse_distance")) {
+    const std::string reuse = "zero_optimization.stage3_max_reuse_distance";
+    if (is_auto(reuse)) {
       z.stage3_max_reuse_distance = defaults.stage3_max_reuse_distance;
+      note(reuse, z.stage3_max_reuse_distance, "DeepSpeed's default");
     }
     // Accelerate fills it from its zero3_save_16bit_model option (default false).
     const std::string gather = "zero_optimization.stage3_gather_16bit_weights_on_model_save";
     if (is_auto(gather)) {
       z.stage3_gather_16bit_weights_on_model_save = p_.save_16bit_model.value_or(false);
+      note(gather, z.stage3_gather_16bit_weights_on_model_save,
+           p_.save_16bit_model ? origin_of(p_, "save_16bit_model")
+                               : std::string("Accelerate's zero3_save_16bit_model default"));
     }
     // DeepSpeed turns overlap_comm on by default at stage 3 only.
     if (!st_.present.count("zero_optimization.overlap_comm")) z.overlap_comm = z.stage == 3;
@@ -243,3 +392,57 @@ void resolve_config(Config& config, ReadState& state, const ProgramValues& progr
 }
 
 }  // namespace zt::config_detail
+
+namespace zt {
+
+std::vector<std::string> resolve_program_autos(Config& config, const ProgramValues& program) {
+  using namespace config_detail;
+  std::vector<std::string> notes;
+  std::vector<std::string> still;
+  std::optional<int64_t> hidden = program.hidden_size;
+  if (!hidden && !program.hidden_size_key.empty()) {
+    // "<block>.<key>" of a program block (a bad value was reported when the config loaded).
+    const std::string& path = program.hidden_size_key;
+    const size_t dot = path.find('.');
+    if (dot != std::string::npos) {
+      const ProgramBlock block = config.program_block(path.substr(0, dot));
+      const std::string key = path.substr(dot + 1);
+      if (block.has(key)) {
+        int64_t h = 0;
+        ProgramBlockReader reader(block);
+        reader.field(key.c_str(), h);
+        if (reader.errors().empty()) hidden = h;
+      }
+    }
+  }
+  const ProgramDerived derived{program, hidden};
+  ZeroConfig& z = config.zero_optimization;
+  for (const auto& key : config.pending_autos) {
+    int64_t value = 0;
+    std::string why;
+    bool done = false;
+    if (key == kReduceBucket || key == kPrefetchBucket || key == kPersistence) {
+      done = derived.bucket(key, value, why);
+      if (done) {
+        (key == kReduceBucket     ? z.reduce_bucket_size
+         : key == kPrefetchBucket ? z.stage3_prefetch_bucket_size
+                                  : z.stage3_param_persistence_threshold) = value;
+      }
+    } else if (config.scheduler && key == kWarmupSteps) {
+      done = derived.warmup_steps(value, why);
+      if (done) config.scheduler->warmup_num_steps = value;
+    } else if (config.scheduler && key == kTotalSteps) {
+      done = derived.total_steps(value, why);
+      if (done) config.scheduler->total_num_steps = value;
+    }
+    if (done) {
+      notes.push_back(key + " = " + std::to_string(value) + " (\"auto\": " + why + ")");
+    } else {
+      still.push_back(key);
+    }
+  }
+  config.pending_autos = still;
+  return notes;
+}
+
+}  // namespace zt

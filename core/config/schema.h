@@ -11,7 +11,10 @@
 //   v.choice(key, E& or std::optional<E>&, names, FieldOptions)   an enum by name
 //   v.block(key, fn, FieldOptions)            a nested block; fn(visitor&) visits its keys
 //   v.optional_block(key, std::optional<T>&, fn)  a block that may be absent; fn(visitor&, T&)
-//   v.unsupported({keys...})                  DeepSpeed keys of this block we warn about
+//   v.unsupported({{key, kind, why}, ...})   DeepSpeed keys of this block we do not implement
+//   v.unknown_keys_warn()                     keys nobody asked for are warnings, not errors
+//                                             (blocks DeepSpeed reads leniently: the top level,
+//                                             activation_checkpointing)
 // The writer takes the config by const reference and casts constness away: it only reads.
 
 #include <cstddef>
@@ -33,6 +36,23 @@ inline FieldOptions also_named(const char* alias, const char* alias2 = nullptr) 
   return {false, alias, alias2};
 }
 
+// A DeepSpeed key zerotorch reads but does not act on. It is silent when its value says "off"
+// (null, false, an empty block or one with `enabled: false`, or the value `same`, which is what
+// zerotorch does anyway); otherwise:
+//   kFeature   a DeepSpeed feature zerotorch lacks: one warning naming the key, then ignored;
+//   kNoEffect  a tuning knob with no counterpart here (results are the same): one warning;
+//   kRefused   it would change memory use or numerics, so ignoring it would train something
+//              other than what the file says: an error.
+enum class Unsupported { kFeature, kNoEffect, kRefused };
+struct UnsupportedKey {
+  const char* key;
+  Unsupported kind;
+  const char* why;  // the end of the message: what zerotorch does instead
+  // The one scalar value that means what zerotorch does; unset: false, null, an empty block and
+  // a block with `enabled: false` do.
+  const char* same = nullptr;
+};
+
 // Names of enum values as written in files, matched case-insensitively. The first name of a
 // value is the one written; later ones are accepted spellings.
 template <typename E>
@@ -45,12 +65,31 @@ inline constexpr EnumName<OffloadDevice> kOffloadDeviceNames[] = {
     {OffloadDevice::kNone, "none"}, {OffloadDevice::kCpu, "cpu"}, {OffloadDevice::kNvme, "nvme"}};
 inline constexpr EnumName<DType> kDTypeNames[] = {
     {DType::kFp32, "fp32"},    {DType::kFp16, "fp16"},    {DType::kBf16, "bf16"},
-    {DType::kFp32, "float32"}, {DType::kFp16, "float16"}, {DType::kBf16, "bfloat16"},
-    {DType::kBf16, "bfp16"}};
+    {DType::kFp32, "float32"}, {DType::kFp16, "float16"}, {DType::kBf16, "bfloat16"}};
+// communication_data_type: exactly the names DeepSpeed's get_communication_data_type takes.
+inline constexpr EnumName<DType> kCommDTypeNames[] = {
+    {DType::kFp32, "fp32"}, {DType::kFp16, "fp16"}, {DType::kBf16, "bf16"}};
 inline constexpr EnumName<OptimizerType> kOptimizerNames[] = {
     {OptimizerType::kAdam, "Adam"},       {OptimizerType::kAdamW, "AdamW"},
     {OptimizerType::kSgd, "SGD"},         {OptimizerType::kAdam8bit, "Adam8bit"},
-    {OptimizerType::kCpuAdam, "CPUAdam"}, {OptimizerType::kCpuAdam, "DeepSpeedCPUAdam"}};
+    {OptimizerType::kCpuAdam, "CPUAdam"}, {OptimizerType::kLamb, "Lamb"},
+    {OptimizerType::kLion, "Lion"},       {OptimizerType::kCpuAdam, "DeepSpeedCPUAdam"},
+    {OptimizerType::kLamb, "FusedLamb"}};
+
+// DeepSpeed optimizer types zerotorch refuses, with the reason (matched case-insensitively).
+struct RefusedName {
+  const char* name;
+  const char* why;
+};
+inline constexpr RefusedName kRefusedOptimizers[] = {
+    {"OneBitAdam", "1-bit Adam compresses the momentum exchange to 1 bit with error feedback"},
+    {"OneBitLamb", "1-bit LAMB compresses the momentum exchange to 1 bit with error feedback"},
+    {"ZeroOneAdam", "0/1 Adam skips and 1-bit-compresses variance and momentum exchanges"},
+    {"Adagrad", "no Adagrad on flat shards"},
+    {"MuAdam", "no muP optimizers"},
+    {"MuAdamW", "no muP optimizers"},
+    {"MuSGD", "no muP optimizers"},
+    {"Muon", "no Muon (it needs whole matrices, not flat shards)"}};
 inline constexpr EnumName<SchedulerType> kSchedulerNames[] = {
     {SchedulerType::kWarmupLR, "WarmupLR"},
     {SchedulerType::kWarmupDecayLR, "WarmupDecayLR"},
@@ -86,7 +125,15 @@ void visit_offload(V& v, OffloadConfig& c, bool for_params) {
     v.field("max_in_cpu", c.max_in_cpu, {});
   } else {
     v.field("ratio", c.ratio, {});
-    v.unsupported({"pipeline_read", "pipeline_write", "fast_init", "pipeline"});
+    v.unsupported(
+        {{"pipeline_read", Unsupported::kNoEffect, "NVMe tile pipelining (no NVMe offload)"},
+         {"pipeline_write", Unsupported::kNoEffect, "NVMe tile pipelining (no NVMe offload)"},
+         {"fast_init", Unsupported::kNoEffect, "NVMe fast init (no NVMe offload)"},
+         {"super_offload", Unsupported::kFeature, "no Superchip offload path"},
+         {"convert_grad_on_cpu", Unsupported::kNoEffect, "gradients are copied to the host in fp32",
+          "true"},
+         {"cpuadam_cores_perc", Unsupported::kNoEffect,
+          "CpuAdam uses LibTorch's intra-op threads"}});
   }
 }
 
@@ -113,29 +160,56 @@ void visit_zero(V& v, ZeroConfig& c) {
   v.field("sub_group_size", c.sub_group_size, {});
   v.block("offload_optimizer", [&](auto& w) { visit_offload(w, c.offload_optimizer, false); }, {});
   v.block("offload_param", [&](auto& w) { visit_offload(w, c.offload_param, true); }, {});
-  v.unsupported({"round_robin_gradients",
-                 "elastic_checkpoint",
-                 "ignore_unused_parameters",
-                 "legacy_stage1",
-                 "load_from_fp32_weights",
-                 "cpu_offload",
-                 "cpu_offload_params",
-                 "cpu_offload_use_pin_memory",
-                 "stage3_model_persistence_threshold",
-                 "model_persistence_threshold",
-                 "zero_hpz_partition_size",
-                 "zero_quantized_weights",
-                 "zero_quantized_nontrainable_weights",
-                 "zero_quantized_gradients",
-                 "mics_shard_size",
-                 "mics_hierarchical_params_gather",
-                 "memory_efficient_linear",
-                 "pipeline_loading_checkpoint",
-                 "override_module_apply",
-                 "use_all_reduce_for_fetch_params",
-                 "log_trace_cache_warnings",
-                 "stage3_module_granularity_threshold",
-                 "use_multi_rank_bucket_allreduce"});
+  v.unsupported(
+      {{"round_robin_gradients", Unsupported::kNoEffect, "offload copies are not round-robined"},
+       {"elastic_checkpoint", Unsupported::kNoEffect,
+        "checkpoints reshard to any world size anyway"},
+       {"ignore_unused_parameters", Unsupported::kNoEffect,
+        "unused parameters get zero gradients, never an error", "true"},
+       {"legacy_stage1", Unsupported::kNoEffect, "one stage-1 implementation"},
+       {"load_from_fp32_weights", Unsupported::kNoEffect,
+        "checkpoints always restore the fp32 masters", "true"},
+       {"stage3_model_persistence_threshold", Unsupported::kNoEffect,
+        "no cap on persistent parameters besides stage3_param_persistence_threshold"},
+       {"model_persistence_threshold", Unsupported::kNoEffect,
+        "no cap on persistent parameters besides stage3_param_persistence_threshold"},
+       {"zero_hpz_partition_size", Unsupported::kRefused,
+        "ZeRO++ hierarchical partitioning is not implemented", "1"},
+       {"zero_quantized_weights", Unsupported::kRefused,
+        "ZeRO++ quantized weight gathers are not implemented"},
+       {"zero_quantized_nontrainable_weights", Unsupported::kRefused,
+        "ZeRO++ quantized frozen weights are not implemented"},
+       {"zero_quantized_gradients", Unsupported::kRefused,
+        "ZeRO++ quantized gradient reduction is not implemented"},
+       {"zeropp_loco_param", Unsupported::kRefused, "ZeRO++ LoCo is not implemented"},
+       {"mics_shard_size", Unsupported::kRefused, "MiCS sub-group sharding is not implemented",
+        "-1"},
+       {"mics_hierarchical_params_gather", Unsupported::kRefused,
+        "MiCS sub-group sharding is not implemented"},
+       {"memory_efficient_linear", Unsupported::kNoEffect, "no linear-layer override", "true"},
+       {"pipeline_loading_checkpoint", Unsupported::kFeature, "no pipeline parallelism"},
+       {"override_module_apply", Unsupported::kNoEffect, "no nn.Module.apply override", "true"},
+       {"use_all_reduce_for_fetch_params", Unsupported::kNoEffect,
+        "stage-3 gathers are all-gathers"},
+       {"stage3_use_all_reduce_for_fetch_params", Unsupported::kNoEffect,
+        "stage-3 gathers are all-gathers"},
+       {"allgather_sequential", Unsupported::kNoEffect, "stage-3 gathers are bucketed per unit"},
+       {"stage3_allgather_sequential", Unsupported::kNoEffect,
+        "stage-3 gathers are bucketed per unit"},
+       {"partition_stream_chunk_size", Unsupported::kNoEffect, "no streamed partitioning", "0"},
+       {"stage3_partition_stream_chunk_size", Unsupported::kNoEffect, "no streamed partitioning",
+        "0"},
+       {"log_trace_cache_warnings", Unsupported::kNoEffect, "no trace cache"},
+       {"enable_sanity_checks", Unsupported::kNoEffect, "no extra sanity checks"},
+       {"save_muon_momentum_buffer_in_memory", Unsupported::kNoEffect, "no Muon"},
+       {"module_granularity_threshold", Unsupported::kNoEffect, "stage-3 units are the program's",
+        "0"},
+       {"stage3_module_granularity_threshold", Unsupported::kNoEffect,
+        "stage-3 units are the program's", "0"},
+       {"use_multi_rank_bucket_allreduce", Unsupported::kNoEffect,
+        "gradients are reduce-scattered per bucket", "true"},
+       {"zenflow", Unsupported::kRefused, "ZenFlow's stale-gradient updates are not implemented"},
+       {"leaf_module", Unsupported::kNoEffect, "stage-3 units are the program's"}});
 }
 
 template <typename V>
@@ -148,7 +222,8 @@ void visit_fp16(V& v, Fp16Config& c) {
   v.field("hysteresis", c.hysteresis, {});
   v.field("consecutive_hysteresis", c.consecutive_hysteresis, {});
   v.field("min_loss_scale", c.min_loss_scale, {});
-  v.unsupported({"fp16_master_weights_and_grads"});
+  v.unsupported({{"fp16_master_weights_and_grads", Unsupported::kRefused,
+                  "masters and gradients stay fp32 (fp16 masters are not implemented)"}});
 }
 
 template <typename V>
@@ -165,15 +240,32 @@ void visit_optimizer(V& v, OptimizerConfig& c) {
               return;
             }
             w.field("betas", c.betas, auto_ok());
+            if (c.type == OptimizerType::kLion) {
+              w.field("weight_decay", c.weight_decay, auto_ok());
+              return;
+            }
             w.field("eps", c.eps, auto_ok());
             w.field("weight_decay", c.weight_decay, auto_ok());
             w.field("bias_correction", c.bias_correction, {});
+            if (c.type == OptimizerType::kLamb) {
+              // DeepSpeed's FusedLamb arguments.
+              w.field("max_coeff", c.max_coeff, {});
+              w.field("min_coeff", c.min_coeff, {});
+              w.field("eps_inside_sqrt", c.eps_inside_sqrt, {});
+              w.unsupported({{"max_grad_norm", Unsupported::kRefused,
+                              "FusedLamb's own clipping is not implemented; use gradient_clipping"},
+                             {"amsgrad", Unsupported::kRefused, "FusedLamb has no AMSGrad"}});
+              return;
+            }
             if (c.type != OptimizerType::kAdam8bit) w.field("amsgrad", c.amsgrad, {});
             if (c.type == OptimizerType::kAdam || c.type == OptimizerType::kCpuAdam) {
               w.field("adam_w_mode", c.adam_w_mode, {});
             }
             if (c.type == OptimizerType::kAdam8bit) w.field("block_size", c.block_size, {});
-            w.unsupported({"torch_adam", "fp32_optimizer_states"});
+            w.unsupported({{"torch_adam", Unsupported::kNoEffect,
+                            "the step is zerotorch's own on flat shards"},
+                           {"fp32_optimizer_states", Unsupported::kRefused,
+                            "optimizer states are always fp32", "true"}});
           },
           {});
 }
@@ -216,13 +308,25 @@ void visit_scheduler(V& v, SchedulerConfig& c) {
                 w.field("decay_mom_rate", c.decay_mom_rate, {});
                 break;
             }
-            w.unsupported({"last_batch_iteration"});
+            w.unsupported(
+                {{"last_batch_iteration", Unsupported::kNoEffect,
+                  "the schedule position comes from the step counter (and checkpoints)", "-1"}});
           },
           {});
 }
 
 template <typename V>
+void visit_monitor(V& v, MonitorConfig& c) {
+  v.field("enabled", c.enabled, {});
+  v.field("output_path", c.output_path, {});
+  v.field("job_name", c.job_name, {});
+}
+
+template <typename V>
 void visit_activation_checkpointing(V& v, ActivationCheckpointingConfig& c) {
+  // DeepSpeed reads this block key by key and ignores the rest ("comment" keys appear in real
+  // files).
+  v.unknown_keys_warn();
   v.field("partition_activations", c.partition_activations, {});
   v.field("contiguous_memory_optimization", c.contiguous_memory_optimization, {});
   v.field("cpu_checkpointing", c.cpu_checkpointing, {});
@@ -238,7 +342,10 @@ void visit_checkpoint(V& v, CheckpointConfig& c) {
   v.field("tag_prefix", c.tag_prefix, {});
   v.field("save_interval", c.save_interval, {});
   v.field("keep_last", c.keep_last, {});
-  v.unsupported({"load_universal", "use_node_local_storage", "parallel_write"});
+  v.unsupported(
+      {{"load_universal", Unsupported::kNoEffect, "every zerotorch checkpoint reshards on load"},
+       {"use_node_local_storage", Unsupported::kFeature, "checkpoints go to save_dir"},
+       {"parallel_write", Unsupported::kFeature, "no parallel checkpoint writer"}});
 }
 
 template <typename V>
@@ -269,8 +376,14 @@ void visit_config(V& v, Config& c) {
       "bf16",
       [&](auto& w) {
         w.field("enabled", c.bf16.enabled, auto_ok());
-        w.unsupported({"immediate_grad_update", "check_grad_overflow",
-                       "bf16_master_weights_and_grads", "bf16_optimizer_states"});
+        w.unsupported({{"immediate_grad_update", Unsupported::kNoEffect,
+                        "gradients are reduced per bucket as they are ready", "true"},
+                       {"check_grad_overflow", Unsupported::kFeature,
+                        "bf16 steps are not checked for inf/NaN"},
+                       {"bf16_master_weights_and_grads", Unsupported::kRefused,
+                        "masters and gradients stay fp32 (bf16 masters are not implemented)"},
+                       {"bf16_optimizer_states", Unsupported::kRefused,
+                        "optimizer states stay fp32 (bf16 states are not implemented)"}});
       },
       also_named("bfloat16"));
   v.block("data_types",
@@ -278,7 +391,9 @@ void visit_config(V& v, Config& c) {
             w.choice("grad_accum_dtype", c.data_types.grad_accum_dtype, kDTypeNames, {});
           },
           {});
-  v.choice("communication_data_type", c.communication_data_type, kDTypeNames, {});
+  v.choice("communication_data_type", c.communication_data_type, kCommDTypeNames, {});
+  v.field("prescale_gradients", c.prescale_gradients, {});
+  v.field("gradient_predivide_factor", c.gradient_predivide_factor, {});
   v.optional_block("optimizer", c.optimizer,
                    [](auto& w, OptimizerConfig& o) { visit_optimizer(w, o); });
   v.optional_block("scheduler", c.scheduler,
@@ -301,42 +416,52 @@ void visit_config(V& v, Config& c) {
             w.field("layer_lr_decay", c.parameter_groups.layer_lr_decay, {});
           },
           {});
-  v.unsupported({"tensorboard",
-                 "wandb",
-                 "csv_monitor",
-                 "comet",
-                 "comms_logger",
-                 "flops_profiler",
-                 "pipeline",
-                 "amp",
-                 "compression_training",
-                 "elasticity",
-                 "zero_allow_untested_optimizer",
-                 "zero_force_ds_cpu_optimizer",
-                 "autotuning",
-                 "aio",
-                 "sparse_attention",
-                 "curriculum_learning",
-                 "data_efficiency",
-                 "prescale_gradients",
-                 "gradient_predivide_factor",
-                 "sparse_gradients",
-                 "dump_state",
-                 "memory_breakdown",
-                 "eigenvalue",
-                 "progressive_layer_drop",
-                 "quantize_training",
-                 "nebula",
-                 "hybrid_engine",
-                 "dataloader_drop_last",
-                 "disable_allgather",
-                 "timers",
-                 "weight_quantization",
-                 "compile",
-                 "torch_autocast",
-                 "graph_harvesting",
-                 "load_universal_checkpoint",
-                 "seq_parallel_communication_data_type"});
+  v.block("tensorboard", [&](auto& w) { visit_monitor(w, c.tensorboard); }, {});
+  v.block("csv_monitor", [&](auto& w) { visit_monitor(w, c.csv_monitor); }, {});
+  // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
+  v.unknown_keys_warn();
+  using U = Unsupported;
+  v.unsupported(
+      {{"wandb", U::kFeature, "no network access: use tensorboard or csv_monitor"},
+       {"comet", U::kFeature, "no network access: use tensorboard or csv_monitor"},
+       {"trackio", U::kFeature, "use tensorboard or csv_monitor"},
+       {"comms_logger", U::kFeature, "no communication logger; wall_clock_breakdown times waits"},
+       {"flops_profiler", U::kFeature, "no FLOPs profiler"},
+       {"pipeline", U::kFeature, "no pipeline parallelism"},
+       {"autotuning", U::kFeature, "no autotuner"},
+       {"compression_training", U::kRefused, "compression training is not implemented"},
+       // Read by the model's own DeepSpeed sparse-attention layers, which zerotorch programs
+       // cannot call: the program decides its attention.
+       {"sparse_attention", U::kFeature,
+        "no sparse-attention kernels; the program's attention runs"},
+       {"curriculum_learning", U::kRefused, "curriculum learning is not implemented"},
+       {"data_efficiency", U::kRefused,
+        "data efficiency (curriculum, random-LTD) is not implemented"},
+       {"progressive_layer_drop", U::kRefused, "progressive layer drop is not implemented"},
+       {"eigenvalue", U::kFeature, "no eigenvalue computation"},
+       {"quantize_training", U::kRefused, "quantize-aware training is not implemented"},
+       {"weight_quantization", U::kRefused, "weight quantization is not implemented"},
+       {"elasticity", U::kFeature, "no elastic batch sizing"},
+       {"hybrid_engine", U::kFeature, "no RLHF hybrid engine"},
+       {"nebula", U::kFeature, "no Nebula checkpoint service"},
+       {"aio", U::kNoEffect, "async I/O settings are for NVMe offload, not implemented"},
+       {"tensor_parallel", U::kRefused, "tensor parallelism (AutoTP) is not implemented"},
+       {"sequence_parallel_size", U::kRefused, "sequence parallelism is not implemented", "1"},
+       {"amp", U::kRefused, "apex AMP is not implemented; use fp16 or bf16"},
+       {"torch_autocast", U::kRefused, "autocast is not implemented; use fp16 or bf16"},
+       {"compile", U::kFeature, "no torch.compile or DeepCompile"},
+       {"zero_allow_untested_optimizer", U::kNoEffect, "every optimizer runs at every stage"},
+       {"zero_force_ds_cpu_optimizer", U::kNoEffect, "optimizer offload always steps with CpuAdam"},
+       {"sparse_gradients", U::kNoEffect, "gradients are dense flat buffers"},
+       {"dump_state", U::kNoEffect, "no state dump"},
+       {"memory_breakdown", U::kNoEffect, "no memory breakdown (see Engine::memory_report)"},
+       {"dataloader_drop_last", U::kNoEffect, "the loader follows data.drop_last"},
+       {"disable_allgather", U::kNoEffect, "gathers follow the ZeRO stage"},
+       {"timers", U::kNoEffect, "timing follows wall_clock_breakdown"},
+       {"graph_harvesting", U::kNoEffect, "no CUDA-graph harvesting"},
+       {"load_universal_checkpoint", U::kNoEffect, "every checkpoint reshards on load"},
+       {"seq_parallel_communication_data_type", U::kNoEffect, "no sequence parallelism"},
+       {"use_data_before_expert_parallelism", U::kNoEffect, "no expert parallelism"}});
 }
 
 }  // namespace zt::config_schema

@@ -1,5 +1,6 @@
 // Validation of a read and resolved Config: ranges and rules across keys. A key whose value was
 // already rejected while reading is not checked again, so each mistake is reported once.
+#include <cmath>
 #include <string>
 
 #include "core/base/error.h"
@@ -39,23 +40,40 @@ class Validator {
           c_.gradient_clipping);
     at_least<int64_t>("steps_per_print", c_.steps_per_print, 1);
     at_least<int64_t>("seed", c_.seed, 0);
+    check("gradient_predivide_factor", c_.gradient_predivide_factor > 0, "must be > 0, got ",
+          c_.gradient_predivide_factor);
   }
 
   void offload(const std::string& path, const OffloadConfig& o, int min_stage, bool params) {
     const int stage = c_.zero_optimization.stage;
     // A rejected stage reads as the default 0; comparing against it would only mislead.
     const bool stage_known = !st_.failed.count("zero_optimization.stage");
-    check(path + ".device", o.device == OffloadDevice::kNone || !stage_known || stage >= min_stage,
-          "offloading to ", to_string(o.device), " needs zero_optimization.stage >= ", min_stage,
-          ", got stage ", stage);
+    if (o.device != OffloadDevice::kNone && stage_known && stage < min_stage) {
+      // DeepSpeed accepts the block and never reads it below that stage; so do we.
+      st_.warnings.push_back(detail::str(path, ".device: ", to_string(o.device),
+                                         " offload is ignored at zero_optimization.stage ", stage,
+                                         " (as in DeepSpeed, it needs stage >= ", min_stage, ")"));
+      return;
+    }
     check(path + ".nvme_path", o.device != OffloadDevice::kNvme || !o.nvme_path.empty(),
           "required when device is nvme");
-    at_least<int64_t>(path + ".buffer_count", o.buffer_count, 1);
+    at_least<int64_t>(path + ".buffer_count", o.buffer_count, 0);
     if (params) {
-      at_least<int64_t>(path + ".buffer_size", o.buffer_size, 1);
+      at_least<int64_t>(path + ".buffer_size", o.buffer_size, 0);
       at_least<int64_t>(path + ".max_in_cpu", o.max_in_cpu, 0);
+      // Ignoring it would keep every parameter on the device: a different memory footprint
+      // from the one the file asks for.
+      check(path + ".device", o.device == OffloadDevice::kNone, "parameter offload (to ",
+            to_string(o.device),
+            ") is not implemented yet; zerotorch keeps parameters on the training device "
+            "(set device to none or remove the block)");
     } else {
-      check(path + ".ratio", o.ratio > 0.0 && o.ratio <= 1.0, "must be in (0, 1], got ", o.ratio);
+      check(path + ".ratio", o.ratio >= 0.0 && o.ratio <= 1.0, "must be in [0, 1], got ", o.ratio);
+      // DeepSpeed: partial offload only at stage 3; zerotorch has none.
+      check(path + ".ratio", o.device == OffloadDevice::kNone || o.ratio == 1.0,
+            "partial optimizer offload (ratio < 1) is not implemented; use 1");
+      check(path + ".device", o.device != OffloadDevice::kNvme,
+            "optimizer offload to nvme is not implemented yet; use cpu");
     }
   }
 
@@ -64,7 +82,7 @@ class Validator {
     const std::string p = "zero_optimization.";
     check(p + "stage", z.stage >= 0 && z.stage <= 3, "must be 0..3, got ", z.stage);
     at_least<int64_t>(p + "reduce_bucket_size", z.reduce_bucket_size, 1);
-    at_least<int64_t>(p + "allgather_bucket_size", z.allgather_bucket_size, 1);
+    at_least<int64_t>(p + "allgather_bucket_size", z.allgather_bucket_size, 0);
     at_least<int64_t>(p + "stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, 0);
     at_least<int64_t>(p + "stage3_param_persistence_threshold",
                       z.stage3_param_persistence_threshold, 0);
@@ -87,6 +105,9 @@ class Validator {
     at_least<int64_t>("fp16.loss_scale_window", f.loss_scale_window, 1);
     at_least<int64_t>("fp16.hysteresis", f.hysteresis, 1);
     check("fp16.min_loss_scale", f.min_loss_scale > 0, "must be > 0, got ", f.min_loss_scale);
+    // An int in DeepSpeed's FP16 model (pydantic rejects 0.5 or 1e-10 there).
+    check("fp16.min_loss_scale", std::floor(f.min_loss_scale) == f.min_loss_scale,
+          "must be an integer, as in DeepSpeed, got ", f.min_loss_scale);
   }
 
   void optimizer(const OptimizerConfig& o) {
@@ -107,8 +128,20 @@ class Validator {
         check(p + "betas", b >= 0 && b < 1, "each beta must be in [0, 1), got ", b);
       }
     }
+    if (o.type == OptimizerType::kLion) return;
     check(p + "eps", o.eps > 0, "must be > 0, got ", o.eps);
     if (o.type == OptimizerType::kAdam8bit) at_least<int64_t>(p + "block_size", o.block_size, 1);
+    if (o.type == OptimizerType::kLamb) {
+      check(p + "min_coeff", o.min_coeff >= 0, "must be >= 0, got ", o.min_coeff);
+      check(p + "max_coeff", o.max_coeff >= o.min_coeff, "must be >= min_coeff (", o.min_coeff,
+            "), got ", o.max_coeff);
+      return;
+    }
+    // Read because DeepSpeed's Adam takes them; the steps here always correct bias and have no
+    // AMSGrad, so a file asking otherwise would train differently.
+    check(p + "bias_correction", o.bias_correction,
+          "false is not implemented (zerotorch's Adam always corrects bias)");
+    check(p + "amsgrad", !o.amsgrad, "AMSGrad is not implemented");
   }
 
   void required(const std::string& path, const char* type) {
@@ -190,6 +223,54 @@ class Validator {
 
 void validate_config(const Config& config, ReadState& state) {
   Validator(config, state).run();
+}
+
+void warn_inert_keys(const Config& c, ReadState& st) {
+  auto warn = [&](const std::string& key, const std::string& why) {
+    if (st.present.count(key) && !st.failed.count(key)) {
+      st.warnings.push_back(key + ": no effect in zerotorch (" + why + ")");
+    }
+  };
+  const ZeroConfig& z = c.zero_optimization;
+  const std::string p = "zero_optimization.";
+  if (!z.overlap_comm) {
+    warn(p + "overlap_comm", "gradient reduction always overlaps backward");
+  }
+  if (!z.contiguous_gradients) {
+    warn(p + "contiguous_gradients", "gradients always live in flat buffers");
+  }
+  if (!z.reduce_scatter) warn(p + "reduce_scatter", "stages 1-3 always reduce-scatter");
+  if (!z.allgather_partitions) {
+    warn(p + "allgather_partitions", "updated shards are always all-gathered");
+  }
+  if (z.stage >= 1) {
+    warn(p + "allgather_bucket_size",
+         "parameters are gathered per flat buffer of reduce_bucket_size elements");
+  }
+  // DeepSpeed reads these at stage 3 only, so below it they mean nothing there either.
+  if (z.stage == 3) {
+    warn(p + "stage3_max_live_parameters",
+         "stage 3 gathers one unit ahead, bounded by stage3_prefetch_bucket_size");
+    warn(p + "stage3_max_reuse_distance", "a unit's parameters are released after its use");
+    warn(p + "sub_group_size", "the optimizer steps each flat shard whole");
+  }
+  if (z.offload_optimizer.device == OffloadDevice::kCpu && !z.offload_optimizer.pin_memory) {
+    warn(p + "offload_optimizer.pin_memory", "host buffers are always pinned on CUDA");
+  }
+  if (c.fp16.enabled && c.fp16.auto_cast) {
+    warn("fp16.auto_cast", "the engine casts the model; inputs are the program's");
+  }
+  const ActivationCheckpointingConfig& a = c.activation_checkpointing;
+  const std::string why =
+      "zerotorch has no DeepSpeed checkpointing API; activation checkpointing is the program's "
+      "(e.g. the GPT example's model.activation_checkpointing)";
+  const std::string ac = "activation_checkpointing.";
+  if (a.partition_activations) warn(ac + "partition_activations", why);
+  if (a.contiguous_memory_optimization) warn(ac + "contiguous_memory_optimization", why);
+  if (a.cpu_checkpointing) warn(ac + "cpu_checkpointing", why);
+  if (a.number_checkpoints) warn(ac + "number_checkpoints", why);
+  if (a.synchronize_checkpoint_boundary) warn(ac + "synchronize_checkpoint_boundary", why);
+  if (a.profile) warn(ac + "profile", why);
 }
 
 }  // namespace zt::config_detail

@@ -22,7 +22,7 @@ DynamicLossScaler::DynamicLossScaler(LossScalerOptions options)
 
 bool DynamicLossScaler::at_minimum() const {
   return dynamic() && (options_.hysteresis == 1 || hysteresis_left_ == 1) &&
-         scale_ <= options_.min_loss_scale;
+         scale_ == options_.min_loss_scale;
 }
 
 void DynamicLossScaler::update(bool overflow) {
@@ -32,7 +32,9 @@ void DynamicLossScaler::update(bool overflow) {
   }
   if (overflow) {
     if (options_.hysteresis == 1 || hysteresis_left_ == 1) {
-      ZT_CHECK(scale_ > options_.min_loss_scale, "fp16 loss scale is already at its minimum (",
+      // DeepSpeed compares for equality: a scale below the minimum (a static-looking start under
+      // min_loss_scale) is raised to the minimum instead.
+      ZT_CHECK(scale_ != options_.min_loss_scale, "fp16 loss scale is already at its minimum (",
                options_.min_loss_scale, ") and gradients still overflow at iteration ", iteration_);
       scale_ = std::max(scale_ / options_.scale_factor, options_.min_loss_scale);
     } else {
@@ -41,7 +43,10 @@ void DynamicLossScaler::update(bool overflow) {
     last_overflow_ = iteration_;
   } else {
     if (options_.consecutive_hysteresis) hysteresis_left_ = options_.hysteresis;
-    if ((iteration_ - last_overflow_) % options_.loss_scale_window == 0) {
+    // Clean iterations since the last overflow, this one excluded: the first doubling comes on
+    // the clean iteration after a full window of clean ones.
+    const int64_t stable_interval = (iteration_ - last_overflow_) - 1;
+    if (stable_interval > 0 && stable_interval % options_.loss_scale_window == 0) {
       if (!options_.consecutive_hysteresis) hysteresis_left_ = options_.hysteresis;
       scale_ *= options_.scale_factor;
     }

@@ -5,13 +5,17 @@
 //   start:   scale = 2^initial_scale_power (dynamic) or loss_scale (static, when > 0)
 //   overflow on iteration i:
 //     if hysteresis == 1 (or the counter has run down to 1): scale = max(scale / 2, min_scale);
-//        an overflow with scale already at min_scale raises (the run stops);
+//        an overflow with scale equal to min_scale raises (the run stops);
 //     else the counter is decremented and the scale stays;
 //     last_overflow = i
 //   clean iteration i:
 //     consecutive_hysteresis: the counter is refilled on every clean step;
-//     if (i - last_overflow) % loss_scale_window == 0: scale *= 2 and the counter is refilled
-//   then i += 1 (last_overflow starts at -1, so the first doubling follows window clean steps)
+//     stable = (i - last_overflow) - 1;
+//     if stable > 0 and stable % loss_scale_window == 0: scale *= 2 (and, unless consecutive,
+//        the counter is refilled)
+//   then i += 1 (last_overflow starts at -1: from a fresh start with window w the first doubling
+//   happens on iteration w, i.e. after w + 1 clean iterations, as in DeepSpeed since its
+//   stable_interval change)
 //
 // A static scale never changes; overflowing steps are still skipped.
 

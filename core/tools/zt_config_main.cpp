@@ -1,11 +1,14 @@
 // zt-config: checks a training config before a job is queued.
 //
 //   zt-config validate FILE [--world-size N] [--set KEY=VALUE ...] [--hidden-size H]
-//       [--hidden-size-key model.d_model] ...
+//                           [Trainer flags: --per-device-train-batch-size 8 --learning-rate ...]
+//                           [--hidden-size-key model.d_model]
 //
 // Prints the resolved config as JSON on stdout and exits 0, or every error, one per line
 // (`FILE: error: <key path>: <problem>`), on stdout and exits 1. Warnings (DeepSpeed keys
-// zerotorch ignores) go to stderr either way. A bad command line exits 1 with one line.
+// zerotorch ignores) and one line per "auto" value (`FILE: auto: <key> = <value> (<why>)`, as
+// the Hugging Face Trainer would fill it, from the Trainer flags and their defaults) go to
+// stderr either way. A bad command line exits 1 with one line.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -19,16 +22,18 @@ namespace po = boost::program_options;
 
 namespace {
 
-// The values a training program would supply for "auto" keys.
+// The values a training program would supply for "auto" keys: the Trainer's flags and
+// defaults, and the model's hidden size when given.
 zt::ProgramValues program_values(const zt::CliOptions& cli) {
-  zt::ProgramValues p;
-  if (cli.has("micro-batch")) p.micro_batch_size = cli.get<int64_t>("micro-batch");
-  if (cli.has("grad-accum")) p.gradient_accumulation_steps = cli.get<int64_t>("grad-accum");
-  if (cli.has("lr")) p.lr = cli.get<double>("lr");
-  if (cli.has("warmup-steps")) p.warmup_steps = cli.get<int64_t>("warmup-steps");
-  if (cli.has("total-steps")) p.total_steps = cli.get<int64_t>("total-steps");
-  if (cli.has("hidden-size")) p.hidden_size = cli.get<int64_t>("hidden-size");
-  if (cli.has("hidden-size-key")) p.hidden_size_key = cli.get<std::string>("hidden-size-key");
+  zt::ProgramValues p = cli.program_values();
+  if (cli.has("hidden-size")) {
+    p.hidden_size = cli.get<int64_t>("hidden-size");
+    p.origin["hidden_size"] = "--hidden-size";
+  }
+  if (cli.has("hidden-size-key")) {
+    p.hidden_size_key = cli.get<std::string>("hidden-size-key");
+    p.origin["hidden_size"] = "--hidden-size-key " + p.hidden_size_key;
+  }
   return p;
 }
 
@@ -37,6 +42,8 @@ int validate(const zt::CliOptions& cli, const std::string& file) {
       zt::check_config_file(file, cli.overrides(), cli.world_size(), program_values(cli));
   for (const auto& w : report.warnings)
     std::fprintf(stderr, "%s: warning: %s\n", file.c_str(), w.c_str());
+  for (const auto& a : report.autos)
+    std::fprintf(stderr, "%s: auto: %s\n", file.c_str(), a.c_str());
   if (!report.errors.empty()) {
     for (const auto& e : report.errors) std::printf("%s: error: %s\n", file.c_str(), e.c_str());
     return 1;
@@ -57,11 +64,6 @@ int main(int argc, char** argv) {
         "COMMAND is validate: print FILE resolved as JSON (exit 0) or every error (exit 1)", spec);
     cli.add()("command", po::value<std::string>(), "validate")("file", po::value<std::string>(),
                                                                "config file (or --config)")(
-        "micro-batch", po::value<int64_t>(), "program value for \"auto\" micro batch")(
-        "grad-accum", po::value<int64_t>(), "program value for \"auto\" accumulation steps")(
-        "lr", po::value<double>(), "program value for \"auto\" learning rates")(
-        "warmup-steps", po::value<int64_t>(), "program value for \"auto\" warmup steps")(
-        "total-steps", po::value<int64_t>(), "program value for \"auto\" total steps")(
         "hidden-size", po::value<int64_t>(), "model hidden size for \"auto\" bucket sizes")(
         "hidden-size-key", po::value<std::string>(),
         "or the program block key holding it (train_gpt: model.d_model)");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Extracts the corpora of DESIGN.md (Corpora at hand) as plain text for zt-pretokenize:
+# Extracts the corpora of docs/DESIGN.md (Corpora at hand) as plain text for zt-pretokenize:
 #   <dir>/kjv.txt        the King James Bible, one verse per line, reference prefix removed
 #                        (needs `apt-get install bible-kjv`)
 #   <dir>/fortunes.list  the fortune files (entries separated by '%' lines), one path per line;

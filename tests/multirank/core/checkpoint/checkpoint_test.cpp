@@ -1,4 +1,4 @@
-// Checkpoints (DESIGN.md, Checkpoint), under mpirun -np 2:
+// Checkpoints (docs/DESIGN.md, Checkpoint), under mpirun -np 2:
 //   - exact resume: 10 steps == 4 steps, save, new engine, load, 6 steps (bit-identical
 //     parameters and losses), stages 0-3;
 //   - bad input: each broken checkpoint throws its own error naming the file, and the engine is

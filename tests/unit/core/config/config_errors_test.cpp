@@ -22,12 +22,12 @@ struct BadConfig {
 };
 
 const BadConfig kBadConfigs[] = {
-    {"UnknownTopLevelKey",
-     "train_batch_size: 8\ngradient_clipin: 1.0",
+    {"MinLossScaleNotAnInteger",
+     "train_batch_size: 8\nfp16: {enabled: true, min_loss_scale: 0.5}",
      {},
      1,
-     "gradient_clipin",
-     "did you mean 'gradient_clipping'?"},
+     "fp16.min_loss_scale",
+     "must be an integer"},
     {"UnknownNestedKey",
      "train_batch_size: 8\nzero_optimization: {stgae: 3}",
      {},
@@ -40,12 +40,12 @@ const BadConfig kBadConfigs[] = {
      1,
      "zero_optimization.offload_param.devise",
      "did you mean 'device'?"},
-    {"KeyInTheWrongBlock",
-     "train_batch_size: 8\nstage: 3",
+    {"OffloadParamNotImplemented",
+     "train_batch_size: 8\nzero_optimization: {stage: 3, offload_param: {device: cpu}}",
      {},
      1,
-     "stage",
-     "unknown key; did you mean 'zero_optimization.stage'?"},
+     "zero_optimization.offload_param.device",
+     "parameter offload (to cpu) is not implemented yet"},
     {"StageOutOfRange",
      "train_batch_size: 8\nzero_optimization: {stage: 4}",
      {},
@@ -148,12 +148,12 @@ const BadConfig kBadConfigs[] = {
      1,
      "optimizer.params.lr",
      "could not be resolved"},
-    {"AutoBucketWithoutHiddenSize",
-     "train_batch_size: 8\nzero_optimization: {stage: 3, stage3_prefetch_bucket_size: auto}",
+    {"OneBitAdamNamesWhatWeHave",
+     "train_batch_size: 8\noptimizer: {type: OneBitAdam, params: {lr: 0.1}}",
      {},
      1,
-     "zero_optimization.stage3_prefetch_bucket_size",
-     "no hidden size"},
+     "optimizer.type",
+     "is not implemented by zerotorch (1-bit Adam"},
     {"AutoClippingUnresolved",
      "train_batch_size: 8\ngradient_clipping: auto",
      {},
@@ -262,18 +262,20 @@ const BadConfig kBadConfigs[] = {
      1,
      "zero_optimization.offload_optimizer.device",
      "expected one of none, cpu, nvme"},
-    {"ParamOffloadBelowStage3",
-     "train_batch_size: 8\nzero_optimization: {stage: 2, offload_param: {device: cpu}}",
-     {},
-     1,
-     "zero_optimization.offload_param.device",
-     "needs zero_optimization.stage >= 3, got stage 2"},
-    {"OptimizerOffloadAtStage0",
-     "train_batch_size: 8\nzero_optimization: {offload_optimizer: {device: cpu}}",
+    {"OptimizerOffloadToNvme",
+     "train_batch_size: 8\nzero_optimization: {stage: 2, offload_optimizer: {device: nvme, "
+     "nvme_path: /x}}",
      {},
      1,
      "zero_optimization.offload_optimizer.device",
-     "needs zero_optimization.stage >= 1"},
+     "optimizer offload to nvme is not implemented yet"},
+    {"PartialOptimizerOffload",
+     "train_batch_size: 8\nzero_optimization: {stage: 3, offload_optimizer: {device: cpu, "
+     "ratio: 0.5}}",
+     {},
+     1,
+     "zero_optimization.offload_optimizer.ratio",
+     "partial optimizer offload"},
     {"NvmeWithoutPath",
      "train_batch_size: 8\nzero_optimization: {stage: 3, offload_param: {device: nvme}}",
      {},
@@ -394,6 +396,36 @@ const BadConfig kBadConfigs[] = {
     {"TopLevelNotABlock", "- 1\n- 2", {}, 1, "config", "expected a block of keys"},
     {"YamlSyntax", "train_batch_size: [8", {}, 1, "line 1, column", "YAML syntax error"},
 };
+
+// DeepSpeed reads the offload blocks only from the stage that uses them; below it they are
+// accepted and ignored, with a warning here.
+TEST(ConfigErrors, OffloadBelowItsStageWarns) {
+  ConfigReport r = check_config(
+      "train_batch_size: 8\nzero_optimization: {stage: 2, offload_param: {device: cpu}}",
+      ConfigFormat::kYaml, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].rfind("zero_optimization.offload_param.device: cpu offload is ignored at "
+                                "zero_optimization.stage 2",
+                                0),
+            0u)
+      << r.warnings[0];
+}
+
+// DeepSpeed ignores unknown top-level keys: a warning with the suggestion, not an error.
+TEST(ConfigErrors, UnknownTopLevelKeysWarnWithASuggestion) {
+  ConfigReport r = check_config("train_batch_size: 8\ngradient_clipin: 1.0\nstage: 3",
+                                ConfigFormat::kYaml, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  std::string all;
+  for (const auto& w : r.warnings) all += w + "\n";
+  EXPECT_NE(all.find("gradient_clipin: unknown key; did you mean 'gradient_clipping'?; ignored"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("stage: unknown key; did you mean 'zero_optimization.stage'?; ignored"),
+            std::string::npos)
+      << all;
+}
 
 // One test case for the whole table: each ctest case is a process that loads LibTorch, and the
 // suite must stay fast. SCOPED_TRACE names the failing entry.

@@ -48,9 +48,10 @@ TEST(ZtConfigTool, ValidPrintsResolvedJsonAndExitsZero) {
 }
 
 TEST(ZtConfigTool, OverridesAndProgramValues) {
-  ToolRun r = zt_config("validate " + kConfigs +
-                        "zero2.json --set zero_optimization.stage=1 "
-                        "--set train_micro_batch_size_per_gpu=auto --micro-batch 3");
+  ToolRun r =
+      zt_config("validate " + kConfigs +
+                "zero2.json --set zero_optimization.stage=1 "
+                "--set train_micro_batch_size_per_gpu=auto --per-device-train-batch-size 3");
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("\"stage\": 1"), std::string::npos);
   EXPECT_NE(r.out.find("\"train_micro_batch_size_per_gpu\": 3"), std::string::npos) << r.out;
@@ -62,7 +63,7 @@ TEST(ZtConfigTool, BadFilePrintsEveryErrorAndExitsOne) {
   "gradient_accumulation_steps": 2,
   "zero_optimization": {"stgae": 3},
   "fp16": {"enabled": true}, "bf16": {"enabled": true},
-  "tensorboard": {"enabled": true}
+  "wandb": {"enabled": true}
 })");
   ToolRun r = zt_config("validate " + path + " --world-size 2");
   EXPECT_EQ(r.status, 1);
@@ -75,8 +76,8 @@ TEST(ZtConfigTool, BadFilePrintsEveryErrorAndExitsOne) {
   EXPECT_NE(r.out.find("train_batch_size: 32 != "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fp16.enabled"), std::string::npos) << r.out;
   // The warning goes to stderr, not among the errors.
-  EXPECT_NE(r.err.find("tensorboard"), std::string::npos) << r.err;
-  EXPECT_EQ(r.out.find("tensorboard"), std::string::npos);
+  EXPECT_NE(r.err.find("wandb"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("wandb"), std::string::npos);
 }
 
 TEST(ZtConfigTool, BadCommandLineExitsOneWithOneLine) {

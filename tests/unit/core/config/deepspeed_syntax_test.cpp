@@ -1,0 +1,270 @@
+// DeepSpeed's config syntax and forms: hjson's leniencies (comments, trailing and missing commas)
+// with line and column kept, the legacy forms today's DeepSpeed still reads, strict blocks vs the
+// lenient top level, "auto" as the Hugging Face Trainer fills it, and the keys zerotorch refuses.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/config/config.h"
+#include "core/config/hjson.h"
+
+namespace zt {
+namespace {
+
+ConfigReport json(const std::string& text, const ProgramValues& p = {}, int world_size = 1) {
+  return check_config(text, ConfigFormat::kJson, {}, world_size, p);
+}
+
+std::string all(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  return s;
+}
+
+bool has_line_starting(const std::vector<std::string>& lines, const std::string& prefix) {
+  for (const auto& l : lines) {
+    if (l.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+TEST(DeepSpeedSyntax, HjsonCommentsAndCommas) {
+  ConfigReport r = json(R"({
+  // a line comment
+  "train_batch_size": 8,   # another one
+  /* a block
+     comment */ "gradient_accumulation_steps": 2
+  "zero_optimization": {
+    "stage": 2,
+    "contiguous_gradients": true
+    "overlap_comm": true,
+  },
+  "fp16": {"enabled": false,},
+  "freeze": ["a.*", "b.*",],
+})");
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config->train_batch_size, 8);
+  EXPECT_EQ(r.config->gradient_accumulation_steps, 2);
+  EXPECT_EQ(r.config->zero_optimization.stage, 2);
+  EXPECT_EQ(r.config->freeze.size(), 2u);
+}
+
+TEST(DeepSpeedSyntax, HjsonKeepsLinesAndColumns) {
+  const std::string in = "{\n  \"a\": 1 // c\n  \"b\": [1, 2,],\n}\n";
+  config_detail::HjsonResult out = config_detail::hjson_to_json(in);
+  ASSERT_TRUE(out.error.empty()) << out.error;
+  EXPECT_EQ(out.json, "{\n  \"a\": 1,     \n  \"b\": [1, 2 ] \n}\n");
+  // A syntax error after a comment is reported where it is in the file.
+  ConfigReport r =
+      json("{\n  // comment\n  \"train_batch_size\": 8,\n  \"fp16\": {\"enabled\": ]\n}");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].rfind("line 4, column ", 0), 0u) << r.errors[0];
+  ConfigReport open = json("{\"train_batch_size\": 8 /* never closed\n}");
+  ASSERT_EQ(open.errors.size(), 1u);
+  EXPECT_EQ(open.errors[0].rfind("line 1, column 24:", 0), 0u) << open.errors[0];
+  // Comment markers inside strings are text.
+  config_detail::HjsonResult s = config_detail::hjson_to_json(R"({"a": "x // y # z /* w */"})");
+  EXPECT_EQ(s.json, R"({"a": "x // y # z /* w */"})");
+}
+
+TEST(DeepSpeedSyntax, LegacyZeroBoolean) {
+  ConfigReport on = json(R"({"train_batch_size": 8, "zero_optimization": true})");
+  ASSERT_TRUE(on.errors.empty()) << all(on.errors);
+  EXPECT_EQ(on.config->zero_optimization.stage, 1);
+  EXPECT_TRUE(has_line_starting(on.warnings, "zero_optimization: the boolean form is deprecated"))
+      << all(on.warnings);
+  ConfigReport off = json(R"({"train_batch_size": 8, "zero_optimization": false})");
+  ASSERT_TRUE(off.errors.empty()) << all(off.errors);
+  EXPECT_EQ(off.config->zero_optimization.stage, 0);
+}
+
+TEST(DeepSpeedSyntax, LegacyCpuOffloadFlags) {
+  ConfigReport r = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
+    "cpu_offload": true, "cpu_offload_use_pin_memory": true}})");
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config->zero_optimization.offload_optimizer.device, OffloadDevice::kCpu);
+  EXPECT_TRUE(has_line_starting(r.warnings, "zero_optimization.cpu_offload: deprecated"));
+  EXPECT_TRUE(
+      has_line_starting(r.warnings, "zero_optimization.cpu_offload_use_pin_memory: deprecated"));
+  // cpu_offload_param: parameter offload, which zerotorch refuses (not silently ignored).
+  ConfigReport p = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+    "cpu_offload_param": true}})");
+  EXPECT_TRUE(has_line_starting(p.errors, "zero_optimization.offload_param.device:"))
+      << all(p.errors);
+  // The plural is not DeepSpeed's name: an unknown key in a strict block.
+  ConfigReport plural = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+    "cpu_offload_params": true}})");
+  EXPECT_TRUE(has_line_starting(plural.errors, "zero_optimization.cpu_offload_params: unknown key"))
+      << all(plural.errors);
+}
+
+TEST(DeepSpeedSyntax, AliasesAndNames) {
+  ConfigReport r = json(R"({"train_batch_size": 8,
+    "bfloat16": {"enabled": true},
+    "zero_optimization": {"stage": 3, "max_live_parameters": 0, "prefetch_bucket_size": 10,
+      "param_persistence_threshold": 5, "gather_16bit_weights_on_model_save": true},
+    "optimizer": {"type": "adamw", "params": {"lr": 0.1}},
+    "scheduler": {"type": "warmuplr", "params": {"warmup_num_steps": 3}}})");
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_TRUE(r.config->bf16.enabled);
+  EXPECT_EQ(r.config->zero_optimization.stage3_prefetch_bucket_size, 10);
+  EXPECT_EQ(r.config->zero_optimization.stage3_param_persistence_threshold, 5);
+  EXPECT_TRUE(r.config->zero_optimization.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_EQ(r.config->optimizer->type, OptimizerType::kAdamW);
+}
+
+TEST(DeepSpeedSyntax, StrictBlocksLenientTop) {
+  ConfigReport r = json(R"({"train_batch_size": 8, "cuda_visible_devices": 0,
+    "activation_checkpointing": {"comment": "x"}})");
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_TRUE(has_line_starting(r.warnings, "cuda_visible_devices: unknown key"))
+      << all(r.warnings);
+  EXPECT_TRUE(has_line_starting(r.warnings, "activation_checkpointing.comment: unknown key"));
+  for (const char* bad :
+       {R"("zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 1})",
+        R"("fp16": {"enabled": true, "opt_level": "O2"})",
+        R"("bf16": {"enabled": true, "loss_scale": 0})",
+        R"("zero_optimization": {"offload_optimizer": {"device": "cpu", "x": 1}})",
+        R"("csv_monitor": {"enabled": true, "path": "x"})"}) {
+    ConfigReport s = json(std::string(R"({"train_batch_size": 8, )") + bad + "}");
+    ASSERT_FALSE(s.errors.empty()) << bad;
+    EXPECT_NE(s.errors[0].find("unknown key"), std::string::npos) << s.errors[0];
+  }
+  ConfigReport typo = json(
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 1}})");
+  EXPECT_NE(all(typo.errors).find("did you mean 'stage3_param_persistence_threshold'?"),
+            std::string::npos)
+      << all(typo.errors);
+}
+
+TEST(DeepSpeedSyntax, IntegerFieldsAsDeepSpeedTypesThem) {
+  ConfigReport r =
+      json(R"({"train_batch_size": 8, "fp16": {"enabled": true, "min_loss_scale": 1e-10}})");
+  EXPECT_TRUE(has_line_starting(r.errors, "fp16.min_loss_scale: must be an integer"))
+      << all(r.errors);
+  ConfigReport d = json(R"({"train_batch_size": 8, "communication_data_type": "bfp16"})");
+  EXPECT_TRUE(
+      has_line_starting(d.errors, "communication_data_type: expected one of fp32, fp16, bf16"))
+      << all(d.errors);
+  ConfigReport reuse = json(
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": -1}})");
+  EXPECT_TRUE(has_line_starting(reuse.errors, "zero_optimization.stage3_max_reuse_distance:"));
+}
+
+TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
+  ConfigReport r = json(R"({"train_batch_size": 8,
+    "flops_profiler": {"enabled": true}, "wandb": {"enabled": true}, "pipeline": {"stages": 2},
+    "comms_logger": {"enabled": false}, "autotuning": {"enabled": false}})");
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.warnings.size(), 3u) << all(r.warnings);
+  for (const char* key : {"flops_profiler:", "wandb:", "pipeline:"}) {
+    EXPECT_TRUE(has_line_starting(r.warnings, key)) << key << "\n" << all(r.warnings);
+  }
+  for (const char* refused :
+       {R"("progressive_layer_drop": {"enabled": true})",
+        R"("curriculum_learning": {"enabled": true})",
+        R"("zero_optimization": {"stage": 2, "zero_quantized_gradients": true})",
+        R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})",
+        R"("tensor_parallel": {"autotp_size": 2})"}) {
+    ConfigReport s = json(std::string(R"({"train_batch_size": 8, )") + refused + "}");
+    ASSERT_EQ(s.errors.size(), 1u) << refused;
+    EXPECT_NE(s.errors[0].find("changes memory or numerics"), std::string::npos) << s.errors[0];
+  }
+}
+
+TEST(DeepSpeedSyntax, OptimizersWeDoNotHaveNameWhatWeHave) {
+  ConfigReport r = json(R"({"train_batch_size": 8, "optimizer": {"type": "OnebitAdam",
+    "params": {"lr": 1e-3, "freeze_step": 10}}})");
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_EQ(r.errors[0].rfind("optimizer.type: 'OnebitAdam' is not implemented by zerotorch (1-bit "
+                              "Adam",
+                              0),
+            0u)
+      << r.errors[0];
+  EXPECT_NE(r.errors[0].find("available: Adam, AdamW, SGD"), std::string::npos) << r.errors[0];
+  ConfigReport lamb = json(R"({"train_batch_size": 8, "optimizer": {"type": "Lamb",
+    "params": {"lr": 1e-3, "max_coeff": 0.3, "min_coeff": 0.01, "weight_decay": 0.01}}})");
+  ASSERT_TRUE(lamb.errors.empty()) << all(lamb.errors);
+  EXPECT_EQ(lamb.config->optimizer->type, OptimizerType::kLamb);
+  EXPECT_EQ(lamb.config->optimizer->max_coeff, 0.3);
+}
+
+TEST(DeepSpeedSyntax, OffloadParamIsAClearError) {
+  ConfigReport r = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+    "offload_param": {"device": "cpu", "pin_memory": true}}})");
+  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+  EXPECT_EQ(r.errors[0].rfind("zero_optimization.offload_param.device: parameter offload (to cpu) "
+                              "is not implemented yet",
+                              0),
+            0u)
+      << r.errors[0];
+}
+
+// The Trainer's defaults, as CliOptions::program_values gives them without flags.
+ProgramValues trainer_defaults() {
+  ProgramValues p;
+  p.micro_batch_size = 8;
+  p.gradient_accumulation_steps = 1;
+  p.gradient_clipping = 1.0;
+  p.fp16 = false;
+  p.bf16 = false;
+  p.lr = 5e-5;
+  p.betas = std::vector<double>{0.9, 0.999};
+  p.eps = 1e-8;
+  p.weight_decay = 0.0;
+  p.warmup_steps = 0;
+  p.warmup_ratio = 0.0;
+  return p;
+}
+
+TEST(DeepSpeedSyntax, AutoAsTheTrainerFillsIt) {
+  const std::string text = R"({
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+    "fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+      "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto",
+      "warmup_max_lr": "auto", "warmup_num_steps": "auto", "total_num_steps": "auto"}},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+      "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"}})";
+  ConfigReport r = json(text, trainer_defaults(), 2);
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  Config c = *r.config;
+  EXPECT_EQ(c.train_micro_batch_size_per_gpu, 8);
+  EXPECT_EQ(c.train_batch_size, 16);
+  EXPECT_EQ(c.gradient_clipping, 1.0);
+  EXPECT_EQ(c.optimizer->lr, 5e-5);
+  EXPECT_EQ(c.scheduler->warmup_max_lr, 5e-5);
+  EXPECT_EQ(c.scheduler->warmup_num_steps, 0);
+  EXPECT_TRUE(has_line_starting(r.autos, "train_micro_batch_size_per_gpu = 8")) << all(r.autos);
+  EXPECT_TRUE(has_line_starting(r.autos, "zero_optimization.reduce_bucket_size: pending"))
+      << all(r.autos);
+  // The model and the step count come later: resolve_program_autos fills what is pending.
+  ASSERT_EQ(c.pending_autos.size(), 4u);
+  ProgramValues later;
+  later.hidden_size = 1024;
+  later.total_steps = 100;
+  std::vector<std::string> notes = resolve_program_autos(c, later);
+  EXPECT_EQ(notes.size(), 4u) << all(notes);
+  EXPECT_TRUE(c.pending_autos.empty());
+  EXPECT_EQ(c.zero_optimization.reduce_bucket_size, 1024 * 1024);
+  EXPECT_EQ(c.zero_optimization.stage3_prefetch_bucket_size, 943718);  // int(0.9 * 1024^2)
+  EXPECT_EQ(c.zero_optimization.stage3_param_persistence_threshold, 10240);
+  EXPECT_EQ(c.scheduler->total_num_steps, 100);
+  // warmup from a ratio needs the total.
+  ProgramValues ratio = trainer_defaults();
+  ratio.warmup_ratio = 0.1;
+  ConfigReport w = json(text, ratio, 2);
+  ASSERT_TRUE(w.errors.empty()) << all(w.errors);
+  Config cw = *w.config;
+  ProgramValues steps;
+  steps.warmup_ratio = 0.1;
+  steps.total_steps = 95;
+  steps.hidden_size = 8;
+  resolve_program_autos(cw, steps);
+  EXPECT_EQ(cw.scheduler->warmup_num_steps, 10);  // ceil(9.5)
+}
+
+}  // namespace
+}  // namespace zt

@@ -15,7 +15,7 @@ ZT_VENV="${ZT_VENV:-$CACHE_ROOT/venv-torch-$TORCH_VERSION}"
 say() { echo "[setup] $*"; }
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config git clang-format
   python3 python3-venv python3-pip
   openmpi-bin libopenmpi-dev
   libyaml-cpp-dev libboost-program-options-dev

@@ -14,6 +14,9 @@ include(CMakePackageConfigHelpers)
 
 set(ZT_INSTALL_CMAKEDIR lib/cmake/zerotorch)
 set(_zt_libs zt_base zt_parallel zt_optim zt_data zt_core)
+if(TARGET zt_tensorboard)
+  list(APPEND _zt_libs zt_tensorboard)  # TensorBoard event files (core/monitor), zt_core needs it
+endif()
 if(TARGET zt_tokenizer)
   list(APPEND _zt_libs zt_tokenizer)  # zerotorch::zt_tokenizer, linked on demand (data/)
 endif()

@@ -1,5 +1,6 @@
 #pragma once
-// zt::dist::Communicator: the only way the engine talks to other ranks (docs/DESIGN.md, Communicator).
+// zt::dist::Communicator: the only way the engine talks to other ranks (docs/DESIGN.md,
+// Communicator).
 //
 // Contracts:
 //  - Every rank calls collectives in the same order with the same sizes and dtypes.

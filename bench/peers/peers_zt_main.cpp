@@ -6,7 +6,8 @@
 //   mpirun -np 2 zt_bench_peers --export DIR --shard S.ztt [--steps N --batch-size B ...]
 //     Builds the GPT example (examples/gpt, seeded), wraps it in a stage-0 engine, and writes
 //       DIR/init.safetensors   the engine's initial fp32 weights, through the checkpoint writer
-//                              and zt-consolidate's safetensors writer (core/checkpoint/checkpoint.h)
+//                              and zt-consolidate's safetensors writer
+//                              (core/checkpoint/checkpoint.h)
 //       DIR/batches_r<r>.bin   the N batches LengthBucketedSampler + Collator give rank r
 //       DIR/meta.json          model shape, optimizer hyper-parameters, a checksum of the weights
 //     Every implementation then trains from these same weights on these same batches.

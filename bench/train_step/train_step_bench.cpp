@@ -9,8 +9,8 @@
 // are neighbours in time).
 // Per configuration: forward / backward / optimizer time (median over steps; "comm wait" is the
 // time blocked in Work::wait(), i.e. communication not hidden behind computation), tokens/s over
-// all ranks, the engine's accounted model-state bytes per rank next to docs/DESIGN.md's formula, and
-// the peak RSS of rank 0 while that configuration ran (VmHWM, reset between configurations).
+// all ranks, the engine's accounted model-state bytes per rank next to docs/DESIGN.md's formula,
+// and the peak RSS of rank 0 while that configuration ran (VmHWM, reset between configurations).
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -33,7 +33,9 @@ namespace {
 // before the rename, so a test can kill -9 a save midway.
 constexpr const char* kPauseEnv = "ZT_CHECKPOINT_TEST_PAUSE_S";
 
-dist::Communicator& comm_of(Engine& e) { return e.communicator(); }
+dist::Communicator& comm_of(Engine& e) {
+  return e.communicator();
+}
 void barrier(Engine& e) {
   comm_of(e).barrier()->wait();
 }
@@ -470,7 +472,8 @@ void consolidate_to_safetensors(const std::string& dir, const std::string& tag,
     OpenCheckpoint c = open_checkpoint(dir, tag);
     for (const auto& p : c.meta.params)
       if (p.trainable) entries.push_back({p.name, at::kFloat, p.shape});
-    for (const auto& [name, ref] : c.shards[0].frozen) entries.push_back({name, at::kFloat, ref.shape});
+    for (const auto& [name, ref] : c.shards[0].frozen)
+      entries.push_back({name, at::kFloat, ref.shape});
   }
   SafetensorsWriter w(out_path, std::move(entries));
   for_each_consolidated(dir, tag, "master", [&](const std::string& name, const at::Tensor& t) {

@@ -1,5 +1,6 @@
 #pragma once
-// Sharded, atomic checkpoints (docs/DESIGN.md, Checkpoint); the file layout is in core/checkpoint/format.h.
+// Sharded, atomic checkpoints (docs/DESIGN.md, Checkpoint); the file layout is in
+// core/checkpoint/format.h.
 //
 //   zt::save_checkpoint(engine, "ckpts", "global_step100", {{"sampler", sampler.state()}});
 //   zt::ClientState client = zt::load_checkpoint(engine, "ckpts");   // the `latest` tag

@@ -16,10 +16,11 @@ namespace zt {
 // optimizer (+ parameter_groups: no_decay, layer_lr_decay) and scheduler,
 // communication_data_type, prescale_gradients / gradient_predivide_factor,
 // wall_clock_breakdown and steps_per_print. `freeze` is applied to the model by zt::initialize
-// (core/initialize/freeze.h) before the engine is built. `units` are the model's stage-3 units. Keys the
-// engine does not act on (overlap_comm: always on; contiguous_gradients: always; sub_group_size,
-// stage3_max_live_parameters / max_reuse_distance) are warned about by check_config; offload_param
-// and nvme offload are errors there and here. Throws while Config::pending_autos is not empty.
+// (core/initialize/freeze.h) before the engine is built. `units` are the model's stage-3 units.
+// Keys the engine does not act on (overlap_comm: always on; contiguous_gradients: always;
+// sub_group_size, stage3_max_live_parameters / max_reuse_distance) are warned about by
+// check_config; offload_param and nvme offload are errors there and here. Throws while
+// Config::pending_autos is not empty.
 EngineOptions engine_options_from_config(const Config& config, std::vector<std::string> units = {});
 
 // communication.backend / timeout.

@@ -334,19 +334,6 @@ bool ConfigReader::read_choice_index(const YAML::Node& n, const std::string& pat
   return false;
 }
 
-std::vector<std::pair<std::string, YAML::Node>> ConfigReader::take_program_blocks() {
-  std::vector<std::pair<std::string, YAML::Node>> blocks;
-  for (auto& e : entries_) {
-    if (e.taken || !e.value.IsMap() || match_name(e.key, unsupported_) >= 0) continue;
-    if (!closest_name(e.key, known_).empty() || !elsewhere(e.key, child_path(e.key)).empty()) {
-      continue;  // a misspelt or misplaced framework key: finish() reports it
-    }
-    e.taken = true;
-    blocks.emplace_back(e.key, e.value);
-  }
-  return blocks;
-}
-
 namespace {
 
 // True when an unsupported key's value asks for nothing zerotorch does not do (see
@@ -364,6 +351,22 @@ bool means_off(const YAML::Node& n, const UnsupportedKey& u) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, YAML::Node>> ConfigReader::take_program_blocks() {
+  std::vector<std::pair<std::string, YAML::Node>> blocks;
+  for (auto& e : entries_) {
+    if (e.taken || !e.value.IsMap()) continue;
+    bool unsupported = false;  // a DeepSpeed block zerotorch lacks: finish() warns or refuses
+    for (const auto& u : unsupported_) unsupported = unsupported || lower(u.key) == lower(e.key);
+    if (unsupported) continue;
+    if (!closest_name(e.key, known_).empty() || !elsewhere(e.key, child_path(e.key)).empty()) {
+      continue;  // a misspelt or misplaced framework key: finish() reports it
+    }
+    e.taken = true;
+    blocks.emplace_back(e.key, e.value);
+  }
+  return blocks;
+}
 
 void ConfigReader::finish() {
   for (const auto& e : entries_) {

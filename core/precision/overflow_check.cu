@@ -1,5 +1,5 @@
-// CUDA side of zt::check_and_unscale_ (core/precision/overflow_check.h): one grid-stride pass that flags
-// inf/NaN and multiplies by inv_scale. Compiled into the plugin for sm_90 SASS plus PTX.
+// CUDA side of zt::check_and_unscale_ (core/precision/overflow_check.h): one grid-stride pass that
+// flags inf/NaN and multiplies by inv_scale. Compiled into the plugin for sm_90 SASS plus PTX.
 #include <cstdint>
 
 #include <cuda_bf16.h>

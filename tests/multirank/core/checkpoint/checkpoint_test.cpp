@@ -22,8 +22,8 @@
 #include <torch/torch.h>
 
 #include "core/base/error.h"
-#include "core/engine.h"
 #include "core/checkpoint/model_export.h"
+#include "core/engine.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/mpi_world.h"

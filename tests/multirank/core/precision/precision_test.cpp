@@ -11,8 +11,8 @@
 #include "core/base/error.h"
 #include "core/engine.h"
 #include "parallel/dist.h"
-#include "tests/support/mpi_world.h"
 #include "tests/multirank/core/engine/test_models.h"
+#include "tests/support/mpi_world.h"
 
 namespace {
 

@@ -232,6 +232,7 @@ void warn_inert_keys(const Config& c, ReadState& st) {
     }
   };
   const ZeroConfig& z = c.zero_optimization;
+  const ZeroConfig d;  // DeepSpeed's defaults
   const std::string p = "zero_optimization.";
   if (!z.overlap_comm) {
     warn(p + "overlap_comm", "gradient reduction always overlaps backward");
@@ -243,16 +244,23 @@ void warn_inert_keys(const Config& c, ReadState& st) {
   if (!z.allgather_partitions) {
     warn(p + "allgather_partitions", "updated shards are always all-gathered");
   }
-  if (z.stage >= 1) {
+  if (z.stage >= 1 && z.allgather_bucket_size != d.allgather_bucket_size) {
     warn(p + "allgather_bucket_size",
          "parameters are gathered per flat buffer of reduce_bucket_size elements");
   }
   // DeepSpeed reads these at stage 3 only, so below it they mean nothing there either.
+  // DeepSpeed's defaults ask for nothing in particular; another value is a request we ignore.
   if (z.stage == 3) {
-    warn(p + "stage3_max_live_parameters",
-         "stage 3 gathers one unit ahead, bounded by stage3_prefetch_bucket_size");
-    warn(p + "stage3_max_reuse_distance", "a unit's parameters are released after its use");
-    warn(p + "sub_group_size", "the optimizer steps each flat shard whole");
+    if (z.stage3_max_live_parameters != d.stage3_max_live_parameters) {
+      warn(p + "stage3_max_live_parameters",
+           "stage 3 gathers one unit ahead, bounded by stage3_prefetch_bucket_size");
+    }
+    if (z.stage3_max_reuse_distance != d.stage3_max_reuse_distance) {
+      warn(p + "stage3_max_reuse_distance", "a unit's parameters are released after its use");
+    }
+    if (z.sub_group_size != d.sub_group_size) {
+      warn(p + "sub_group_size", "the optimizer steps each flat shard whole");
+    }
   }
   if (z.offload_optimizer.device == OffloadDevice::kCpu && !z.offload_optimizer.pin_memory) {
     warn(p + "offload_optimizer.pin_memory", "host buffers are always pinned on CUDA");

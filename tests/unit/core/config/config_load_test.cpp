@@ -269,7 +269,7 @@ TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
   "tensorboard": {"enabled": true},
   "wandb": {"enabled": true},
   "comet": {"enabled": false},
-  "zero_allow_untested_optimizer": true,
+  "zero_allow_untested_optimizer": false,
   "zero_optimization": {"stage": 2, "round_robin_gradients": true}
 })",
                                 ConfigFormat::kJson, {}, 1);

@@ -165,8 +165,7 @@ ProgramValues CliOptions::program_values() const {
   return p;
 }
 
-Config CliOptions::load_config(int world_size, const ProgramValues& program) const {
-  ZT_CHECK(!config_path_.empty(), program_, ": no --config given");
+ProgramValues CliOptions::merged_program_values(const ProgramValues& program) const {
   ProgramValues merged = program;
   const ProgramValues cli = program_values();
   std::map<std::string, std::string>& o = merged.origin;
@@ -183,7 +182,12 @@ Config CliOptions::load_config(int world_size, const ProgramValues& program) con
   fill(merged.warmup_steps, o, "warmup_steps", cli.warmup_steps, cli.origin);
   fill(merged.warmup_ratio, o, "warmup_ratio", cli.warmup_ratio, cli.origin);
   fill(merged.total_steps, o, "total_steps", cli.total_steps, cli.origin);
-  return zt::load_config(config_path_, overrides_, world_size, merged);
+  return merged;
+}
+
+Config CliOptions::load_config(int world_size, const ProgramValues& program) const {
+  ZT_CHECK(!config_path_.empty(), program_, ": no --config given");
+  return zt::load_config(config_path_, overrides_, world_size, merged_program_values(program));
 }
 
 }  // namespace zt

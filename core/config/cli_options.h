@@ -75,6 +75,8 @@ class CliOptions {
   // The Trainer's values from the command line (defaults included), each with its origin
   // ("--learning-rate 5e-05, its default"). Empty without trainer_args.
   ProgramValues program_values() const;
+  // `program`'s values, with the Trainer flags' values where the program gives none.
+  ProgramValues merged_program_values(const ProgramValues& program) const;
 
   // zt::load_config(config_path(), overrides(), world_size, values): `program`'s fields where
   // set, else program_values()'s.

@@ -15,13 +15,17 @@ Launch launch(const LaunchOptions& options) {
   l.env = dist::Env::discover();
   l.config = load_config(options.config_path, options.overrides, l.env.world_size, options.program);
   l.comm = dist::create_communicator(comm_options_from_config(l.config), l.env);
+  l.program = options.program;
   torch::manual_seed(static_cast<uint64_t>(l.config.seed));
   return l;
 }
 
 Launch launch(const CliOptions& cli, const ProgramValues& program) {
   ZT_CHECK(!cli.config_path().empty(), "no --config given");
-  return launch(LaunchOptions{cli.config_path(), cli.overrides(), program});
+  // The Trainer's flags (--per-device-train-batch-size, --learning-rate, ...) fill what the
+  // program leaves open, as "auto" is resolved by the Hugging Face Trainer.
+  return launch(
+      LaunchOptions{cli.config_path(), cli.overrides(), cli.merged_program_values(program)});
 }
 
 Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, InitOptions options) {
@@ -35,8 +39,16 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
     for (const auto& n : t.frozen) names += (names.empty() ? "" : ", ") + n;
     ZT_LOG_INFO("frozen (config `freeze`): ", names);
   }
+  // "auto" keys that needed the program's model or step count (bucket sizes from the hidden
+  // size, scheduler steps); engine_options_from_config names any still unresolved.
+  if (!t.config.pending_autos.empty()) {
+    for (const auto& note : resolve_program_autos(t.config, launch.program)) {
+      ZT_LOG_INFO("config: ", note);
+    }
+  }
   t.engine = std::make_unique<Engine>(
       std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm);
+  t.monitor = make_monitor(t.config, t.comm->rank());
   if (options.train_data) {
     options.data.training = true;
     t.loader = t.make_loader(std::move(options.train_data), options.data);

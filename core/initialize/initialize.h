@@ -33,6 +33,7 @@
 #include "core/config/config.h"
 #include "core/engine.h"
 #include "core/initialize/batch_stream.h"
+#include "core/monitor/monitor.h"
 #include "parallel/communicator.h"
 #include "parallel/env.h"
 
@@ -49,6 +50,7 @@ struct Launch {
   dist::Env env;
   Config config;
   std::shared_ptr<dist::Communicator> comm;
+  ProgramValues program;  // what the "auto" keys still pending resolve from in initialize
 };
 
 Launch launch(const LaunchOptions& options);
@@ -71,6 +73,10 @@ struct Training {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<BatchStream> loader;  // null without InitOptions::train_data
   std::vector<std::string> frozen;      // parameter names the config's `freeze` matched
+  // The config's `tensorboard` / `csv_monitor` blocks (rank 0 writes; elsewhere an empty list).
+  // The training loop writes its scalars (loss, lr, loss scale, grad norm, tokens/s, samples) by
+  // DeepSpeed's names, core/monitor/monitor.h; examples/common's TrainingRun does so each step.
+  std::shared_ptr<Monitor> monitor;
 
   // Another stream over `dataset` with this job's config and ranks (validation: training false).
   std::unique_ptr<BatchStream> make_loader(std::shared_ptr<const data::TokenDataset> dataset,

@@ -114,6 +114,15 @@ StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
                {"step_seconds", s.seconds}});
   append(row, extra);
   metrics_.write(row);
+  if (t_.monitor) {  // the config's tensorboard / csv_monitor, x axis in samples as DeepSpeed's
+    const auto x = static_cast<int64_t>(total_samples_);
+    t_.monitor->write(x, kMonitorTrainLoss, s.loss);
+    t_.monitor->write(x, kMonitorLr, e.get_lr());
+    t_.monitor->write(x, kMonitorLossScale, e.loss_scale());
+    t_.monitor->write(x, kMonitorGradNorm, e.last_grad_norm());
+    t_.monitor->write(x, kMonitorSamples, total_samples_);
+    if (s.padded > 0) t_.monitor->write(x, kMonitorTokensPerSecond, s.tokens / s.seconds);
+  }
   if (prints(step)) {
     ZT_LOG_INFO("step ", step, "/", args_.steps, " | loss ", s.loss,
                 progress ? progress(s) : std::string());

@@ -337,26 +337,6 @@ const BadConfig kBadConfigs[] = {
      1,
      "data.pad_to_multiple",
      "must be >= 1"},
-    // Unknown top-level blocks are the program's (program_block.h), unless they look like a
-    // framework key: misspelt, or written at the wrong level.
-    {"MisspeltBlockIsNotAProgramBlock",
-     "train_batch_size: 8\nzero_optimisation: {stage: 3}",
-     {},
-     1,
-     "zero_optimisation",
-     "did you mean 'zero_optimization'?"},
-    {"MisplacedBlockIsNotAProgramBlock",
-     "train_batch_size: 8\noffload_optimizer: {device: cpu}",
-     {},
-     1,
-     "offload_optimizer",
-     "did you mean 'zero_optimization.offload_optimizer'?"},
-    {"UnknownTopLevelScalar",  // only blocks can be the program's
-     "train_batch_size: 8\nmodel: 3",
-     {},
-     1,
-     "model",
-     "unknown key"},
     {"FreezeNotAList",
      "train_batch_size: 8\nfreeze: embed",
      {},
@@ -425,6 +405,29 @@ TEST(ConfigErrors, UnknownTopLevelKeysWarnWithASuggestion) {
   EXPECT_NE(all.find("stage: unknown key; did you mean 'zero_optimization.stage'?; ignored"),
             std::string::npos)
       << all;
+}
+
+// Unknown top-level blocks are the program's (program_block.h), unless they look like a framework
+// key (misspelt, or written at the wrong level): those warn as any unknown top-level key does and
+// are not handed to the program. Only blocks can be the program's.
+TEST(ConfigErrors, MisspeltOrMisplacedBlocksWarnAndAreNotProgramBlocks) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"train_batch_size: 8\nzero_optimisation: {stage: 3}",
+       "zero_optimisation: unknown key; did you mean 'zero_optimization'?"},
+      {"train_batch_size: 8\noffload_optimizer: {device: cpu}",
+       "offload_optimizer: unknown key; did you mean 'zero_optimization.offload_optimizer'?"},
+      {"train_batch_size: 8\nmodel: 3", "model: unknown key"},
+  };
+  for (const auto& [yaml, warning] : cases) {
+    SCOPED_TRACE(yaml);
+    ConfigReport r = check_config(yaml, ConfigFormat::kYaml, {}, 1);
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_TRUE(r.config->program_blocks.empty()) << "taken as a program block";
+    std::string all;
+    for (const auto& w : r.warnings) all += w + "\n";
+    EXPECT_NE(all.find(warning), std::string::npos) << all;
+  }
 }
 
 // One test case for the whole table: each ctest case is a process that loads LibTorch, and the

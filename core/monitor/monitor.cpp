@@ -3,7 +3,7 @@
 #include "core/base/error.h"
 #include "core/base/logging.h"
 #include "core/monitor/csv_monitor.h"
-#ifdef ZT_HAVE_PROTOBUF
+#ifdef ZT_HAVE_TENSORBOARD
 #include "core/monitor/tensorboard_writer.h"
 #endif
 
@@ -30,12 +30,12 @@ std::shared_ptr<Monitor> make_monitor(const Config& config, int rank) {
   auto list = std::make_shared<MonitorList>();
   if (rank != 0) return list;
   if (config.tensorboard.enabled) {
-#ifdef ZT_HAVE_PROTOBUF
+#ifdef ZT_HAVE_TENSORBOARD
     auto tb = std::make_shared<TensorBoardWriter>(monitor_log_dir(config.tensorboard));
     ZT_LOG_INFO("tensorboard: writing ", tb->path());
     list->add(tb);
 #else
-    ZT_THROW("tensorboard.enabled: this build has no protobuf (libprotobuf-dev) for event files");
+    ZT_THROW("tensorboard.enabled: this is a reduced build without the TensorBoard writer");
 #endif
   }
   if (config.csv_monitor.enabled) {

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "core/base/error.h"
-#include "core/monitor/tensorboard_event.pb.h"
 
 namespace zt {
 namespace {
@@ -27,6 +26,52 @@ std::string host_name() {
 
 void put_le(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+// The protobuf wire format of tensorboard_event.proto, written by hand: linking libprotobuf next
+// to Debian's libsentencepiece (which carries its own protobuf-lite symbols) crashes at load
+// (libprotobuf's static initialisers bind into sentencepiece's copy), and the GPT example loads
+// both. Fields: (number << 3) | wire type; 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32.
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+void put_bytes(std::string& out, int field, const std::string& bytes) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+// Event{wall_time = 1, step = 2} plus its `what` (file_version = 3 or summary = 5), already
+// encoded as `what`.
+std::string encode_event(double wall_time, int64_t step, const std::string& what) {
+  std::string e;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &wall_time, sizeof(bits));
+  put_varint(e, (1 << 3) | 1);
+  put_le(e, bits, 8);
+  put_varint(e, (2 << 3) | 0);
+  put_varint(e, static_cast<uint64_t>(step));
+  return e + what;
+}
+
+// Summary{value = 1: Value{tag = 1, simple_value = 2}}.
+std::string encode_scalar_summary(const std::string& tag, float value) {
+  std::string v;
+  put_bytes(v, 1, tag);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  put_varint(v, (2 << 3) | 5);
+  put_le(v, bits, 4);
+  std::string summary;
+  put_bytes(summary, 1, v);
+  std::string what;
+  put_bytes(what, 5, summary);
+  return what;
 }
 
 }  // namespace
@@ -52,11 +97,9 @@ TensorBoardWriter::TensorBoardWriter(std::string log_dir) {
           host_name();
   file_ = std::fopen(path_.c_str(), "wb");
   ZT_CHECK(file_ != nullptr, "tensorboard: cannot open ", path_, ": ", std::strerror(errno));
-  tensorboard::Event first;
-  first.set_wall_time(t);
-  first.set_step(0);
-  first.set_file_version("brain.Event:2");
-  write_record(first.SerializeAsString());
+  std::string version;
+  put_bytes(version, 3, "brain.Event:2");
+  write_record(encode_event(t, 0, version));
   flush();
 }
 
@@ -65,13 +108,8 @@ TensorBoardWriter::~TensorBoardWriter() {
 }
 
 void TensorBoardWriter::write(int64_t step, const std::string& name, double value) {
-  tensorboard::Event event;
-  event.set_wall_time(now_seconds());
-  event.set_step(step);
-  tensorboard::Summary::Value* v = event.mutable_summary()->add_value();
-  v->set_tag(name);
-  v->set_simple_value(static_cast<float>(value));
-  write_record(event.SerializeAsString());
+  write_record(
+      encode_event(now_seconds(), step, encode_scalar_summary(name, static_cast<float>(value))));
 }
 
 void TensorBoardWriter::flush() {

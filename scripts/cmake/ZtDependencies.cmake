@@ -10,8 +10,6 @@
 #   yaml-cpp, Boost.Program_options -> no config files, checkpoints, CLI tools, launcher, examples'
 #                  programs (the engine takes EngineOptions directly)
 #   SentencePiece -> no tokenizer (data/tokenizer.*) or zt-pretokenize
-#   Protobuf    -> no TensorBoard event files (core/monitor/tensorboard_writer.*); a config with
-#                  tensorboard.enabled then fails in make_monitor
 #   GTest       -> no test suites (the GPU checks have their own driver, zt-gpu-checks)
 # ZT_FULL_DEPS says whether everything was found; the areas' CMakeLists read the ZT_HAVE_*.
 option(ZT_REQUIRE_ALL_DEPS "Fail configure when an optional dependency is missing" ON)
@@ -39,8 +37,6 @@ else()
   set(ZT_HAVE_CONFIG OFF)
 endif()
 
-find_package(Protobuf ${_zt_req})
-set(ZT_HAVE_PROTOBUF ${Protobuf_FOUND})
 
 find_package(spdlog ${_zt_req})
 set(ZT_HAVE_SPDLOG ${spdlog_FOUND})
@@ -93,7 +89,7 @@ endif()
 
 set(ZT_FULL_DEPS ON)
 set(_zt_missing)
-foreach(dep MPI MPIEXEC CONFIG SPDLOG SENTENCEPIECE GLOO PROTOBUF)
+foreach(dep MPI MPIEXEC CONFIG SPDLOG SENTENCEPIECE GLOO)
   if(NOT ZT_HAVE_${dep})
     set(ZT_FULL_DEPS OFF)
     list(APPEND _zt_missing ${dep})

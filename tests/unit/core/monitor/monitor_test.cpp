@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "core/monitor/csv_monitor.h"
-#ifdef ZT_HAVE_PROTOBUF
+#ifdef ZT_HAVE_TENSORBOARD
 #include "core/monitor/tensorboard_writer.h"
 #endif
 
@@ -86,7 +86,7 @@ TEST(Monitor, MakeMonitorWritesOnRankZeroUnderOutputPathAndJobName) {
   fs::remove_all(out);
 }
 
-#ifdef ZT_HAVE_PROTOBUF
+#ifdef ZT_HAVE_TENSORBOARD
 TEST(Monitor, Crc32cCheckValue) {
   // The CRC-32C check value of "123456789" (RFC 3720, iSCSI).
   EXPECT_EQ(zt::crc32c("123456789", 9), 0xE3069283u);

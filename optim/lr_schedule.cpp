@@ -72,7 +72,9 @@ struct Warmup {
 
 Warmup read_warmup(Params& p) {
   Warmup w;
-  w.num_steps = std::max<int64_t>(2, p.integer("warmup_num_steps", 1000, 1));
+  // DeepSpeed's WarmupLR takes max(2, warmup_num_steps), so 0 (what the Hugging Face Trainer
+  // writes for "auto" with its default warmup_steps 0) is accepted and means 2.
+  w.num_steps = std::max<int64_t>(2, p.integer("warmup_num_steps", 1000, 0));
   const std::string type = p.text("warmup_type", "log");
   ZT_CHECK(type == "log" || type == "linear",
            "scheduler.params.warmup_type must be log or linear, got \"", type, "\"");

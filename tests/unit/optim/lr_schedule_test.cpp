@@ -37,6 +37,11 @@ TEST(LrSchedule, WarmupNumStepsIsAtLeastTwo) {
                             {{"warmup_type", "linear"}});
   EXPECT_DOUBLE_EQ(s->lr_at(1), 0.5);  // n = max(2, 1)
   EXPECT_DOUBLE_EQ(s->lr_at(2), 1.0);
+  // 0, as the Hugging Face Trainer fills "auto" by default, is accepted the same way.
+  auto z = make_lr_schedule("WarmupLR", {{"warmup_num_steps", 0}, {"warmup_max_lr", 1.0}}, 1.0,
+                            {{"warmup_type", "linear"}});
+  EXPECT_DOUBLE_EQ(z->lr_at(1), 0.5);
+  EXPECT_DOUBLE_EQ(z->lr_at(2), 1.0);
 }
 
 TEST(LrSchedule, WarmupDecayLr) {

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config/config.h"
+#include "tests/unit/core/config/trainer_defaults.h"
 
 namespace zt {
 namespace {
@@ -50,22 +51,7 @@ std::map<std::string, Expected> read_manifest() {
   return m;
 }
 
-// What CliOptions gives without flags: the Trainer's defaults.
-ProgramValues trainer_defaults() {
-  ProgramValues p;
-  p.micro_batch_size = 8;
-  p.gradient_accumulation_steps = 1;
-  p.gradient_clipping = 1.0;
-  p.fp16 = false;
-  p.bf16 = false;
-  p.lr = 5e-5;
-  p.betas = std::vector<double>{0.9, 0.999};
-  p.eps = 1e-8;
-  p.weight_decay = 0.0;
-  p.warmup_steps = 0;
-  p.warmup_ratio = 0.0;
-  return p;
-}
+using zt::config_test::trainer_defaults;
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string s;

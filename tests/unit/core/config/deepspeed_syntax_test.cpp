@@ -7,6 +7,7 @@
 
 #include "core/config/config.h"
 #include "core/config/hjson.h"
+#include "tests/unit/core/config/trainer_defaults.h"
 
 namespace zt {
 namespace {
@@ -200,22 +201,7 @@ TEST(DeepSpeedSyntax, OffloadParamIsAClearError) {
       << r.errors[0];
 }
 
-// The Trainer's defaults, as CliOptions::program_values gives them without flags.
-ProgramValues trainer_defaults() {
-  ProgramValues p;
-  p.micro_batch_size = 8;
-  p.gradient_accumulation_steps = 1;
-  p.gradient_clipping = 1.0;
-  p.fp16 = false;
-  p.bf16 = false;
-  p.lr = 5e-5;
-  p.betas = std::vector<double>{0.9, 0.999};
-  p.eps = 1e-8;
-  p.weight_decay = 0.0;
-  p.warmup_steps = 0;
-  p.warmup_ratio = 0.0;
-  return p;
-}
+using zt::config_test::trainer_defaults;
 
 TEST(DeepSpeedSyntax, AutoAsTheTrainerFillsIt) {
   const std::string text = R"({

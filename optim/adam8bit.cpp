@@ -12,6 +12,7 @@
 
 #include "core/base/error.h"
 #include "optim/adam8bit_launch.h"
+#include "optim/cpu_adam.h"
 
 namespace zt::optim {
 namespace {
@@ -49,7 +50,13 @@ Adam8bit::Adam8bit(const OptimizerSpec& spec)
       block_(spec.block_size),
       min_8bit_size_(spec.min_8bit_size),
       signed_codec_(dynamic_map(true)),
-      unsigned_codec_(dynamic_map(false)) {
+      unsigned_codec_(dynamic_map(false)),
+      path_(parse_simd_path(spec.simd)) {
+  switch (path_) {
+    case SimdPath::kAvx512: block_kernel_ = &kernels::adam8bit_block_avx512; break;
+    case SimdPath::kAvx2: block_kernel_ = &kernels::adam8bit_block_avx2; break;
+    default: block_kernel_ = &kernels::adam8bit_block_scalar; break;
+  }
   ZT_CHECK(block_ >= 16 && block_ <= (1 << 20), "Adam8bit block_size must be in [16, 2^20], got ",
            block_);
 }
@@ -172,35 +179,42 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
     float* ma = m_absmax_.data_ptr<float>();
     float* va = v_absmax_.data_ptr<float>();
     const int64_t blocks = m_absmax_.numel();
+    const kernels::QuantTables mt = signed_codec_.tables(), vt = unsigned_codec_.tables();
+    const kernels::HalfKind half_kind = half.kind == 1   ? kernels::HalfKind::kFloat16
+                                        : half.kind == 2 ? kernels::HalfKind::kBFloat16
+                                                         : kernels::HalfKind::kNone;
+    auto kernel = block_kernel_;
     at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
       std::vector<float> m(block_), v(block_);
+      std::vector<kernels::BlockSegment> segments;
       for (int64_t b = bb; b < be; ++b) {
         const int64_t lo = b * block_, hi = std::min(n, lo + block_);
-        for (int64_t i = lo; i < hi; ++i) {
-          m[i - lo] = signed_codec_.decode(mq[i]) * ma[b];
-          v[i - lo] = unsigned_codec_.decode(vq[i]) * va[b];
-        }
         // Groups overlapping [lo, hi): first one whose end > lo.
+        segments.clear();
         auto it = std::upper_bound(cs.begin(), cs.end(), lo,
                                    [](int64_t x, const Adam8bitGroup& c) { return x < c.end; });
         for (; it != cs.end() && it->begin < hi; ++it) {
-          for (int64_t i = std::max(lo, it->begin), e = std::min(hi, it->end); i < e; ++i) {
-            adam_update<false>(it->c, p[i], g[i], m[i - lo], v[i - lo]);
-            half.write(i, p[i]);
-          }
+          segments.push_back({std::max(lo, it->begin) - lo, std::min(hi, it->end) - lo, it->c});
         }
-        float mmax = 0, vmax = 0;
-        for (int64_t k = 0; k < hi - lo; ++k) {
-          mmax = std::max(mmax, std::fabs(m[k]));
-          vmax = std::max(vmax, v[k]);
-        }
-        ma[b] = mmax;
-        va[b] = vmax;
-        const float mi = mmax > 0 ? 1 / mmax : 0, vi = vmax > 0 ? 1 / vmax : 0;
-        for (int64_t i = lo; i < hi; ++i) {
-          mq[i] = signed_codec_.encode(m[i - lo] * mi);
-          vq[i] = unsigned_codec_.encode(v[i - lo] * vi);
-        }
+        kernels::Adam8bitBlock a{};
+        a.param = p + lo;
+        a.grad = g + lo;
+        a.m_code = mq + lo;
+        a.v_code = vq + lo;
+        a.m_absmax = ma + b;
+        a.v_absmax = va + b;
+        a.half_out = half.data == nullptr
+                         ? nullptr
+                         : static_cast<void*>(static_cast<uint16_t*>(half.data) + lo);
+        a.half_kind = half_kind;
+        a.n = hi - lo;
+        a.segments = segments.data();
+        a.num_segments = static_cast<int32_t>(segments.size());
+        a.m_tables = mt;
+        a.v_tables = vt;
+        a.m_scratch = m.data();
+        a.v_scratch = v.data();
+        kernel(a);
       }
     });
   }

@@ -2,7 +2,8 @@
 // Adam8bit: Adam/AdamW whose two moments are stored block-wise quantized to 8 bits
 // (blockwise_quant.h): m with the signed dynamic map, v with the unsigned one, one fp32 absmax
 // per block for each. Each step runs one pass per block: dequantize m and v, update them and the
-// parameter in fp32, find the block's new absmax, requantize. So the state is
+// parameter in fp32, find the block's new absmax, requantize (adam8bit_kernel.h: scalar, AVX2 and
+// AVX-512 builds, bit for bit the same; blocks spread over the intra-op threads). So the state is
 // 2 bytes per parameter + 8 bytes per block (2.004 bytes/param at block 2048), against 8 for Adam.
 //
 // Shards with fewer than OptimizerSpec::min_8bit_size elements keep fp32 state (the paper's rule
@@ -20,6 +21,7 @@
 
 #include "optim/adam8bit_launch.h"
 #include "optim/blockwise_quant.h"
+#include "optim/cpu_adam.h"
 #include "optim/shard_optimizer.h"
 
 namespace zt::optim {
@@ -42,6 +44,8 @@ class Adam8bit : public ShardOptimizer {
   std::string name() const override { return "Adam8bit"; }
 
   bool quantized() const { return m_code_.defined(); }
+  // The CPU pass's build (OptimizerSpec::simd, as CpuAdam: auto picks the widest this CPU runs).
+  SimdPath simd_path() const { return path_; }
   // m and v as fp32 [N] (dequantized when quantized): for tests and resharding.
   std::pair<at::Tensor, at::Tensor> dequantized_state() const;
 
@@ -59,6 +63,8 @@ class Adam8bit : public ShardOptimizer {
   at::Tensor m_code_, m_absmax_, v_code_, v_absmax_;  // quantized state
   at::Tensor m32_, v32_;                              // small-shard fp32 state
   at::Tensor codebook_;                               // GPU only: maps and midpoints
+  SimdPath path_;
+  void (*block_kernel_)(const kernels::Adam8bitBlock&) = nullptr;
 };
 
 }  // namespace zt::optim

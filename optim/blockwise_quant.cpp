@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -44,6 +45,7 @@ const QuantMap& dynamic_map(bool is_signed) {
 
 QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
   for (int i = 0; i < 255; ++i) mid_[i] = 0.5f * (map_[i] + map_[i + 1]);
+  mid_[255] = std::numeric_limits<float>::infinity();
   for (uint32_t h = 0; h < 65536; ++h) {
     // The bucket's floats share the top 16 bits; its smallest value is the low end for positive
     // numbers and the high-magnitude end for negative ones.
@@ -52,6 +54,28 @@ QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
     std::memcpy(&lo, &lo_bits, 4);
     table_[h] = std::isnan(lo) ? 0 : encode_by_bisection(lo);
   }
+  table_[65536] = table_[65537] = table_[65538] = 0;
+  // encode() is monotone in x, so a bucket's most steps are those of its largest non-NaN value:
+  // the high end for positive buckets, the low-magnitude end for negative ones.
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const uint32_t hi_bits = (h & 0x8000u) ? (h << 16) : (h << 16) | 0xffffu;
+    float hi;
+    std::memcpy(&hi, &hi_bits, 4);
+    if (std::isnan(hi)) continue;
+    max_steps_ = std::max(max_steps_, encode_by_bisection(hi) - int32_t{table_[h]});
+  }
+  thresholds_.resize(static_cast<size_t>(max_steps_) * 65536);
+  for (int32_t j = 0; j < max_steps_; ++j) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const int code = table_[h] + j;
+      thresholds_[static_cast<size_t>(j) * 65536 + h] =
+          code < 255 ? mid_[code] : std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+kernels::QuantTables QuantCodec::tables() const {
+  return {map_.data(), mid_.data(), table_.data(), max_steps_, thresholds_.data()};
 }
 
 uint8_t QuantCodec::encode_by_bisection(float x) const {

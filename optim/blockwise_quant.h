@@ -13,6 +13,9 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
+
+#include "optim/adam8bit_kernel.h"
 
 namespace zt::optim {
 
@@ -39,11 +42,21 @@ class QuantCodec {
   uint8_t encode_by_bisection(float x) const;
   float decode(uint8_t code) const { return map_[code]; }
   const QuantMap& map() const { return map_; }
+  // The tables as the SIMD kernels read them (adam8bit_kernel.h).
+  kernels::QuantTables tables() const;
+  // The most midpoints any non-NaN x lies above its bucket's code (encode's loop count at most).
+  int32_t max_steps() const { return max_steps_; }
 
  private:
   QuantMap map_;
-  std::array<float, 255> mid_;        // mid_[i] = (map[i] + map[i + 1]) / 2
-  std::array<uint8_t, 65536> table_;  // top 16 bits of x -> code of the bucket's smallest value
+  // mid_[i] = (map[i] + map[i + 1]) / 2 for i < 255; mid_[255] = +inf (never below any x), so
+  // a 256-entry look-up by code needs no bound check.
+  std::array<float, 256> mid_;
+  // Top 16 bits of x -> code of the bucket's smallest value; 3 bytes of padding after the 65536
+  // entries, so a 4-byte gather at the last entry stays inside.
+  std::array<uint8_t, 65536 + 3> table_;
+  int32_t max_steps_ = 0;
+  std::vector<float> thresholds_;  // kernels::QuantTables::bucket_thresholds
 };
 
 // Quantizes x[0, n) block by block into codes[0, n) and absmax[0, ceil(n / block)).

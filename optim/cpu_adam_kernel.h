@@ -35,6 +35,10 @@ void adam_scalar(const AdamArgs& a);
 void adam_avx2(const AdamArgs& a);
 void adam_avx512(const AdamArgs& a);
 
+// IEEE fp32 -> fp16 bits, round to nearest even, with subnormals and overflow to inf; NaN becomes
+// 0x7e00 with its sign (what c10::Half gives). Defined in the scalar build.
+uint16_t float_to_fp16_bits(float f);
+
 // Round-to-nearest-even fp32 -> bf16 bits; NaN stays a quiet NaN.
 inline uint16_t float_to_bf16_bits(uint32_t bits) {
   if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;

@@ -5,9 +5,7 @@
 #include "optim/cpu_adam_kernel.h"
 
 namespace zt::optim::kernels {
-namespace {
 
-// IEEE fp32 -> fp16 bits, round to nearest even, with subnormals, overflow to inf and NaN.
 uint16_t float_to_fp16_bits(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -27,8 +25,6 @@ uint16_t float_to_fp16_bits(float f) {
   h = (h + 0x0fffu + ((h >> 13) & 1u)) >> 13;
   return static_cast<uint16_t>(sign | h);
 }
-
-}  // namespace
 
 void adam_scalar(const AdamArgs& a) {
   uint16_t* half = static_cast<uint16_t*>(a.half_out);

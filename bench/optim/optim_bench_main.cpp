@@ -1,19 +1,30 @@
-// optim_bench: how fast CpuAdam steps a flat fp32 shard, against LibTorch's torch::optim::AdamW
-// on the same tensor and against this machine's memory bandwidth (a STREAM triad) measured in the
-// same run. Rows are interleaved per repetition (triad, CpuAdam, AdamW, ...) and reported as
-// medians, because the machine is shared.
+// optim_bench: how fast zerotorch's optimizers step a flat fp32 shard, against PyTorch's own
+// kernels on the same tensors, and against this machine's memory bandwidth measured in the same
+// run. Rows are interleaved per repetition and reported as medians, because the machine is shared.
 //
 //   optim_bench [--sizes 10,50,200] [--reps 3] [--threads N] [--simd auto|avx512|avx2|scalar]
-//               [--adam8bit-sizes 10] [--json FILE]
+//               [--adam8bit-sizes 10] [--bandwidth-mib 256] [--json FILE]
 //
-// Bytes each kind must move per parameter (what gbps is computed from):
-//   triad       12  (a = b + s * c: read 2 floats, write 1)
-//   cpu_adam    30  (read p, g, m, v; write p, m, v and the bf16 copy)
-//   torch_adamw 28  (the same minimum without a half copy; torch itself moves more)
-//   adam8bit    10  (read p, g and 2 bytes of codes; write p and 2 bytes of codes)
+// Rows per size (params in millions):
+//   torch_adamw   LibTorch's torch::optim::AdamW (the C++ frontend's reference loop)
+//   fused_adamw   at::_fused_adamw_, the kernel behind torch.optim.AdamW(fused=True)
+//   cpu_adam      zt CpuAdam with its bf16 copy
+//   adam8bit      zt Adam8bit with its bf16 copy (--adam8bit-sizes)
+//   torch_step    what a PyTorch loop runs for a clipped AdamW step with a bf16 model copy:
+//                 clip_grad_norm_'s norm and in-place scale, at::_fused_adamw_, copy_ to bf16
+//   zt_step       the same work as the engine's sharded step does it (core/zero/sharded_step.cpp):
+//                 optim::sum_of_squares, the scale, CpuAdam writing the bf16 copy in its pass
+// Bandwidth rows, once, on arrays of --bandwidth-mib MiB each (far above the caches), through
+// ATen's multi-threaded kernels: read (sum), copy (b = a), triad (a = b + s * c).
+// Bytes each row must move per parameter (what GB/s is computed from):
+//   torch_adamw, fused_adamw 28 (read p, g, m, v; write p, m, v)
+//   cpu_adam 30 (the same plus the bf16 copy), adam8bit 12 (p, g, 2 code bytes, p, 2 code bytes,
+//   the bf16 copy), torch_step 46 (norm 4, scale 8, adamw 28, copy 6), zt_step 42 (norm 4,
+//   scale 8, adam 30); %bw is GB/s against the triad's.
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,6 +37,7 @@
 #include <torch/torch.h>
 
 #include "core/base/error.h"
+#include "optim/clip.h"
 #include "optim/cpu_adam.h"
 #include "optim/shard_optimizer.h"
 
@@ -37,6 +49,7 @@ struct Options {
   int reps = 3;
   int threads = 0;
   std::string simd = "auto";
+  int64_t bandwidth_mib = 256;
   std::string json;
 };
 
@@ -48,8 +61,8 @@ struct Row {
   double seconds_median = 0;
   double params_per_s = 0;
   double gbps = 0;
-  double pct_of_triad = 0;      // gbps / triad gbps * 100 (0 for the triad itself)
-  double speedup_vs_torch = 0;  // params_per_s / torch_adamw params_per_s (cpu_adam, adam8bit)
+  double pct_of_triad = 0;      // gbps / the bandwidth triad's gbps * 100
+  double speedup_vs_torch = 0;  // params_per_s / fused_adamw's (zt_step: / torch_step's)
   double state_bytes_per_param = 0;
 };
 
@@ -79,14 +92,17 @@ Options parse(int argc, char** argv) {
       o.threads = std::stoi(next());
     } else if (a == "--simd") {
       o.simd = next();
+    } else if (a == "--bandwidth-mib") {
+      o.bandwidth_mib = std::stoll(next());
     } else if (a == "--json") {
       o.json = next();
     } else {
       ZT_THROW("optim_bench: unknown option ", a,
-               " (--sizes, --adam8bit-sizes, --reps, --threads, --simd, --json)");
+               " (--sizes, --adam8bit-sizes, --reps, --threads, --simd, --bandwidth-mib, --json)");
     }
   }
   ZT_CHECK(o.reps >= 1, "optim_bench: --reps must be >= 1");
+  ZT_CHECK(o.bandwidth_mib >= 64, "optim_bench: --bandwidth-mib must be >= 64 (above the caches)");
   return o;
 }
 
@@ -101,23 +117,47 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// a = b + s * c, as STREAM's triad (fp32), through ATen's vectorised, multi-threaded add: a plain
-// loop here would not be vectorised at -O2, and the triad must measure memory, not the core.
-void triad(at::Tensor& a, const at::Tensor& b, const at::Tensor& c, float s) {
-  at::add_out(a, b, c, s);
+Row make_row(const std::string& kind, int64_t elems, double t, double bytes_per) {
+  Row x;
+  x.kind = kind;
+  x.params = elems;
+  x.threads = at::get_num_threads();
+  x.seconds_median = t;
+  x.params_per_s = elems / t;
+  x.gbps = bytes_per * elems / t / 1e9;
+  return x;
+}
+
+// Read, copy and triad bandwidth over arrays of `mib` MiB each, through ATen's vectorised,
+// multi-threaded kernels (a plain loop here would not be vectorised at -O2 nor threaded).
+std::vector<Row> bandwidth(const Options& o) {
+  const int64_t n = o.bandwidth_mib * (1 << 20) / 4;
+  torch::Tensor a = torch::rand({n}), b = torch::rand({n}), c = torch::rand({n});
+  std::vector<double> t_read, t_copy, t_triad;
+  double sink = 0;
+  for (int r = 0; r < o.reps + 1; ++r) {  // the first round warms up
+    const double tr = seconds([&] { sink += a.sum().item<double>(); });
+    const double tc = seconds([&] { b.copy_(a); });
+    const double tt = seconds([&] { at::add_out(a, b, c, 3.0f); });
+    if (r == 0) continue;
+    t_read.push_back(tr);
+    t_copy.push_back(tc);
+    t_triad.push_back(tt);
+  }
+  if (sink == 42) std::printf(" ");  // keeps the sums alive
+  return {make_row("bw_read", n, median(t_read), 4), make_row("bw_copy", n, median(t_copy), 8),
+          make_row("bw_triad", n, median(t_triad), 12)};
 }
 
 std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
-  // One parameter tensor shared by both optimizers: its storage is CpuAdam's master and its
-  // .grad() the gradient, so the two sides touch the same bytes (and peak memory stays low).
+  const float lr = 1e-4f, wd = 0.01f, max_norm = 1.0f;
+  // One parameter tensor shared by the LibTorch optimizers: its storage is CpuAdam's master and
+  // its .grad() the gradient, so every row touches the same bytes (and peak memory stays low).
   torch::Tensor param = torch::rand({n}).sub_(0.5).requires_grad_(true);
   param.mutable_grad() = torch::rand({n}).sub_(0.5).mul_(1e-2);
   torch::Tensor master = param.detach();
   torch::Tensor grad = param.grad();
   torch::Tensor half = torch::empty({n}, torch::kBFloat16);
-  // Triad arrays: bandwidth does not depend on size beyond the caches; cap them at 50M.
-  const int64_t tn = std::min<int64_t>(n, 50'000'000);
-  torch::Tensor ta = torch::empty({tn}), tb = torch::rand({tn}), tc = torch::rand({tn});
 
   zt::optim::OptimizerSpec spec;
   spec.type = "CpuAdam";
@@ -126,10 +166,38 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
   const std::string simd =
       zt::optim::simd_path_name(static_cast<zt::optim::CpuAdam&>(*cpu_adam).simd_path());
   zt::optim::GroupHyper h;
-  h.weight_decay = 0.01;
-  h.lr = 1e-4;
+  h.weight_decay = wd;
+  h.lr = lr;
   const std::vector<zt::optim::GroupRange> groups{{0, n, h}};
-  torch::optim::AdamW torch_adamw({param}, torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+  torch::optim::AdamW torch_adamw({param}, torch::optim::AdamWOptions(lr).weight_decay(wd));
+  // at::_fused_adamw_'s state, as torch.optim.AdamW(fused=True) keeps it: m, v and a float step
+  // the caller increments before each call.
+  torch::Tensor fm = torch::zeros({n}), fv = torch::zeros({n}), fstep = torch::zeros({});
+  auto fused = [&] {
+    fstep.add_(1);
+    at::_fused_adamw_({master}, {grad}, {fm}, {fv}, {}, {fstep}, lr, 0.9, 0.999, wd, 1e-8, false,
+                      false);
+  };
+  // PyTorch's clipped step with a bf16 model copy: clip_grad_norm_ (norm, then grad *= coef
+  // clamped to 1, always applied), the fused AdamW, the copy.
+  auto torch_step = [&] {
+    const torch::Tensor norm = at::linalg_vector_norm(grad, 2);
+    const torch::Tensor coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);
+    grad.mul_(coef);
+    fused();
+    half.copy_(master);
+  };
+  // The engine's: the fp64-accumulated norm, the scale only when clipping bites, CpuAdam's one
+  // pass with the bf16 copy (ShardedStep::step). The gradient here is rescaled every call, so
+  // clipping bites every time, as in torch_step.
+  auto zt_step = [&] {
+    const double norm = std::sqrt(zt::optim::sum_of_squares(grad));
+    const double coef = zt::optim::clip_coefficient(norm, max_norm);
+    if (coef != 1.0) grad.mul_(coef);
+    cpu_adam->step(master, grad, groups, &half);
+  };
+  const torch::Tensor g0 = grad.clone();
+  auto restore_grad = [&] { grad.copy_(g0).mul_(1e3); };  // norm ~ 1e3 * 0.0029 * sqrt(n) > 1
 
   std::unique_ptr<zt::optim::ShardOptimizer> adam8;
   if (with_8bit) {
@@ -137,51 +205,64 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
     adam8 = zt::optim::make_shard_optimizer(spec);
   }
   // Warm-up: first touches, state allocation.
-  triad(ta, tb, tc, 3.0f);
   cpu_adam->step(master, grad, groups, &half);
   torch_adamw.step();
-  if (adam8) adam8->step(master, grad, groups);
+  fused();
+  if (adam8) adam8->step(master, grad, groups, &half);
 
-  std::vector<double> t_triad, t_cpu, t_torch, t_8bit;
+  std::vector<double> t_cpu, t_torch, t_fused, t_8bit, t_tstep, t_zstep;
   for (int r = 0; r < o.reps; ++r) {
-    t_triad.push_back(seconds([&] { triad(ta, tb, tc, 3.0f); }));
+    grad.copy_(g0);
     t_cpu.push_back(seconds([&] { cpu_adam->step(master, grad, groups, &half); }));
     t_torch.push_back(seconds([&] { torch_adamw.step(); }));
-    if (adam8) t_8bit.push_back(seconds([&] { adam8->step(master, grad, groups); }));
+    t_fused.push_back(seconds(fused));
+    if (adam8) t_8bit.push_back(seconds([&] { adam8->step(master, grad, groups, &half); }));
+    restore_grad();
+    t_tstep.push_back(seconds(torch_step));
+    restore_grad();
+    t_zstep.push_back(seconds(zt_step));
   }
-  const int threads = at::get_num_threads();
-  auto row = [&](const std::string& kind, int64_t elems, double t, double bytes_per) {
-    Row x;
-    x.kind = kind;
-    x.params = elems;
-    x.threads = threads;
-    x.simd = kind == "cpu_adam" ? simd : "";
-    x.seconds_median = t;
-    x.params_per_s = elems / t;
-    x.gbps = bytes_per * elems / t / 1e9;
-    return x;
-  };
   std::vector<Row> rows;
-  rows.push_back(row("triad", tn, median(t_triad), 12));
-  rows.push_back(row("torch_adamw", n, median(t_torch), 28));
+  rows.push_back(make_row("torch_adamw", n, median(t_torch), 28));
   rows.back().state_bytes_per_param = 8;
-  rows.push_back(row("cpu_adam", n, median(t_cpu), 30));
+  rows.push_back(make_row("fused_adamw", n, median(t_fused), 28));
+  rows.back().state_bytes_per_param = 8;
+  rows.push_back(make_row("cpu_adam", n, median(t_cpu), 30));
+  rows.back().simd = simd;
   rows.back().state_bytes_per_param = static_cast<double>(cpu_adam->state_bytes()) / n;
   if (adam8) {
-    rows.push_back(row("adam8bit", n, median(t_8bit), 10));
+    rows.push_back(make_row("adam8bit", n, median(t_8bit), 12));
+    rows.back().simd = simd;
     rows.back().state_bytes_per_param = static_cast<double>(adam8->state_bytes()) / n;
   }
-  for (Row& x : rows) {
-    if (x.kind != "triad") x.pct_of_triad = 100 * x.gbps / rows[0].gbps;
-    if (x.kind == "cpu_adam" || x.kind == "adam8bit")
-      x.speedup_vs_torch = x.params_per_s / rows[1].params_per_s;
-  }
+  rows.push_back(make_row("torch_step", n, median(t_tstep), 46));
+  rows.push_back(make_row("zt_step", n, median(t_zstep), 42));
+  rows.back().simd = simd;
   return rows;
+}
+
+// x_fused: params/s against fused_adamw of the same size (steps: zt_step against torch_step);
+// %bw: GB/s against the run's triad.
+void relate(std::vector<Row>& rows) {
+  double triad = 0;
+  for (const Row& r : rows) {
+    if (r.kind == "bw_triad") triad = r.gbps;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Row& x = rows[i];
+    if (x.kind.rfind("bw_", 0) == 0) continue;
+    if (triad > 0) x.pct_of_triad = 100 * x.gbps / triad;
+    const std::string peer = x.kind == "zt_step" ? "torch_step" : "fused_adamw";
+    for (const Row& y : rows) {
+      if (y.kind == peer && y.params == x.params)
+        x.speedup_vs_torch = x.params_per_s / y.params_per_s;
+    }
+  }
 }
 
 void print(const std::vector<Row>& rows) {
   std::printf("%-12s %11s %7s %7s %10s %13s %8s %9s %9s %12s\n", "kind", "params", "threads",
-              "simd", "median_s", "params/s", "GB/s", "%triad", "xtorch", "state B/p");
+              "simd", "median_s", "params/s", "GB/s", "%bw", "x_fused", "state B/p");
   for (const Row& r : rows) {
     std::printf("%-12s %11lld %7d %7s %10.4f %13.4g %8.2f %9.1f %9.2f %12.3f\n", r.kind.c_str(),
                 static_cast<long long>(r.params), r.threads, r.simd.empty() ? "-" : r.simd.c_str(),
@@ -198,7 +279,7 @@ void write_json(const std::vector<Row>& rows, const std::string& path) {
       << ",\"threads\":" << r.threads << ",\"simd\":\"" << r.simd
       << "\",\"seconds_median\":" << r.seconds_median << ",\"params_per_s\":" << r.params_per_s
       << ",\"gbps\":" << r.gbps << ",\"pct_of_triad\":" << r.pct_of_triad
-      << ",\"speedup_vs_torch_adamw\":" << r.speedup_vs_torch
+      << ",\"speedup_vs_fused\":" << r.speedup_vs_torch
       << ",\"state_bytes_per_param\":" << r.state_bytes_per_param << "}\n";
   }
 }
@@ -209,13 +290,14 @@ int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
     if (o.threads > 0) at::set_num_threads(o.threads);
-    std::vector<Row> all;
+    std::vector<Row> all = bandwidth(o);
     for (int64_t m : o.sizes_m) {
       const bool with_8bit = std::find(o.adam8bit_sizes_m.begin(), o.adam8bit_sizes_m.end(), m) !=
                              o.adam8bit_sizes_m.end();
       auto rows = bench_size(o, m * 1'000'000, with_8bit);
       all.insert(all.end(), rows.begin(), rows.end());
     }
+    relate(all);
     print(all);
     if (!o.json.empty()) write_json(all, o.json);
     return 0;

@@ -26,3 +26,20 @@ if(ZT_WITH_CUDA STREQUAL "ON" OR ZT_WITH_CUDA STREQUAL "AUTO")
                         "(torch_cuda target) is missing")
   endif()
 endif()
+
+# at::parallel_for is a header template: compiled without OpenMP (_OPENMP undefined) it runs the
+# whole range on the calling thread, whatever at::set_num_threads says. The libraries that call it
+# (CpuAdam, Adam8bit, block-wise quantization, clipping, the overflow check) compile with OpenMP
+# through this target, so their loops run on LibTorch's intra-op threads. The OpenMP runtime is
+# the one LibTorch loads (libgomp.so.1, bundled with the PyPI wheel): one runtime per process, one
+# thread pool, and at::set_num_threads (omp_set_num_threads) governs both.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+add_library(zt_torch_parallel INTERFACE)
+add_library(zt::torch_parallel ALIAS zt_torch_parallel)
+target_compile_options(zt_torch_parallel INTERFACE ${OpenMP_CXX_FLAGS})
+set(_zt_torch_gomp "${TORCH_INSTALL_PREFIX}/lib/libgomp.so.1")
+if(EXISTS "${_zt_torch_gomp}")
+  target_link_libraries(zt_torch_parallel INTERFACE "${_zt_torch_gomp}")
+else()
+  target_link_libraries(zt_torch_parallel INTERFACE OpenMP::OpenMP_CXX)
+endif()

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/base/error.h"
+#include "optim/intra_op.h"
 
 namespace {
 
@@ -183,6 +184,21 @@ TEST(CpuAdam, RejectsCudaAndBadTile) {
   spec.type = "CpuAdam";
   spec.tile = 0;
   EXPECT_THROW(zt::optim::make_shard_optimizer(spec), zt::Error);
+}
+
+}  // namespace
+
+namespace {
+
+// zt_optim's at::parallel_for loops (CpuAdam, Adam8bit, clipping) must run on the intra-op
+// threads: compiled without OpenMP they silently run on one (scripts/cmake/ZtTorch.cmake).
+TEST(IntraOp, OptimizerLoopsUseEveryIntraOpThread) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  EXPECT_EQ(zt::optim::intra_op_width(), 2);
+  at::set_num_threads(1);
+  EXPECT_EQ(zt::optim::intra_op_width(), 1);
+  at::set_num_threads(before);
 }
 
 }  // namespace

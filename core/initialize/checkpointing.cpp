@@ -67,8 +67,9 @@ int64_t Checkpointing::resume() {
     try {
       const int64_t step = load(tags[i]);
       ZT_LOG_INFO("checkpoint: resumed from ", (fs::path(dir_) / tags[i]).string(), " at step ",
-                  step, i > 0 ? " (checkpoint.load_fallback previous: " + tags[0] + " was unusable)"
-                              : std::string());
+                  step,
+                  i > 0 ? " (checkpoint.load_fallback previous: " + tags[0] + " was unusable)"
+                        : std::string());
       last_saved_ = step;
       return step;
     } catch (const Error& e) {

@@ -33,7 +33,7 @@
 namespace zt {
 
 struct CheckpointingOptions {
-  bool fresh = false;   // do not resume (first launch only, see above)
+  bool fresh = false;    // do not resume (first launch only, see above)
   std::string dir = {};  // overrides checkpoint.save_dir when not empty
 };
 

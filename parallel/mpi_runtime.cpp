@@ -15,6 +15,7 @@
 #include <c10/util/Half.h>
 
 #include "core/base/error.h"
+#include "core/base/fatal_exit.h"
 #include "core/base/logging.h"
 
 namespace zt::dist::mpi {
@@ -80,6 +81,11 @@ class Runtime {
     MPI_Op_create(&combine_16bit<c10::BFloat16, Min>, 1, &bf16_ops_[2]);
     thread_ = std::thread([this] { loop(); });
     std::atexit([] { instance().shutdown(); });
+    // A rank that fails ends the whole job at once (run_main, core/base/main_guard.h): without
+    // it, this rank would wait in MPI_Finalize for peers that wait for it in a collective.
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world > 1) set_fatal_exit_hook([](int code) { MPI_Abort(MPI_COMM_WORLD, code); });
     ZT_LOG_DEBUG("MPI ready (thread level ", provided, ", initialised by ",
                  owns_mpi_ ? "zerotorch" : "the program", ")");
   }

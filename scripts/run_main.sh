@@ -28,7 +28,7 @@ cd "$root"
 "$build/bin/ztrun" --standalone --nproc-per-node 2 "$build/bin/train_gpt" \
   --config configs/gpt_small_zero3.yaml \
   --train-shard "$corpora/kjv_train.ztt" --valid-shard "$corpora/kjv_valid.ztt" \
-  --steps "${ZT_MAIN_STEPS:-120}" --out-dir "$job" --checkpoint-dir "$job/checkpoints" \
+  --steps "${ZT_MAIN_STEPS:-120}" --out-dir "$job" --checkpoint-dir "$job/checkpoints" --fresh \
   --sample-prompt "And God said" --sample-tokens 32 --top-k 1
 "$python" "$root/examples/gpt/plot_metrics.py" "$job/metrics.jsonl" "$job/loss.png"
 echo "[main] done in $(( $(date +%s) - start )) s after the build; outputs in $job"

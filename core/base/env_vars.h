@@ -12,6 +12,7 @@ inline constexpr const char* kGroupRank = "GROUP_RANK";
 inline constexpr const char* kMasterAddr = "MASTER_ADDR";
 inline constexpr const char* kMasterPort = "MASTER_PORT";
 inline constexpr const char* kRestartCount = "ZT_RESTART_COUNT";
+inline constexpr const char* kTorchElasticRestartCount = "TORCHELASTIC_RESTART_COUNT";
 
 // OpenMPI.
 inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";

@@ -271,15 +271,22 @@ std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
   return out;
 }
 
-void retain_last(const fs::path& dir, int64_t keep_last) {
-  if (keep_last <= 0) return;
+// Tag directories with a metadata file, oldest metadata first.
+std::vector<std::pair<fs::file_time_type, fs::path>> complete_tags_by_age(const fs::path& dir) {
   std::vector<std::pair<fs::file_time_type, fs::path>> complete;
+  if (!fs::is_directory(dir)) return complete;
   for (const auto& d : fs::directory_iterator(dir)) {
     const fs::path meta = d.path() / ckpt::kMetadataFile;
     if (d.is_directory() && fs::exists(meta))
       complete.emplace_back(fs::last_write_time(meta), d.path());
   }
   std::sort(complete.begin(), complete.end());
+  return complete;
+}
+
+void retain_last(const fs::path& dir, int64_t keep_last) {
+  if (keep_last <= 0) return;
+  const auto complete = complete_tags_by_age(dir);
   const int64_t drop = static_cast<int64_t>(complete.size()) - keep_last;
   for (int64_t i = 0; i < drop; ++i) {
     // Metadata first: a crash mid-removal leaves an incomplete tag, never a half-valid one.
@@ -301,6 +308,14 @@ std::string latest_checkpoint_tag(const std::string& dir) {
   std::getline(in, tag);
   ZT_CHECK(!tag.empty(), "checkpoint file ", p.string(), " is empty");
   return tag;
+}
+
+std::vector<std::string> complete_checkpoint_tags(const std::string& dir) {
+  std::vector<std::string> tags;
+  const auto complete = complete_tags_by_age(dir);
+  for (auto it = complete.rbegin(); it != complete.rend(); ++it)
+    tags.push_back(it->second.filename().string());
+  return tags;
 }
 
 void save_checkpoint(Engine& engine, const std::string& dir, const std::string& tag,

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -48,6 +49,9 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
 
 // The tag in <dir>/latest; throws naming the file when there is none.
 std::string latest_checkpoint_tag(const std::string& dir);
+// The complete tags in `dir` (a metadata file present; shards not yet validated), newest
+// metadata first; none when `dir` does not exist.
+std::vector<std::string> complete_checkpoint_tags(const std::string& dir);
 
 // Consolidation, one parameter at a time (peak memory ~ the largest parameter): calls fn(name,
 // value) for every trainable parameter, in the model's order, with the full fp32 value of `what`

@@ -44,6 +44,7 @@ enum class SchedulerType { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle
 enum class WarmupType { kLog, kLinear };
 enum class CommBackend { kAuto, kMpi, kGloo, kNccl };
 enum class TagValidation { kIgnore, kWarn, kFail };
+enum class LoadFallback { kNone, kPrevious };
 
 // Names as written in config files ("cpu", "bf16", "AdamW", "WarmupLR", "nccl", "Warn").
 const char* to_string(OffloadDevice v);
@@ -53,6 +54,7 @@ const char* to_string(SchedulerType v);
 const char* to_string(WarmupType v);
 const char* to_string(CommBackend v);
 const char* to_string(TagValidation v);
+const char* to_string(LoadFallback v);
 
 // zero_optimization.offload_optimizer / offload_param. Defaults are DeepSpeed's; buffer_count is
 // 4 for the optimizer and 5 for parameters, as in DeepSpeed.
@@ -184,8 +186,11 @@ struct CheckpointConfig {
   TagValidation tag_validation = TagValidation::kWarn;
   std::string save_dir;  // empty = the program decides
   std::string tag_prefix = "global_step";
-  int64_t save_interval = 0;  // steps between saves; 0 = only when the program asks
+  int64_t save_interval = 0;  // optimizer steps between saves; 0 = at the end only
   int64_t keep_last = 0;      // tags kept in save_dir; 0 = all
+  // A corrupt or partial latest tag: kNone stops naming the file; kPrevious loads the newest
+  // complete tag before it (core/initialize/checkpointing.h).
+  LoadFallback load_fallback = LoadFallback::kNone;
 };
 
 // communication (also read as `comms`): our block. timeout bounds every collective.

@@ -25,5 +25,8 @@ const char* to_string(CommBackend v) {
 const char* to_string(TagValidation v) {
   return name_of(v, config_schema::kTagValidationNames);
 }
+const char* to_string(LoadFallback v) {
+  return name_of(v, config_schema::kLoadFallbackNames);
+}
 
 }  // namespace zt

@@ -105,6 +105,8 @@ inline constexpr EnumName<TagValidation> kTagValidationNames[] = {
     {TagValidation::kIgnore, "Ignore"},
     {TagValidation::kWarn, "Warn"},
     {TagValidation::kFail, "Fail"}};
+inline constexpr EnumName<LoadFallback> kLoadFallbackNames[] = {
+    {LoadFallback::kNone, "none"}, {LoadFallback::kPrevious, "previous"}};
 
 template <typename E, std::size_t N>
 const char* name_of(E value, const EnumName<E> (&names)[N]) {
@@ -342,6 +344,10 @@ void visit_checkpoint(V& v, CheckpointConfig& c) {
   v.field("tag_prefix", c.tag_prefix, {});
   v.field("save_interval", c.save_interval, {});
   v.field("keep_last", c.keep_last, {});
+  // Ours: DeepSpeed's checkpoint block (deepspeed/runtime/constants.py: tag_validation,
+  // load_universal, use_node_local_storage, parallel_write, checkpoint_serialization, writer)
+  // has no save_dir, save_interval, keep_last or load_fallback.
+  v.choice("load_fallback", c.load_fallback, kLoadFallbackNames, {});
   v.unsupported(
       {{"load_universal", Unsupported::kNoEffect, "every zerotorch checkpoint reshards on load"},
        {"use_node_local_storage", Unsupported::kFeature, "checkpoints go to save_dir"},

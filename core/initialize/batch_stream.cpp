@@ -52,4 +52,15 @@ void BatchStream::restart() {
   loader_->set_epoch(0);
 }
 
+void BatchStream::load_sampler_state(const std::string& state) {
+  const data::SamplerState s = data::SamplerState::parse(state);
+  loader_->load_state(s);
+  epoch_ = s.epoch;
+}
+
+void BatchStream::start_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  loader_->set_epoch(epoch);
+}
+
 }  // namespace zt

@@ -59,6 +59,11 @@ class BatchStream {
   int64_t num_batches() const { return loader_->num_batches(); }
   // For checkpoints: the sampler's position after the batches handed out.
   std::string sampler_state() const { return loader_->state().to_string(); }
+  // Resumes after the batches a sampler_state() string says were handed out (a checkpoint of
+  // this stream's sampler); throws zt::Error when it belongs to another sampler.
+  void load_sampler_state(const std::string& state);
+  // Batch 0 of epoch `epoch`.
+  void start_epoch(int64_t epoch);
   const data::TokenDataset& dataset() const { return *dataset_; }
   const data::BatchSampler& sampler() const { return *sampler_; }
 

@@ -150,7 +150,7 @@ int train(int argc, char** argv) {
     ZT_LOG_INFO("validation RMSE before training: ", before.model, " grades (predicting the ",
                 "training mean: ", before.baseline, ")");
   }
-  for (int64_t step = 1; step <= a.steps; ++step) {
+  for (int64_t step = run.first_step(); step <= a.steps; ++step) {
     run.begin_step();
     for (int m = 0; m < t.config.gradient_accumulation_steps; ++m) {
       data::Batch b = *t.loader->next();

@@ -1,22 +1,39 @@
 #include "examples/common/metrics_log.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/base/error.h"
 
 namespace zt::examples {
+namespace {
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+// The shortest of %.8g .. %.17g that parses back to v: short for round values, exact always
+// (the fault-injection test compares losses of a resumed run bit for bit).
+std::string round_trip(double v) {
+  std::string s;
+  for (int digits = 8; digits <= 17; ++digits) {
+    std::ostringstream o;
+    o.precision(digits);
+    o << v;
+    s = o.str();
+    if (std::strtod(s.c_str(), nullptr) == v) break;
+  }
+  return s;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
-  out_.open(path, std::ios::trunc);
+  out_.open(path, append ? std::ios::app : std::ios::trunc);
   ZT_CHECK(out_.good(), "metrics: cannot write ", path);
 }
 
 void MetricsLog::write(const std::vector<std::pair<std::string, double>>& fields) {
   if (path_.empty()) return;
   std::ostringstream line;
-  line.precision(8);
   line << '{';
   for (size_t i = 0; i < fields.size(); ++i) {
     const double v = fields[i].second;
@@ -26,7 +43,7 @@ void MetricsLog::write(const std::vector<std::pair<std::string, double>>& fields
     } else if (v == std::floor(v) && std::abs(v) < 9e15) {
       line << static_cast<int64_t>(v);
     } else {
-      line << v;
+      line << round_trip(v);
     }
   }
   line << "}\n";

@@ -14,9 +14,11 @@ namespace zt::examples {
 
 class MetricsLog {
  public:
-  // An empty path makes every write a no-op (ranks other than 0).
-  explicit MetricsLog(const std::string& path);
-  // Fields in the given order; non-finite numbers are written as null (JSON has no NaN).
+  // An empty path makes every write a no-op (ranks other than 0). `append`: keep what the file
+  // holds (a resumed run adds its steps after those of the run it resumes).
+  explicit MetricsLog(const std::string& path, bool append = false);
+  // Fields in the given order; non-finite numbers are written as null (JSON has no NaN), others
+  // in the fewest digits that read back as the same double.
   void write(const std::vector<std::pair<std::string, double>>& fields);
 
  private:

@@ -33,7 +33,13 @@ void add_run_options(CliOptions& cli, RunArgs& a, const std::string& out_dir) {
       "valid-shard", po::value(&a.valid_shard), "validation shard (.ztt); none = no validation")(
       "steps", po::value(&a.steps)->default_value(100), "optimizer steps")(
       "out-dir", po::value(&a.out_dir)->default_value(out_dir),
-      "metrics.jsonl and summary.json go here");
+      "metrics.jsonl and summary.json go here")(
+      "checkpoint-dir", po::value(&a.checkpoint_dir),
+      "checkpoints go here (overrides checkpoint.save_dir): every checkpoint.save_interval "
+      "steps and after the last; a run resumes from the latest one there")(
+      "fresh", po::bool_switch(&a.fresh),
+      "start from step 1 even when the checkpoint dir holds a checkpoint (ignored in a process "
+      "the launcher restarted, which always resumes)");
 }
 
 std::string train_shard_of(const RunArgs& a, const Config& config) {
@@ -52,10 +58,14 @@ std::unique_ptr<BatchStream> validation_stream(const Training& t, const std::str
 TrainingRun::TrainingRun(Training& t, const RunArgs& a)
     : t_(t),
       args_(a),
-      metrics_([&] {
-        std::filesystem::create_directories(a.out_dir);
-        return t.comm->rank() == 0 ? a.out_dir + "/metrics.jsonl" : "";
-      }()),
+      checkpoints_(t, {.fresh = a.fresh, .dir = a.checkpoint_dir}),
+      first_step_(checkpoints_.resume() + 1),
+      metrics_(
+          [&] {
+            std::filesystem::create_directories(a.out_dir);
+            return t.comm->rank() == 0 ? a.out_dir + "/metrics.jsonl" : "";
+          }(),
+          /*append=*/first_step_ > 1),
       start_(Clock::now()) {
   // With a freeze list: a copy of every parameter, to show after training that the frozen ones
   // are bit-identical and the others moved.
@@ -127,6 +137,7 @@ StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
     ZT_LOG_INFO("step ", step, "/", args_.steps, " | loss ", s.loss,
                 progress ? progress(s) : std::string());
   }
+  checkpoints_.after_step(step, step == args_.steps);
   return s;
 }
 

@@ -9,8 +9,12 @@
 //     that the frozen ones are bit-identical and the others moved (parameter_snapshot.h),
 //   - summary.json (rank 0).
 //
+//   - checkpoints (core/initialize/checkpointing.h): the constructor resumes from the config's
+//     checkpoint.save_dir unless --fresh, end_step saves every checkpoint.save_interval steps
+//     and after the last one; metrics.jsonl is appended to when resuming.
+//
 //   TrainingRun run(t, a);                        // a: RunArgs
-//   for (int64_t step = 1; step <= a.steps; ++step) {
+//   for (int64_t step = run.first_step(); step <= a.steps; ++step) {
 //     run.begin_step();
 //     ... run.add(loss, &batch) per micro-batch ...
 //     StepTotals s = run.end_step(step, {{"extra", 1.0}});
@@ -29,6 +33,7 @@
 #include <torch/torch.h>
 
 #include "core/config/cli_options.h"
+#include "core/initialize/checkpointing.h"
 #include "core/initialize/initialize.h"
 #include "examples/common/metrics_log.h"
 #include "examples/common/parameter_snapshot.h"
@@ -43,10 +48,12 @@ double seconds_since(Clock::time_point t);
 std::string join(const std::vector<std::string>& names);
 
 struct RunArgs {
-  std::string train_shard, valid_shard, out_dir;
+  std::string train_shard, valid_shard, out_dir, checkpoint_dir;
   int64_t steps = 0;
+  bool fresh = false;
 };
-// --train-shard (default data.path), --valid-shard, --steps, --out-dir.
+// --train-shard (default data.path), --valid-shard, --steps, --out-dir, --checkpoint-dir
+// (checkpoint.save_dir), --fresh (do not resume).
 void add_run_options(CliOptions& cli, RunArgs& a, const std::string& out_dir);
 // The training shard: --train-shard, else the config's data.path.
 std::string train_shard_of(const RunArgs& a, const Config& config);
@@ -67,13 +74,18 @@ struct StepTotals {
 
 class TrainingRun {
  public:
+  // Resumes from the latest checkpoint (see above).
   TrainingRun(Training& t, const RunArgs& a);
+
+  // The first step to train: 1, or the step after the checkpoint resumed from.
+  int64_t first_step() const { return first_step_; }
 
   void begin_step();
   // One micro-batch: its loss, and its tokens and samples (batch), or `samples` samples.
   void add(const torch::Tensor& loss, const data::Batch* batch, int64_t samples = 0);
   // Sums over ranks, writes the metrics line (the common fields, then `extra`) and returns the
-  // totals. Prints `progress` (after "step s/N | loss L") every steps_per_print steps.
+  // totals. Prints `progress` (after "step s/N | loss L") every steps_per_print steps. Then
+  // saves a checkpoint when checkpoint.save_interval or the last step says so.
   StepTotals end_step(int64_t step, const Fields& extra = {},
                       const std::function<std::string(const StepTotals&)>& progress = {});
   bool prints(int64_t step) const;
@@ -95,6 +107,8 @@ class TrainingRun {
  private:
   Training& t_;
   RunArgs args_;
+  Checkpointing checkpoints_;
+  int64_t first_step_;
   MetricsLog metrics_;
   std::optional<ParameterSnapshot> initial_;
   ParameterChanges changes_;

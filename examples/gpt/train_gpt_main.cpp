@@ -18,7 +18,6 @@
 
 #include "core/base/logging.h"
 #include "core/base/main_guard.h"
-#include "core/checkpoint/checkpoint.h"
 #include "core/initialize/initialize.h"
 #include "data/tokenizer.h"
 #include "examples/common/cpu_memory_meter.h"
@@ -40,7 +39,7 @@ int64_t peak_rss_bytes() {
 }
 
 struct Args : RunArgs {
-  std::string tokenizer, sample_prompt, checkpoint_dir;
+  std::string tokenizer, sample_prompt;
   int64_t eval_batches = 0, sample_tokens = 0, top_k = 1;
   bool measure_memory = false;
 };
@@ -55,8 +54,6 @@ void add_options(CliOptions& cli, Args& a) {
       "prompt of the text sample printed at the end")(
       "sample-tokens", po::value(&a.sample_tokens)->default_value(32), "0 = no sample")(
       "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy")(
-      "checkpoint-dir", po::value(&a.checkpoint_dir),
-      "save a checkpoint here at the end (core/checkpoint/checkpoint.h); none = no checkpoint")(
       "measure-memory", po::bool_switch(&a.measure_memory),
       "count CPU tensor bytes (cpu_memory_meter.h): per step, the peak allocated above what was "
       "live before it (activations, gathered parameters, transient gradients)");
@@ -101,15 +98,6 @@ void print_sample(Engine& engine, Gpt& model, const Args& a, const data::TokenDa
               "): ", tok.decode(std::vector<int>(out.begin(), out.end())));
 }
 
-void save(Training& t, const Args& a) {
-  const std::string tag = t.config.checkpoint.tag_prefix + std::to_string(t.engine->global_step());
-  CheckpointOptions co;
-  co.keep_last = t.config.checkpoint.keep_last;
-  co.config_json = t.config.to_json(/*pretty=*/false);
-  save_checkpoint(*t.engine, a.checkpoint_dir, tag, {{"sampler", t.loader->sampler_state()}}, co);
-  ZT_LOG_INFO("checkpoint ", a.checkpoint_dir, "/", tag);
-}
-
 // Validation loss over the validation shard (NaN without one), logged; `before` is the loss
 // before training (NaN when this is that pass).
 double validate(TrainingRun& run, BatchStream* valid, Gpt& model, int64_t max_batches,
@@ -125,12 +113,11 @@ double validate(TrainingRun& run, BatchStream* valid, Gpt& model, int64_t max_ba
   return loss;
 }
 
-// After training: validation, the text sample, the checkpoint, the freeze check, summary.json.
+// After training: validation, the text sample, the freeze check, summary.json.
 void finish(Training& t, TrainingRun& run, Gpt& model, BatchStream* valid, double val_before,
             const Args& a, double max_step_extra) {
   const double val_after = validate(run, valid, model, a.eval_batches, val_before);
   if (a.sample_tokens > 0) print_sample(*t.engine, model, a, t.loader->dataset());
-  if (!a.checkpoint_dir.empty()) save(t, a);
   std::vector<double> rss = sum_over_ranks(*t.comm, {double(peak_rss_bytes())});
   run.check_frozen();
   run.write_summary(
@@ -202,7 +189,7 @@ int train(int argc, char** argv) {
   std::unique_ptr<BatchStream> valid = validation_stream(t, a.valid_shard, batches);
   TrainingRun run(t, a);
   const double val_before = validate(run, valid.get(), model, a.eval_batches, NAN);
-  for (int64_t step = 1; step <= a.steps; ++step) {
+  for (int64_t step = run.first_step(); step <= a.steps; ++step) {
     peak.begin();
     run.begin_step();
     for (int m = 0; m < t.config.gradient_accumulation_steps; ++m) {

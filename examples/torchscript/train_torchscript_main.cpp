@@ -82,7 +82,7 @@ int train(int argc, char** argv) {
   const int64_t per_step = micro * t.config.gradient_accumulation_steps * t.comm->size();
   const int64_t n = data.x.size(0);
   ZT_CHECK(per_step <= n, "train_torchscript: a step takes ", per_step, " rows, the data has ", n);
-  for (int64_t step = 1; step <= a.steps; ++step) {
+  for (int64_t step = run.first_step(); step <= a.steps; ++step) {
     run.begin_step();
     // The same permutation on every rank (seeded by step); rank r takes its own slices.
     torch::Generator gen = at::make_generator<at::CPUGeneratorImpl>(

@@ -11,7 +11,8 @@ rm -rf "$out"
 # Tiny sizes for every config; the config's own batch, precision, stage and optimizer stay.
 "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_gpt" --config "$config" \
   --train-shard "$work/tiny_train.ztt" --valid-shard "$work/tiny_valid.ztt" \
-  --steps "$steps" --out-dir "$out" --sample-tokens 8 --sample-prompt "And the king" \
+  --steps "$steps" --out-dir "$out" --checkpoint-dir "$out/checkpoints" \
+  --sample-tokens 8 --sample-prompt "And the king" \
   --set model.n_layer=2 --set model.n_head=2 --set model.d_model=32 --set model.vocab_size=0 \
   --set model.max_seq_len=32 --set model.dropout=0 --set data.max_length=32 \
   --set steps_per_print=1 "$@"

@@ -1,0 +1,16 @@
+#pragma once
+// The job-wide stop a failed rank calls for (fast collective abort). A backend that can end every
+// rank at once registers it: the MPI runtime registers MPI_Abort, so mpirun stops the others at
+// once and names this rank, instead of this rank hanging in MPI_Finalize while the others wait
+// out the communicator timeout inside a collective. run_main (main_guard.h) calls it after
+// printing the error line. Unset: nothing happens; the launcher (ztrun, torchrun, mpirun) stops
+// the others when this rank exits non-zero.
+
+namespace zt {
+
+using FatalExitHook = void (*)(int exit_code);
+void set_fatal_exit_hook(FatalExitHook hook);
+// Calls the registered hook, if any (MPI_Abort does not return).
+void call_fatal_exit_hook(int exit_code);
+
+}  // namespace zt

@@ -27,6 +27,7 @@ inline constexpr const char* kSlurmLocalId = "SLURM_LOCALID";
 inline constexpr const char* kSlurmNTasksPerNode = "SLURM_NTASKS_PER_NODE";
 inline constexpr const char* kSlurmNodeId = "SLURM_NODEID";
 inline constexpr const char* kSlurmStepTasksPerNode = "SLURM_STEP_TASKS_PER_NODE";
+inline constexpr const char* kSlurmStepNodeList = "SLURM_STEP_NODELIST";
 
 // Set by the launcher for its ranks.
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";

@@ -89,7 +89,8 @@ std::vector<int> parse_slurm_tasks_per_node(const std::string& value, const char
 
 std::vector<std::string> expand_slurm_hostlist(const std::string& value, const char* name) {
   std::vector<std::string> hosts;
-  for (const std::string& item : split_top_level(value, name)) expand_into(item, value, name, hosts);
+  for (const std::string& item : split_top_level(value, name))
+    expand_into(item, value, name, hosts);
   return hosts;
 }
 

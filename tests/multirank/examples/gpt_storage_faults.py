@@ -7,7 +7,8 @@ disk full   checkpoint.save_dir on a 600 KiB tmpfs that holds one checkpoint (ab
             run resumes from it.
 corrupt     a flipped byte in the latest tag's shard: the run stops with a line naming that file;
             with checkpoint.load_fallback previous it resumes from the tag before (logged).
-partial     the latest tag's metadata.ztm removed: the run stops naming it.
+partial     the latest tag's metadata.ztm removed: the run stops naming it; --fresh then
+            starts from step 1 in the same directory.
 Needs root for the tmpfs mount (exit 77 = skipped without it).
 
 usage: gpt_storage_faults.py BIN_DIR WORK_DIR CONFIG
@@ -107,4 +108,12 @@ rc, log = train("partial", ckpt, 40)
 named = [l for l in log.splitlines() if meta in l and "incomplete" in l]
 expect(rc != 0 and named, f"a partial latest checkpoint did not stop the run naming {meta}", log)
 print(f"partial latest: {named[0].strip()}")
+# --fresh: the same directory, but training starts at step 1 (and saves over the old tags).
+rc, log = train("fresh", ckpt, 10, "--fresh")
+steps = [int(m) for m in re.findall(r'"step": (\d+)', open(os.path.join(root, "fresh",
+                                                                     "metrics.jsonl")).read())]
+expect(rc == 0 and not resumed(log) and "starting fresh (--fresh)" in log and steps[0] == 1,
+       "--fresh did not start from step 1", log)
+expect(latest(ckpt) == "global_step10", "--fresh did not save its own step 10", log)
+print("--fresh: started from step 1 beside a partial latest checkpoint")
 print("storage faults: all handled")

@@ -25,7 +25,7 @@ shutil.rmtree(root, ignore_errors=True)
 os.makedirs(root)
 
 
-def train(name, ckpt, steps, *extra):
+def train(name, ckpt, steps, *extra, env=None):
     out = os.path.join(root, name)
     cmd = [f"{bin_dir}/ztrun", "--standalone", "--nproc-per-node", "2", f"{bin_dir}/train_gpt",
            "--config", config, "--train-shard", f"{work}/tiny_train.ztt", "--steps", str(steps),
@@ -35,7 +35,7 @@ def train(name, ckpt, steps, *extra):
            "--set", "data.max_length=32", "--set", "data.max_tokens=512",
            "--set", "bf16.enabled=false", "--set", "checkpoint.save_interval=10", *extra]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=120)
+                       timeout=120, env=dict(os.environ, **(env or {})))
     return p.returncode, p.stdout
 
 
@@ -116,4 +116,11 @@ expect(rc == 0 and not resumed(log) and "starting fresh (--fresh)" in log and st
        "--fresh did not start from step 1", log)
 expect(latest(ckpt) == "global_step10", "--fresh did not save its own step 10", log)
 print("--fresh: started from step 1 beside a partial latest checkpoint")
+# In a process the launcher restarted, --fresh is ignored: a restart must resume (torchrun's
+# TORCHELASTIC_RESTART_COUNT here; ztrun sets its own ZT_RESTART_COUNT).
+rc, log = train("fresh_restarted", ckpt, 10, "--fresh", env={"TORCHELASTIC_RESTART_COUNT": "1"})
+r = resumed(log)
+expect(rc == 0 and "--fresh is ignored" in log and r and r[0][1] == "10",
+       "a restarted process with --fresh did not resume", log)
+print("--fresh: ignored after a launcher restart (resumed at step 10)")
 print("storage faults: all handled")

@@ -139,9 +139,29 @@ std::string reported_host(const std::string& report, const std::vector<NodeAssig
 
 }  // namespace
 
-int launch_remote(const LaunchOptions& o, const std::vector<NodeAssignment>& nodes) {
+std::vector<std::string> forwarded_env(const std::vector<std::string>& given,
+                                       const char* const* envp) {
+  auto name_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  std::vector<std::string> out;
+  for (const char* const* e = envp; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const std::string name = name_of(kv);
+    if (name.rfind("NCCL_", 0) != 0 && name.rfind("GLOO_", 0) != 0) continue;
+    const bool overridden = std::any_of(given.begin(), given.end(),
+                                        [&](const std::string& g) { return name_of(g) == name; });
+    if (!overridden) out.push_back(kv);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int launch_remote(const LaunchOptions& options, const std::vector<NodeAssignment>& nodes) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::string cwd = std::filesystem::current_path().string();
+  LaunchOptions o = options;
+  std::vector<std::string> env = forwarded_env(o.env, environ);
+  env.insert(env.end(), o.env.begin(), o.env.end());
+  o.env = std::move(env);
   const std::vector<NodeCommand> cmds = node_commands(o, nodes, self, cwd);
   if (o.dry_run) {
     print_commands(cmds);

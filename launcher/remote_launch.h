@@ -27,6 +27,13 @@ std::vector<NodeCommand> node_commands(const LaunchOptions& options,
                                        const std::vector<NodeAssignment>& nodes,
                                        const std::string& ztrun_path, const std::string& cwd);
 
+// The launching shell's variables every node's ranks get as well, as `--env=K=V` arguments of
+// the node commands: names starting NCCL_ or GLOO_ (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...),
+// as DeepSpeed's runner forwards its EXPORT_ENVS prefixes (deepspeed/launcher/runner.py); one
+// that `given` (--env) already sets is left to it. `envp`: a null-terminated K=V list.
+std::vector<std::string> forwarded_env(const std::vector<std::string>& given,
+                                       const char* const* envp);
+
 // Starts and watches the node commands (or prints them with --dry-run); returns ztrun's exit
 // code as launch_local() does.
 int launch_remote(const LaunchOptions& options, const std::vector<NodeAssignment>& nodes);

@@ -41,7 +41,8 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
   } else if (backend == "gloo") {
 #ifdef ZT_HAVE_GLOO
     comm = std::make_shared<GlooCommunicator>(job_store(env, options.timeout), env.rank,
-                                              env.world_size, options.timeout);
+                                              env.world_size, options.timeout,
+                                              gloo_interfaces(env.master_addr, env.master_port));
 #else
     ZT_THROW("the gloo backend was not built (no gloo headers found at configure time); use ",
              "mpi or nccl");

@@ -3,9 +3,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
+#include <vector>
 
 #include "core/base/env_vars.h"
 #include "core/base/error.h"
+#include "parallel/slurm_lists.h"
 
 namespace zt::dist {
 namespace {
@@ -24,7 +26,8 @@ std::optional<long> read_int(const Lookup& lookup, const char* name) {
   return x;
 }
 
-// Slurm's SLURM_NTASKS_PER_NODE can read "4" or "4(x2)"; the leading count is ours.
+// SLURM_NTASKS_PER_NODE (set only with --ntasks-per-node) reads "4" or "4(x2)": the leading
+// count is the count of every node.
 std::optional<long> read_slurm_count(const Lookup& lookup, const char* name) {
   const char* v = lookup(name);
   if (v == nullptr) return std::nullopt;
@@ -85,6 +88,45 @@ Family read_family(const Lookup& lookup, const char* r, const char* s, const cha
   return f;
 }
 
+// The node's place in a Slurm step (slurm_lists.h): its task count from
+// SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID (without SLURM_NODEID: the node holding
+// SLURM_PROCID in Slurm's default block distribution), the hosts from SLURM_STEP_NODELIST.
+// Without SLURM_STEP_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE's leading count (older behaviour).
+void read_slurm_step(const Lookup& lookup, Family& f, Env& env) {
+  const char* step_tasks = lookup(env::kSlurmStepTasksPerNode);
+  if (step_tasks == nullptr) {
+    if (f.local_rank) f.local_size = read_slurm_count(lookup, env::kSlurmNTasksPerNode);
+    if (!f.local_size) f.local_size_var = env::kSlurmStepTasksPerNode;
+    return;
+  }
+  f.local_size_var = env::kSlurmStepTasksPerNode;
+  const std::vector<int> tasks =
+      parse_slurm_tasks_per_node(step_tasks, env::kSlurmStepTasksPerNode);
+  long total = 0;
+  for (int t : tasks) total += t;
+  ZT_CHECK(!f.size || *f.size == total, env::kSlurmStepTasksPerNode, "='", step_tasks, "' counts ",
+           total, " tasks but ", f.size_var, "=", *f.size);
+  std::optional<long> node = read_int(lookup, env::kSlurmNodeId);
+  if (!node) {
+    long first = 0;
+    node = 0;
+    while (*node + 1 < static_cast<long>(tasks.size()) && *f.rank >= first + tasks[*node])
+      first += tasks[(*node)++];
+  }
+  ZT_CHECK(*node >= 0 && *node < static_cast<long>(tasks.size()), env::kSlurmNodeId, "=", *node,
+           " but ", env::kSlurmStepTasksPerNode, "='", step_tasks, "' lists ", tasks.size(),
+           " node(s)");
+  if (f.local_rank) f.local_size = tasks[*node];
+  env.node_rank = static_cast<int>(*node);
+  env.num_nodes = static_cast<int>(tasks.size());
+  if (const char* list = lookup(env::kSlurmStepNodeList)) {
+    env.nodes = expand_slurm_hostlist(list, env::kSlurmStepNodeList);
+    ZT_CHECK(env.nodes.size() == tasks.size(), env::kSlurmStepNodeList, "='", list, "' names ",
+             env.nodes.size(), " node(s) but ", env::kSlurmStepTasksPerNode, "='", step_tasks,
+             "' lists ", tasks.size());
+  }
+}
+
 }  // namespace
 
 Env Env::from_lookup(const Lookup& lookup) {
@@ -94,13 +136,13 @@ Env Env::from_lookup(const Lookup& lookup) {
       read_family(lookup, env::kOmpiRank, env::kOmpiSize, env::kOmpiLocalRank, env::kOmpiLocalSize);
   Family slurm = read_family(lookup, env::kSlurmProcId, env::kSlurmNTasks, env::kSlurmLocalId,
                              env::kSlurmNTasksPerNode, /*slurm_counts=*/true);
+  slurm.local_size.reset();  // read_slurm_step decides it
   // Slurm exports SLURM_NTASKS (and SLURM_NTASKS_PER_NODE) for the whole allocation, also in an
   // salloc shell where no task rank exists: the family counts only once SLURM_PROCID is set, and
   // the local pair only when SLURM_LOCALID is.
   if (!slurm.rank)
     slurm = Family{
         slurm.rank_var, slurm.size_var, slurm.local_rank_var, slurm.local_size_var, {}, {}, {}, {}};
-  if (!slurm.local_rank) slurm.local_size.reset();
 
   Env env;
   if (torchrun.present()) {
@@ -117,6 +159,7 @@ Env Env::from_lookup(const Lookup& lookup) {
     ompi.check("OpenMPI");
     ompi.fill(env, "mpi");
   } else if (slurm.present()) {
+    if (slurm.rank) read_slurm_step(lookup, slurm, env);
     slurm.check("Slurm");
     slurm.fill(env, "slurm");
   }
@@ -131,6 +174,11 @@ Env Env::from_lookup(const Lookup& lookup) {
     ZT_CHECK(*port >= 1 && *port <= 65535, env::kMasterPort, " must be in 1..65535, got ", *port);
     env.master_addr = addr;
     env.master_port = static_cast<int>(*port);
+  } else if (env.launcher == "slurm" && env.num_nodes > 1 && !env.nodes.empty()) {
+    // A multi-node srun step without MASTER_ADDR: the step's first node and torchrun's default
+    // port, as sbatch scripts usually set them by hand.
+    env.master_addr = env.nodes.front();
+    env.master_port = kDefaultSlurmMasterPort;
   }
   return env;
 }

@@ -5,10 +5,13 @@
 // Sources, in order of precedence (the first family present wins):
 //   torchrun / ztrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE    -> launcher "torchrun"
 //   OpenMPI (mpirun): OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} -> launcher "mpi"
-//   Slurm (srun):     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
-//                                                                       -> launcher "slurm"
+//   Slurm (srun):     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and the step's layout:
+//                     SLURM_STEP_TASKS_PER_NODE ("2(x2)") at SLURM_NODEID, SLURM_STEP_NODELIST
+//                     ("node[01-02]"), parsed by slurm_lists.h; without the step's list,
+//                     SLURM_NTASKS_PER_NODE's leading count      -> launcher "slurm"
 //   none of them:     one rank (rank 0 of 1)                            -> launcher "none"
-// MASTER_ADDR / MASTER_PORT are read whatever the family (both or neither).
+// MASTER_ADDR / MASTER_PORT are read whatever the family (both or neither). A multi-node Slurm
+// step without them rendezvouses at its first node, port 29500 (torchrun's default).
 //
 // Errors (zt::Error, kind kUser, naming the variables):
 //  - a partial family: RANK without WORLD_SIZE, LOCAL_RANK without LOCAL_WORLD_SIZE, ...;
@@ -21,8 +24,11 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace zt::dist {
+
+inline constexpr int kDefaultSlurmMasterPort = 29500;
 
 struct Env {
   int rank = 0;
@@ -32,6 +38,11 @@ struct Env {
   std::string master_addr;        // empty when MASTER_ADDR is unset
   int master_port = 0;            // 0 when MASTER_PORT is unset
   std::string launcher = "none";  // "torchrun" | "mpi" | "slurm" | "none"
+  // Slurm steps only (SLURM_STEP_TASKS_PER_NODE, SLURM_NODEID, SLURM_STEP_NODELIST); elsewhere
+  // one node and no names.
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::vector<std::string> nodes;
 
   bool has_master() const { return !master_addr.empty() && master_port > 0; }
 

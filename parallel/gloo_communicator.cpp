@@ -1,10 +1,16 @@
 #include "parallel/gloo_communicator.h"
 
+#include <cstdlib>
+#include <sstream>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "core/base/env_vars.h"
 #include "core/base/error.h"
+#include "core/base/logging.h"
 #include "parallel/async_work.h"
+#include "parallel/route_interface.h"
 
 namespace zt::dist {
 namespace {
@@ -105,12 +111,38 @@ class DoneWork : public Work {
 
 }  // namespace
 
+std::vector<std::string> gloo_interfaces(const std::string& master_addr, int master_port) {
+  std::vector<std::string> names;
+  if (const char* v = std::getenv(env::kGlooSocketIfname); v != nullptr && *v != '\0') {
+    std::stringstream list(v);
+    for (std::string n; std::getline(list, n, ',');) {
+      ZT_CHECK(!n.empty(), env::kGlooSocketIfname, "='", v, "' has an empty interface name");
+      names.push_back(n);
+    }
+    ZT_LOG_DEBUG("gloo: binding ", v, " (", env::kGlooSocketIfname, ")");
+    return names;
+  }
+  if (master_addr.empty()) return names;
+  const RouteInterface r = interface_towards(master_addr, master_port);
+  ZT_LOG_DEBUG("gloo: binding ", r.name, " (", r.local_address, "), the route to the rendezvous ",
+               master_addr);
+  names.push_back(r.name);
+  return names;
+}
+
 GlooCommunicator::GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                   milliseconds timeout)
-    : rank_(rank), size_(size), store_(std::move(store)), timeout_(timeout) {
+                                   milliseconds timeout, std::vector<std::string> interfaces)
+    : rank_(rank),
+      size_(size),
+      store_(std::move(store)),
+      timeout_(timeout),
+      interfaces_(std::move(interfaces)) {
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    for (const auto& name : interfaces_) {
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    }
+    if (interfaces_.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     opts->threads = 2;
     pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("gloo", store_), rank, size, opts);
@@ -219,7 +251,8 @@ std::shared_ptr<Communicator> GlooCommunicator::split(const std::vector<int>& ra
   ++seq_;
   if (index < 0) return nullptr;
   auto store = c10::make_intrusive<c10d::PrefixStore>("split" + std::to_string(split_id), store_);
-  return std::make_shared<GlooCommunicator>(store, index, static_cast<int>(ranks.size()), timeout_);
+  return std::make_shared<GlooCommunicator>(store, index, static_cast<int>(ranks.size()), timeout_,
+                                            interfaces_);
 }
 
 }  // namespace zt::dist

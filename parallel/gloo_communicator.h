@@ -27,6 +27,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -37,11 +38,21 @@
 
 namespace zt::dist {
 
+// The interfaces gloo binds (docs/DESIGN.md, Communicator), in this order:
+//  1. GLOO_SOCKET_IFNAME, comma-separated names, one gloo device per interface (PyTorch's c10d
+//     reads the variable the same way);
+//  2. with a rendezvous address: the interface the kernel routes to it through
+//     (route_interface.h), whatever the hostname resolves to;
+//  3. none (empty): gloo's default device (one process without a rendezvous address).
+std::vector<std::string> gloo_interfaces(const std::string& master_addr, int master_port);
+
 class GlooCommunicator : public Communicator {
  public:
   // Collective over the store's ranks: every rank of `size` calls it with the same store.
+  // `interfaces`: the network interfaces gloo binds, one device each (empty: gloo's default
+  // device, from the hostname); gloo_interfaces() picks them.
   GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, std::vector<std::string> interfaces = {});
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -65,6 +76,7 @@ class GlooCommunicator : public Communicator {
   c10::intrusive_ptr<c10d::Backend> pg_;
   std::shared_ptr<DesyncReporter> desync_;
   std::chrono::milliseconds timeout_;
+  std::vector<std::string> interfaces_;
   uint64_t seq_ = 0;
   int splits_ = 0;
 };

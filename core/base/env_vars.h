@@ -27,6 +27,11 @@ inline constexpr const char* kSlurmLocalId = "SLURM_LOCALID";
 inline constexpr const char* kSlurmNTasksPerNode = "SLURM_NTASKS_PER_NODE";
 inline constexpr const char* kSlurmNodeId = "SLURM_NODEID";
 inline constexpr const char* kSlurmStepTasksPerNode = "SLURM_STEP_TASKS_PER_NODE";
+inline constexpr const char* kSlurmStepNodeList = "SLURM_STEP_NODELIST";
+
+// Network interfaces (gloo_communicator.h; ztrun forwards NCCL_* and GLOO_* to remote nodes).
+inline constexpr const char* kGlooSocketIfname = "GLOO_SOCKET_IFNAME";
+inline constexpr const char* kNcclSocketIfname = "NCCL_SOCKET_IFNAME";
 
 // Set by the launcher for its ranks.
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";

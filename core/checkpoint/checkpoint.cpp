@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -45,6 +46,29 @@ void fsync_dir(const fs::path& dir) {
   if (fd < 0) return;  // best effort: the file data itself was already fsynced
   ::fsync(fd);
   ::close(fd);
+}
+
+// The bytes of tensor data this rank's shard holds at least (the engine's stepped ranges: masters
+// and optimizer state; names, frozen parameters and the RNG add a little).
+uint64_t shard_bytes_at_least(const std::vector<Engine::ShardState>& states) {
+  uint64_t n = 0;
+  for (const auto& s : states) {
+    n += static_cast<uint64_t>(s.master.numel()) * sizeof(float);
+    for (const auto& [k, t] : s.optimizer->state_dict())
+      n += static_cast<uint64_t>(t.numel()) * t.element_size();
+  }
+  return n;
+}
+
+// Before a byte is written: a device that cannot hold the shard stops the save with one line
+// naming the file and the bytes (the previous checkpoint stays the latest). Several ranks writing
+// to one device can still fill it together; RecordWriter then names the file and bytes as well.
+void check_free_space(const fs::path& dir, const fs::path& file, uint64_t need) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return;  // unknown: the writes will tell
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  ZT_CHECK(free_bytes >= need, "checkpoint file ", file.string(), " needs at least ", need,
+           " bytes, but ", dir.string(), " has ", free_bytes, " free");
 }
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
@@ -335,7 +359,11 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
   if (const char* p = std::getenv(kPauseEnv)) pause_s = std::atoi(p);
   auto states = engine.shard_states();
   {
-    ckpt::RecordWriter w((tag_dir / ckpt::shard_file_name(rank)).string());
+    const fs::path shard = tag_dir / ckpt::shard_file_name(rank);
+    const uint64_t need = shard_bytes_at_least(states);
+    check_free_space(tag_dir, shard, need);
+    ckpt::RecordWriter w(shard.string());
+    w.expect_bytes(need);
     w.bytes("ZTSHARD1", 8);
     w.u32(ckpt::kFormatVersion);
     w.u32(rank);

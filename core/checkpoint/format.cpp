@@ -1,5 +1,6 @@
 #include "core/checkpoint/format.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -59,28 +60,31 @@ RecordWriter::~RecordWriter() {
   }
 }
 
-void RecordWriter::flush() {
+void RecordWriter::write_all(const char* p, size_t n) {
   size_t done = 0;
-  while (done < buf_.size()) {
-    ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
-    ZT_CHECK(n >= 0 || errno == EINTR, "checkpoint file ", tmp_,
-             " cannot be written: ", std::strerror(errno));
-    if (n > 0) done += static_cast<size_t>(n);
+  while (done < n) {
+    ssize_t k = ::write(fd_, p + done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    // A full device: the one line names the file and the bytes it needed (the temporary file
+    // is removed as the error unwinds, so the previous checkpoint stays the latest).
+    ZT_CHECK(!(k < 0 && (errno == ENOSPC || errno == EDQUOT)), "checkpoint file ", tmp_,
+             " cannot be written: ", std::strerror(errno), ": the file needs ",
+             std::max(expected_, written_ + n - done), " bytes, ", written_, " fit");
+    ZT_CHECK(k >= 0, "checkpoint file ", tmp_, " cannot be written: ", std::strerror(errno));
+    done += static_cast<size_t>(k);
+    written_ += static_cast<uint64_t>(k);
   }
+}
+
+void RecordWriter::flush() {
+  write_all(buf_.data(), buf_.size());
   buf_.clear();
 }
 
 void RecordWriter::bytes(const void* p, size_t n) {
   if (n >= kFlushBytes) {  // large tensors go straight to the file: no second copy in memory
     flush();
-    const char* c = static_cast<const char*>(p);
-    size_t done = 0;
-    while (done < n) {
-      ssize_t k = ::write(fd_, c + done, n - done);
-      ZT_CHECK(k >= 0 || errno == EINTR, "checkpoint file ", tmp_,
-               " cannot be written: ", std::strerror(errno));
-      if (k > 0) done += static_cast<size_t>(k);
-    }
+    write_all(static_cast<const char*>(p), n);
     return;
   }
   buf_.append(static_cast<const char*>(p), n);
@@ -118,8 +122,8 @@ void RecordWriter::tensor(const at::Tensor& t) {
 
 void RecordWriter::commit(int pause_s) {
   flush();
-  ZT_CHECK(::fsync(fd_) == 0, "checkpoint file ", tmp_,
-           " cannot be synced: ", std::strerror(errno));
+  ZT_CHECK(::fsync(fd_) == 0, "checkpoint file ", tmp_, " cannot be synced: ", std::strerror(errno),
+           errno == ENOSPC ? ": it needs " + std::to_string(written_) + " bytes" : std::string());
   ::close(fd_);
   fd_ = -1;
   if (pause_s > 0) std::this_thread::sleep_for(std::chrono::seconds(pause_s));

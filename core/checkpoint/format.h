@@ -58,6 +58,8 @@ class RecordWriter {
   void str(const std::string& s);
   void bytes(const void* p, size_t n);
   void tensor(const at::Tensor& t);  // any CPU-copyable tensor
+  // The file's expected size, named by the error when the device fills up (ENOSPC).
+  void expect_bytes(uint64_t n) { expected_ = n; }
   // Flushes, fsyncs, and renames the temporary file onto the final path. If `pause_s` > 0 it
   // sleeps between fsync and rename (tests kill a save there).
   void commit(int pause_s = 0);
@@ -66,7 +68,9 @@ class RecordWriter {
   std::string path_, tmp_;
   int fd_ = -1;
   std::string buf_;
+  uint64_t expected_ = 0, written_ = 0;
   void flush();
+  void write_all(const char* p, size_t n);
 };
 
 // Where a tensor's bytes are in a file, read lazily (consolidation streams one at a time).

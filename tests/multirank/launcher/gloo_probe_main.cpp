@@ -44,7 +44,8 @@ void check_gathered(const at::Tensor& all, const zt::dist::Env& env) {
 int probe(int argc, char** argv) {
   po::options_description desc("zt_launch_gloo_probe");
   desc.add_options()("backend", po::value<std::string>()->default_value("auto"))(
-      "facts-dir", po::value<std::string>()->default_value(""));
+      "facts-dir", po::value<std::string>()->default_value(""))(
+      "timeout-s", po::value<int>()->default_value(60), "communicator timeout");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -53,7 +54,7 @@ int probe(int argc, char** argv) {
   std::cout << "gloo-probe " << env.describe() << std::endl;
   zt::dist::CommOptions options;
   options.backend = vm["backend"].as<std::string>();
-  options.timeout = std::chrono::seconds(60);
+  options.timeout = std::chrono::seconds(vm["timeout-s"].as<int>());
   auto comm = zt::dist::create_communicator(options, env);
   ZT_CHECK(comm->rank() == env.rank && comm->size() == env.world_size, "communicator is rank ",
            comm->rank(), "/", comm->size(), " but the environment says ", env.describe());

@@ -3,12 +3,13 @@
 # slurmd started here, in a temporary directory, on free ports) must discover the same ranks as
 # `ztrun --nproc-per-node 4`: rank, world size, local rank and local world size of every rank.
 #
-# usage: slurm_single_node.sh ZTRUN PROBE
+# usage: slurm_single_node.sh ZTRUN PROBE [ABORT_PROBE]  (with ABORT_PROBE: the abort cases, srun)
 # Exits 77 (ctest: skipped) without root or without Debian's slurmd/slurmctld/slurm-client/munge.
 # The daemons are stopped (by their pid files) and the directory removed on every exit path.
 set -euo pipefail
 ztrun="$1"
 probe="$2"
+abort_probe="${3:-}"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -101,3 +102,11 @@ for rank in 0 1 2 3; do
   echo "rank $rank: $s (same under ztrun and srun)"
 done
 echo "PASS: srun -n 4 and ztrun --nproc-per-node 4 give the same ranks"
+
+# Fast collective abort under srun (tests/multirank/core/abort/): a rank killed or raising inside
+# a save, an all-gather or an all-reduce; the other stops within 5 s, rank 1 named.
+if [ -n "$abort_probe" ]; then
+  MASTER_ADDR=127.0.0.1 MASTER_PORT="$store_port" ZT_ABORT_LAUNCHERS=srun \
+    bash "$(dirname "$0")/../core/abort/abort_test.sh" "$ztrun" "$abort_probe" "$work/abort" none ||
+    fail "abort under srun"
+fi

@@ -135,6 +135,35 @@ if [ -n "$gloo_probe" ]; then
       "$work/facts/rank_$rank.txt" || fail "gloo rank $rank facts"
   done
   echo "PASS: gloo all_reduce and all_gather across the two namespaces"
+
+  # Without the per-namespace hosts file, this host's name resolves as Debian has it (127.0.1.1,
+  # loopback): gloo must still bind the interface that routes to the rendezvous address
+  # (parallel/route_interface.h), where ProcessGroupGloo's default device binds loopback.
+  rm -f "/etc/netns/$ns0/hosts" "/etc/netns/$ns1/hosts"
+  run_pair gloo_nohosts "$gloo_probe" --facts-dir "$work/facts"
+  [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "gloo without hosts files: exit codes $rc0/$rc1"
+  echo "PASS: gloo binds the route to the rendezvous address whatever the hostname resolves to"
+
+  # GLOO_SOCKET_IFNAME is honoured: each node's veth by name works; loopback on both cannot
+  # connect across the nodes and must fail (not hang: the probe's communicator times out).
+  GLOO_SOCKET_IFNAME="lo" run_pair gloo_ifname_lo "$gloo_probe" --facts-dir "$work/facts" \
+    --timeout-s 10
+  [ "$rc0" != 0 ] || [ "$rc1" != 0 ] || fail "GLOO_SOCKET_IFNAME=lo across nodes did not fail"
+  for node in 0 1; do
+    ns_var="ns$node"; veth_var="veth$node"
+    timeout -s KILL 90 ip netns exec "${!ns_var}" env GLOO_SOCKET_IFNAME="${!veth_var}" \
+      "$ztrun" --nnodes 2 --nproc-per-node 2 --master-addr 10.231.7.1 --master-port 29540 \
+      --node-rank "$node" "$gloo_probe" --facts-dir "$work/facts" \
+      >"$work/gloo_ifname.node$node.out" 2>&1 &
+    eval "pid$node=\$!"
+  done
+  rc0=0; wait "$pid0" || rc0=$?
+  rc1=0; wait "$pid1" || rc1=$?
+  [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || {
+    cat "$work/gloo_ifname.node0.out" "$work/gloo_ifname.node1.out"
+    fail "GLOO_SOCKET_IFNAME=<veth> exit codes $rc0/$rc1"
+  }
+  echo "PASS: GLOO_SOCKET_IFNAME is honoured (loopback fails across nodes, the veth works)"
 fi
 
 # The same two nodes from one hostfile: the hosts are the veth addresses, the master address

@@ -146,5 +146,18 @@ TEST(RemoteLaunch, OneCommandPerNodeWithUnevenSlotsAndFilters) {
   EXPECT_EQ(cmds[0].remote_command.find("CUDA_VISIBLE_DEVICES"), std::string::npos);
 }
 
+TEST(RemoteLaunch, ForwardsNcclAndGlooVariables) {
+  const char* vars[] = {"PATH=/bin",
+                        "NCCL_SOCKET_IFNAME=eth0",
+                        "GLOO_SOCKET_IFNAME=ib0",
+                        "NCCL_DEBUG=INFO",
+                        "MY_NCCL_X=1",
+                        nullptr};
+  // --env NCCL_DEBUG=WARN wins over the shell's NCCL_DEBUG.
+  EXPECT_EQ(forwarded_env({"NCCL_DEBUG=WARN"}, vars),
+            (std::vector<std::string>{"GLOO_SOCKET_IFNAME=ib0", "NCCL_SOCKET_IFNAME=eth0"}));
+  EXPECT_TRUE(forwarded_env({}, nullptr).empty());
+}
+
 }  // namespace
 }  // namespace zt::launcher

@@ -2,10 +2,12 @@
 #include "parallel/env.h"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/base/error.h"
+#include "parallel/slurm_lists.h"
 
 namespace zt::dist {
 namespace {
@@ -76,6 +78,109 @@ TEST(Env, SlurmWithPerNodeRepeatCount) {
   EXPECT_EQ(env.local_rank, 2);
   EXPECT_EQ(env.local_world_size, 4);
   EXPECT_EQ(env.launcher, "slurm");
+}
+
+// Multi-node srun steps, with the variables srun exports to each task (srun(1), OUTPUT
+// ENVIRONMENT VARIABLES, Slurm 22.05): `srun -N 2 --ntasks-per-node 2` on node01 and node02,
+// task 3 (the second task of the second node).
+TEST(Env, SlurmTwoNodesTwoTasksEach) {
+  Env env = Env::from_map({{"SLURM_PROCID", "3"},
+                           {"SLURM_NTASKS", "4"},
+                           {"SLURM_LOCALID", "1"},
+                           {"SLURM_NODEID", "1"},
+                           {"SLURM_STEP_NUM_NODES", "2"},
+                           {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+                           {"SLURM_STEP_NODELIST", "node[01-02]"}});
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.node_rank, 1);
+  EXPECT_EQ(env.num_nodes, 2);
+  EXPECT_EQ(env.nodes, (std::vector<std::string>{"node01", "node02"}));
+  EXPECT_EQ(env.launcher, "slurm");
+  // No MASTER_ADDR/MASTER_PORT: the step's first node, torchrun's default port.
+  EXPECT_EQ(env.master_addr, "node01");
+  EXPECT_EQ(env.master_port, 29500);
+}
+
+TEST(Env, SlurmUnevenNodesTakeTheirOwnCount) {
+  // `srun -n 4 -N 2` placing 3 tasks on the first node and 1 on the second: the task on the
+  // second node is alone there (the leading count, 3, would be wrong).
+  Env env = Env::from_map({{"SLURM_PROCID", "3"},
+                           {"SLURM_NTASKS", "4"},
+                           {"SLURM_LOCALID", "0"},
+                           {"SLURM_NODEID", "1"},
+                           {"SLURM_STEP_TASKS_PER_NODE", "3,1"},
+                           {"SLURM_STEP_NODELIST", "gpu7,gpu9"},
+                           {"MASTER_ADDR", "10.0.0.1"},
+                           {"MASTER_PORT", "1234"}});
+  EXPECT_EQ(env.local_world_size, 1);
+  EXPECT_EQ(env.node_rank, 1);
+  EXPECT_EQ(env.nodes, (std::vector<std::string>{"gpu7", "gpu9"}));
+  EXPECT_EQ(env.master_addr, "10.0.0.1");  // given ones win
+  EXPECT_EQ(env.master_port, 1234);
+}
+
+TEST(Env, SlurmNodeFromRankWithoutNodeId) {
+  // Without SLURM_NODEID, Slurm's default block distribution: ranks 4 and 5 on the third node.
+  Env env = Env::from_map({{"SLURM_PROCID", "5"},
+                           {"SLURM_NTASKS", "7"},
+                           {"SLURM_LOCALID", "1"},
+                           {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}});
+  EXPECT_EQ(env.node_rank, 2);
+  EXPECT_EQ(env.num_nodes, 4);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_TRUE(env.master_addr.empty());  // no node list: nothing to default to
+}
+
+TEST(Env, SlurmStepLayoutErrorsNameTheVariable) {
+  std::map<std::string, std::string> base = {{"SLURM_PROCID", "1"},
+                                             {"SLURM_NTASKS", "4"},
+                                             {"SLURM_LOCALID", "1"},
+                                             {"SLURM_NODEID", "0"},
+                                             {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}};
+  auto error_with = [&](const std::string& k, const std::string& v) {
+    auto vars = base;
+    vars[k] = v;
+    return error_of(vars);
+  };
+  std::string msg = error_with("SLURM_STEP_TASKS_PER_NODE", "2(x2");
+  EXPECT_NE(msg.find("SLURM_STEP_TASKS_PER_NODE='2(x2'"), std::string::npos) << msg;
+  msg = error_with("SLURM_STEP_TASKS_PER_NODE", "2(x3)");
+  EXPECT_NE(msg.find("counts 6 tasks but SLURM_NTASKS=4"), std::string::npos) << msg;
+  msg = error_with("SLURM_NODEID", "2");
+  EXPECT_NE(msg.find("SLURM_NODEID=2 but SLURM_STEP_TASKS_PER_NODE='2(x2)' lists 2 node(s)"),
+            std::string::npos)
+      << msg;
+  msg = error_with("SLURM_STEP_NODELIST", "node[1-3]");
+  EXPECT_NE(msg.find("SLURM_STEP_NODELIST='node[1-3]' names 3 node(s)"), std::string::npos) << msg;
+  msg = error_with("SLURM_STEP_NODELIST", "node[1-2");
+  EXPECT_NE(msg.find("SLURM_STEP_NODELIST='node[1-2' has an unclosed '['"), std::string::npos)
+      << msg;
+}
+
+TEST(SlurmLists, TasksPerNode) {
+  using zt::dist::parse_slurm_tasks_per_node;
+  EXPECT_EQ(parse_slurm_tasks_per_node("4", "V"), (std::vector<int>{4}));
+  EXPECT_EQ(parse_slurm_tasks_per_node("2(x3),1", "V"), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(parse_slurm_tasks_per_node("1,3(x2)", "V"), (std::vector<int>{1, 3, 3}));
+  EXPECT_THROW(parse_slurm_tasks_per_node("", "V"), zt::Error);
+  EXPECT_THROW(parse_slurm_tasks_per_node("2(y2)", "V"), zt::Error);
+  EXPECT_THROW(parse_slurm_tasks_per_node("0", "V"), zt::Error);
+}
+
+TEST(SlurmLists, Hostlists) {
+  using zt::dist::expand_slurm_hostlist;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(expand_slurm_hostlist("node[01-02]", "V"), (V{"node01", "node02"}));
+  EXPECT_EQ(expand_slurm_hostlist("a[1,3-4]b,c", "V"), (V{"a1b", "a3b", "a4b", "c"}));
+  EXPECT_EQ(expand_slurm_hostlist("n[098-101]", "V"), (V{"n098", "n099", "n100", "n101"}));
+  EXPECT_EQ(expand_slurm_hostlist("r[1-2]-n[1-2]", "V"), (V{"r1-n1", "r1-n2", "r2-n1", "r2-n2"}));
+  EXPECT_EQ(expand_slurm_hostlist("solo", "V"), (V{"solo"}));
+  EXPECT_THROW(expand_slurm_hostlist("n[2-1]", "V"), zt::Error);
+  EXPECT_THROW(expand_slurm_hostlist("n[a-b]", "V"), zt::Error);
+  EXPECT_THROW(expand_slurm_hostlist("a,,b", "V"), zt::Error);
 }
 
 TEST(Env, SlurmAllocationWithoutTaskRankIsIgnored) {

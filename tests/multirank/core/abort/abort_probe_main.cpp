@@ -13,6 +13,7 @@
 //                    its shard cannot be created (raise: a directory sits at its temporary name).
 // A surviving rank that gets past the failure prints "probe: rank R passed PHASE" and exits 3.
 
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -21,7 +22,6 @@
 #include <iostream>
 #include <thread>
 
-#include <boost/program_options.hpp>
 #include <torch/torch.h>
 
 #include "core/base/error.h"
@@ -73,8 +73,9 @@ int probe(int argc, char** argv) {
   o.optimizer.type = "AdamW";
   zt::Engine engine(zt::testing::Mlp().ptr(), o, comm);
   auto& model = static_cast<zt::testing::MlpImpl&>(*engine.model());
-  torch::Tensor loss =
-      engine.forward([&] { return model.forward(torch::randn({4, 7})).square().mean(); });
+  torch::Tensor loss = engine.forward([&] {
+    return model.forward(torch::randn({4, 7})).square().mean();
+  });
   engine.backward(loss);
   engine.step();
   comm->barrier()->wait();

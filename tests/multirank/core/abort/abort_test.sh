@@ -4,12 +4,14 @@
 # timeout. Every case must end within 5 s of the failure, non-zero, with a line naming rank 1,
 # and no surviving rank may get past the failed operation (zt_abort_probe).
 #   abort_test.sh ZTRUN PROBE WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
+# ZT_ABORT_LAUNCHERS picks the launchers (default "ztrun mpirun"); "srun" needs a running Slurm
+# and MASTER_ADDR/MASTER_PORT for gloo (launcher/slurm_single_node.sh runs it so).
 set -uo pipefail
 ztrun="$1"; probe="$2"; work="$3"; mpiexec="$4"; shift 4
 mpi_flags=("$@")
 [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)
 failures=0
-for launcher in ztrun mpirun; do
+for launcher in ${ZT_ABORT_LAUNCHERS:-ztrun mpirun}; do
   for phase in save gather reduce; do
     for how in kill raise; do
       name="$launcher.$phase.$how"
@@ -17,6 +19,8 @@ for launcher in ztrun mpirun; do
       rm -rf "$dir"; mkdir -p "$dir"
       if [ "$launcher" = ztrun ]; then
         cmd=("$ztrun" --standalone --nproc-per-node 2)
+      elif [ "$launcher" = srun ]; then
+        cmd=(srun -n 2)
       else
         cmd=("$mpiexec" "${mpi_flags[@]}" -np 2)
       fi
@@ -30,7 +34,7 @@ for launcher in ztrun mpirun; do
         failures=$((failures + 1)); continue
       fi
       took=$(awk -v a="$(cat "$dir/acting")" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
-      named=$(grep -m1 -E "rank 1([^0-9]|$)" "$dir/log" || true)
+      named=$(grep -m1 -E "(rank|task) 1([^0-9]|$)" "$dir/log" || true)  # srun says "task 1"
       why=""
       [ "$rc" = 0 ] && why="exit code 0"
       awk -v t="$took" 'BEGIN { exit !(t >= 5) }' && why="$why; took $took s (limit 5 s)"

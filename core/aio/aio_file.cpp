@@ -1,11 +1,10 @@
 #include "core/aio/aio_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <utility>
 
 #include "core/base/error.h"

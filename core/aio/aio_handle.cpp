@@ -3,12 +3,11 @@
 #if ZT_HAVE_LIBURING
 #include <liburing.h>
 #endif
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <unistd.h>
 
 #include "core/base/error.h"
 #include "core/base/logging.h"
@@ -72,8 +71,7 @@ class AioHandle::Worker {
       static std::atomic<bool> said{false};
       if (!said.exchange(true)) {
         ZT_LOG_WARN("aio: io_uring is not available here (", std::strerror(-r),
-                    "); NVMe offload I/O runs as pread/pwrite on ", o_.thread_count,
-                    " thread(s)");
+                    "); NVMe offload I/O runs as pread/pwrite on ", o_.thread_count, " thread(s)");
       }
     }
     thread_ = std::thread([this] { run(); });
@@ -96,7 +94,9 @@ class AioHandle::Worker {
     }
     cv_.notify_one();
   }
-  bool ring_ok() const { return ring_ok_; }
+  bool ring_ok() const {
+    return ring_ok_;
+  }
 
  private:
   void run() {
@@ -154,7 +154,8 @@ class AioHandle::Worker {
     while (!todo.empty() && err.empty()) {
       Request q = todo.front();
       todo.pop_front();
-      const ssize_t r = p.write ? ::pwrite(q.fd, q.buf, q.n, q.off) : ::pread(q.fd, q.buf, q.n, q.off);
+      const ssize_t r =
+          p.write ? ::pwrite(q.fd, q.buf, q.n, q.off) : ::pread(q.fd, q.buf, q.n, q.off);
       if (r < 0) {
         if (errno == EINTR || errno == EAGAIN) {
           todo.push_front(q);
@@ -169,7 +170,9 @@ class AioHandle::Worker {
   }
 
 #if !ZT_HAVE_LIBURING
-  std::string run_ring(const Part& p, std::deque<Request>& todo) { return run_sync(p, todo); }
+  std::string run_ring(const Part& p, std::deque<Request>& todo) {
+    return run_sync(p, todo);
+  }
 #else
   std::string run_ring(const Part& p, std::deque<Request>& todo) {
     const int qd = static_cast<int>(o_.queue_depth);
@@ -231,7 +234,8 @@ class AioHandle::Worker {
       io_uring_cqe* cqe = nullptr;
       const int r = io_uring_wait_cqe(&ring_, &cqe);
       if (r == -EINTR || r == -EAGAIN) continue;
-      if (r < 0) ZT_THROW("aio: io_uring_wait_cqe failed for ", p.file->path(), ": ", std::strerror(-r));
+      if (r < 0)
+        ZT_THROW("aio: io_uring_wait_cqe failed for ", p.file->path(), ": ", std::strerror(-r));
       complete(cqe);
       while (io_uring_peek_cqe(&ring_, &cqe) == 0) complete(cqe);
     }

@@ -4,13 +4,12 @@
 
 #include "core/aio/aio_handle.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -86,7 +85,8 @@ TEST_P(AioRoundTrip, WriteThenReadGivesTheSameBytes) {
 INSTANTIATE_TEST_SUITE_P(
     Options, AioRoundTrip,
     ::testing::Values(OptionCase{1 << 20, 8, 1, false, true},  // DeepSpeed's defaults
-                      OptionCase{64 << 10, 4, 1, false, true}, OptionCase{64 << 10, 4, 2, true, true},
+                      OptionCase{64 << 10, 4, 1, false, true},
+                      OptionCase{64 << 10, 4, 2, true, true},
                       OptionCase{64 << 10, 3, 3, false, false},
                       OptionCase{5000, 2, 1, true, false}));  // block size rounded up to 4 KiB
 

@@ -262,13 +262,27 @@ const BadConfig kBadConfigs[] = {
      1,
      "zero_optimization.offload_optimizer.device",
      "expected one of none, cpu, nvme"},
-    {"OptimizerOffloadToNvme",
-     "train_batch_size: 8\nzero_optimization: {stage: 2, offload_optimizer: {device: nvme, "
-     "nvme_path: /x}}",
+    {"OptimizerOffloadToNvmeNeedsAdam",
+     "train_batch_size: 8\noptimizer: {type: Lamb}\nzero_optimization: {stage: 2, "
+     "offload_optimizer: {device: nvme, nvme_path: /x}}",
      {},
      1,
      "zero_optimization.offload_optimizer.device",
-     "optimizer offload to nvme is not implemented yet"},
+     "nvme steps the optimizer with CPUAdam; optimizer.type Lamb is not supported there"},
+    {"OptimizerOffloadToNvmeNeedsABuffer",
+     "train_batch_size: 8\nzero_optimization: {stage: 2, offload_optimizer: {device: nvme, "
+     "nvme_path: /x, buffer_count: 0}}",
+     {},
+     1,
+     "zero_optimization.offload_optimizer.buffer_count",
+     "must be >= 1"},
+    {"OptimizerOffloadToNvmeNeedsChunks",
+     "train_batch_size: 8\nzero_optimization: {stage: 2, sub_group_size: 0, offload_optimizer: "
+     "{device: nvme, nvme_path: /x}}",
+     {},
+     1,
+     "zero_optimization.sub_group_size",
+     "must be >= 1 with offload_optimizer.device nvme"},
     {"PartialOptimizerOffload",
      "train_batch_size: 8\nzero_optimization: {stage: 3, offload_optimizer: {device: cpu, "
      "ratio: 0.5}}",

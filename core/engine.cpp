@@ -253,10 +253,15 @@ MemoryReport Engine::memory() const {
 std::vector<Engine::ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    out.push_back({&buckets_[b]->layout(), buckets_[b]->stepped(), sharded_step_->master(b),
+    out.push_back({&buckets_[b]->layout(), buckets_[b]->stepped(),
+                   sharded_step_->nvme() ? at::Tensor() : sharded_step_->master(b),
                    sharded_step_->optimizer(b)});
   }
   return out;
+}
+
+zero::NvmeOptimizerSwapper* Engine::nvme_optimizer() const {
+  return sharded_step_->nvme();
 }
 
 void Engine::sync_params_from_masters() {

@@ -58,6 +58,8 @@ class RecordWriter {
   void str(const std::string& s);
   void bytes(const void* p, size_t n);
   void tensor(const at::Tensor& t);  // any CPU-copyable tensor
+  // A tensor record whose nbytes of data the caller appends with bytes() (streamed tensors).
+  void tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape);
   // Flushes, fsyncs, and renames the temporary file onto the final path. If `pause_s` > 0 it
   // sleeps between fsync and rename (tests kill a save there).
   void commit(int pause_s = 0);

@@ -1,14 +1,13 @@
 #include "core/zero/nvme_optimizer.h"
 
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "core/base/env_vars.h"
 #include "core/base/error.h"
@@ -62,21 +61,20 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, 
   }
   check_path(needed);
   for (auto& c : chunks_) {
-    c.file = std::make_unique<aio::AioFile>(
-        dir_ + "/buffer" + std::to_string(c.slot) + "_chunk" +
-            std::to_string(c.begin / options_.sub_group_size) + ".swp",
-        /*create=*/true);
+    c.file = std::make_unique<aio::AioFile>(dir_ + "/buffer" + std::to_string(c.slot) + "_chunk" +
+                                                std::to_string(c.begin / options_.sub_group_size) +
+                                                ".swp",
+                                            /*create=*/true);
   }
   aio_ = std::make_unique<aio::AioHandle>(options_.aio);
-  const int64_t count = std::min<int64_t>(options_.buffer_count,
-                                          std::max<int64_t>(1, static_cast<int64_t>(chunks_.size())));
+  const int64_t count = std::min<int64_t>(
+      options_.buffer_count, std::max<int64_t>(1, static_cast<int64_t>(chunks_.size())));
   for (int64_t i = 0; i < count; ++i) buffers_.emplace_back(largest);
   buffer_writes_.resize(buffers_.size());
-  ZT_LOG_INFO("NVMe optimizer offload: ", chunks_.size(), " chunk file(s), ", needed,
-              " bytes in ", dir_, ", streamed through ", buffers_.size(), " buffer(s) of ",
-              largest, " bytes (", aio_->uses_io_uring() ? "io_uring" : "pread/pwrite",
-              chunks_.empty() || chunks_.front().file->direct() ? ", O_DIRECT" : ", buffered",
-              ")");
+  ZT_LOG_INFO("NVMe optimizer offload: ", chunks_.size(), " chunk file(s), ", needed, " bytes in ",
+              dir_, ", streamed through ", buffers_.size(), " buffer(s) of ", largest, " bytes (",
+              aio_->uses_io_uring() ? "io_uring" : "pread/pwrite",
+              chunks_.empty() || chunks_.front().file->direct() ? ", O_DIRECT" : ", buffered", ")");
 }
 
 NvmeOptimizerSwapper::~NvmeOptimizerSwapper() {
@@ -100,8 +98,8 @@ void NvmeOptimizerSwapper::check_path(int64_t needed) {
            "); NVMe optimizer offload needs ", needed, " bytes there for this rank");
   ZT_CHECK(S_ISDIR(st.st_mode), kKey, " ", p, " is not a directory; NVMe optimizer offload needs ",
            needed, " bytes in a directory there for this rank");
-  dir_ = (std::filesystem::path(p) /
-          ("zerotorch_optimizer_rank" + std::to_string(rank_) + "_pid" + std::to_string(::getpid())))
+  dir_ = (std::filesystem::path(p) / ("zerotorch_optimizer_rank" + std::to_string(rank_) + "_pid" +
+                                      std::to_string(::getpid())))
              .string();
   if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     const int err = errno;
@@ -110,22 +108,24 @@ void NvmeOptimizerSwapper::check_path(int64_t needed) {
              "); NVMe optimizer offload needs ", needed, " bytes there for this rank");
   }
   struct statvfs fs {};
-  ZT_CHECK(::statvfs(p.c_str(), &fs) == 0, kKey, " ", p, ": statvfs failed: ",
-           std::strerror(errno));
+  ZT_CHECK(::statvfs(p.c_str(), &fs) == 0, kKey, " ", p,
+           ": statvfs failed: ", std::strerror(errno));
   const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
   const int64_t ranks = ranks_on_this_machine();
   if (free_bytes < needed * ranks) {
     ::rmdir(dir_.c_str());
     dir_.clear();
   }
-  ZT_CHECK(free_bytes >= needed * ranks, kKey, " ", p, " is too small: NVMe optimizer offload needs ",
-           needed * ranks, " bytes (", needed, " per rank x ", ranks,
-           " rank(s) on this machine), the filesystem has ", free_bytes, " free");
+  ZT_CHECK(free_bytes >= needed * ranks, kKey, " ", p,
+           " is too small: NVMe optimizer offload needs ", needed * ranks, " bytes (", needed,
+           " per rank x ", ranks, " rank(s) on this machine), the filesystem has ", free_bytes,
+           " free");
 }
 
 int64_t NvmeOptimizerSwapper::nvme_bytes() const {
   int64_t n = 0;
-  for (const auto& c : chunks_) n += chunk_bytes(c.numel, static_cast<int64_t>(state_names_.size()));
+  for (const auto& c : chunks_)
+    n += chunk_bytes(c.numel, static_cast<int64_t>(state_names_.size()));
   return n;
 }
 
@@ -159,9 +159,9 @@ void NvmeOptimizerSwapper::for_each_chunk(const std::vector<size_t>& slots, cons
   const int64_t states = static_cast<int64_t>(state_names_.size());
   // Read-ahead never reaches the buffer of the chunk being stepped; with 3+ buffers it leaves one
   // for the write of the previous chunk.
-  const size_t ahead =
-      options_.pipeline_read ? std::min(count - 1, std::max<size_t>(1, count > 2 ? count - 2 : 1))
-                             : 0;
+  const size_t ahead = options_.pipeline_read
+                           ? std::min(count - 1, std::max<size_t>(1, count > 2 ? count - 2 : 1))
+                           : 0;
   std::vector<aio::AioHandle::Ticket> reads(seq.size());
   size_t next_read = 0;
   auto take_buffer = [&](size_t i) {  // the buffer's previous write must have landed

@@ -5,11 +5,10 @@
 
 #include "core/zero/nvme_optimizer.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -61,25 +60,32 @@ TEST(NvmeOptimizerSwapper, ChunksRoundTripThroughTheirFiles) {
     NvmeOptimizerSwapper s(options(scratch(), pipelined), 0, {100, 50, 7}, kStates);
     EXPECT_EQ(s.nvme_bytes(), 3 * 4096 * (3 + 2 + 1));  // chunks of 40, 40, 20 | 40, 10 | 7
     std::vector<int64_t> seen;
-    s.for_each_chunk({0, 1, 2}, [&](NvmeOptimizerSwapper::Chunk& c) { fill(c, 0.0f); },
-                     /*read=*/false, /*write_back=*/true);
+    s.for_each_chunk(
+        {0, 1, 2}, [&](NvmeOptimizerSwapper::Chunk& c) { fill(c, 0.0f); },
+        /*read=*/false, /*write_back=*/true);
     // Step-like pass over two slots: read, change, write back.
-    s.for_each_chunk({0, 2}, [&](NvmeOptimizerSwapper::Chunk& c) {
-      seen.push_back(c.slot * 1000 + c.begin);
-      at::Tensor want = at::arange(c.begin, c.begin + c.numel, at::kFloat) + 1000.0f * c.slot;
-      EXPECT_TRUE(at::equal(c.master, want)) << c.slot << "/" << c.begin;
-      EXPECT_TRUE(at::equal(c.states[1], -want - 1.0f)) << c.slot << "/" << c.begin;
-      fill(c, 0.5f);
-    }, /*read=*/true, /*write_back=*/true);
+    s.for_each_chunk(
+        {0, 2},
+        [&](NvmeOptimizerSwapper::Chunk& c) {
+          seen.push_back(c.slot * 1000 + c.begin);
+          at::Tensor want = at::arange(c.begin, c.begin + c.numel, at::kFloat) + 1000.0f * c.slot;
+          EXPECT_TRUE(at::equal(c.master, want)) << c.slot << "/" << c.begin;
+          EXPECT_TRUE(at::equal(c.states[1], -want - 1.0f)) << c.slot << "/" << c.begin;
+          fill(c, 0.5f);
+        },
+        /*read=*/true, /*write_back=*/true);
     EXPECT_EQ(seen, (std::vector<int64_t>{0, 40, 80, 2000}));
     // Slot 1 untouched, slots 0 and 2 changed.
-    s.for_each_chunk({0, 1, 2}, [&](NvmeOptimizerSwapper::Chunk& c) {
-      const float shift = c.slot == 1 ? 0.0f : 0.5f;
-      at::Tensor want =
-          at::arange(c.begin, c.begin + c.numel, at::kFloat) + 1000.0f * c.slot + shift;
-      EXPECT_TRUE(at::equal(c.master, want)) << c.slot << "/" << c.begin;
-      EXPECT_TRUE(at::equal(c.states[0], -want)) << c.slot << "/" << c.begin;
-    }, /*read=*/true, /*write_back=*/false);
+    s.for_each_chunk(
+        {0, 1, 2},
+        [&](NvmeOptimizerSwapper::Chunk& c) {
+          const float shift = c.slot == 1 ? 0.0f : 0.5f;
+          at::Tensor want =
+              at::arange(c.begin, c.begin + c.numel, at::kFloat) + 1000.0f * c.slot + shift;
+          EXPECT_TRUE(at::equal(c.master, want)) << c.slot << "/" << c.begin;
+          EXPECT_TRUE(at::equal(c.states[0], -want)) << c.slot << "/" << c.begin;
+        },
+        /*read=*/true, /*write_back=*/false);
     const std::string dir = s.directory();
     EXPECT_TRUE(fs::exists(dir + "/buffer0_chunk2.swp"));
   }
@@ -101,8 +107,7 @@ TEST(NvmeOptimizerSwapper, MissingPathNamesItAndTheBytesNeeded) {
   const std::string msg =
       error_of([&] { NvmeOptimizerSwapper s(options(path, false), 0, {100}, kStates); });
   EXPECT_NE(msg.find("nvme_path " + path + " does not exist"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("needs " + std::to_string(3 * 3 * 4096) + " bytes"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("needs " + std::to_string(3 * 3 * 4096) + " bytes"), std::string::npos) << msg;
 }
 
 TEST(NvmeOptimizerSwapper, PathThatIsAFileIsRefused) {
@@ -118,8 +123,7 @@ TEST(NvmeOptimizerSwapper, UnwritablePathIsRefused) {
   const std::string msg =
       error_of([&] { NvmeOptimizerSwapper s(options("/proc", false), 0, {100}, kStates); });
   EXPECT_NE(msg.find("nvme_path /proc is not writable"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("needs " + std::to_string(3 * 3 * 4096) + " bytes"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("needs " + std::to_string(3 * 3 * 4096) + " bytes"), std::string::npos) << msg;
 }
 
 TEST(NvmeOptimizerSwapper, TooSmallFilesystemIsRefusedBeforeAnythingIsWritten) {
@@ -127,8 +131,7 @@ TEST(NvmeOptimizerSwapper, TooSmallFilesystemIsRefusedBeforeAnythingIsWritten) {
   const int64_t huge = int64_t{1} << 50;  // 12 PiB of master and Adam state
   NvmeOptimizerOptions o = options(path, false);
   o.sub_group_size = huge;
-  const std::string msg =
-      error_of([&] { NvmeOptimizerSwapper s(o, 0, {huge}, kStates); });
+  const std::string msg = error_of([&] { NvmeOptimizerSwapper s(o, 0, {huge}, kStates); });
   EXPECT_NE(msg.find("nvme_path " + path + " is too small"), std::string::npos) << msg;
   EXPECT_NE(msg.find("needs " + std::to_string(3 * huge * 4)), std::string::npos) << msg;
   EXPECT_NE(msg.find(" free"), std::string::npos) << msg;
@@ -143,12 +146,14 @@ TEST(NvmeOptimizerSwapper, TooSmallFilesystemIsRefusedBeforeAnythingIsWritten) {
 TEST(NvmeOptimizerSwapper, ReadErrorMidRunNamesFileAndOffset) {
   for (bool pipelined : {false, true}) {
     NvmeOptimizerSwapper s(options(scratch(), pipelined), 0, {100}, kStates);
-    s.for_each_chunk({0}, [&](NvmeOptimizerSwapper::Chunk& c) { fill(c, 0.0f); }, false, true);
+    s.for_each_chunk(
+        {0}, [&](NvmeOptimizerSwapper::Chunk& c) { fill(c, 0.0f); }, false, true);
     const std::string bad = s.directory() + "/buffer0_chunk1.swp";
     fs::resize_file(bad, 4096);  // the master region stays, the state is gone
     int stepped = 0;
     const std::string msg = error_of([&] {
-      s.for_each_chunk({0}, [&](NvmeOptimizerSwapper::Chunk&) { ++stepped; }, true, true);
+      s.for_each_chunk(
+          {0}, [&](NvmeOptimizerSwapper::Chunk&) { ++stepped; }, true, true);
     });
     EXPECT_NE(msg.find("read of " + bad + " at offset 4096"), std::string::npos) << msg;
     EXPECT_LE(stepped, 1) << "chunks after the failed read were stepped";

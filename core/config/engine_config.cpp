@@ -103,7 +103,8 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
            "zero_optimization.offload_param.device = ", to_string(z.offload_param.device),
            ": parameter offload is not implemented yet");
   o.offload_optimizer = z.offload_optimizer.device != OffloadDevice::kNone;
-  if (z.offload_optimizer.device == OffloadDevice::kNvme) {
+  // Below stage 1 check_config warns that the block is ignored, as DeepSpeed ignores it.
+  if (z.offload_optimizer.device == OffloadDevice::kNvme && z.stage >= 1) {
     ZT_CHECK(!z.offload_optimizer.nvme_path.empty(),
              "zero_optimization.offload_optimizer.nvme_path: required when device is nvme");
     NvmeOptimizerOptions& n = o.nvme_optimizer;

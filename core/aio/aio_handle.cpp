@@ -254,7 +254,8 @@ class AioHandle::Worker {
 };
 
 AioHandle::AioHandle(const AioOptions& options) : options_(options) {
-  ZT_CHECK(options_.block_size >= 1, "aio.block_size must be >= 1, got ", options_.block_size);
+  ZT_CHECK(options_.block_size >= 1 && options_.block_size <= (int64_t{1} << 30),
+           "aio.block_size must be 1..2^30 bytes, got ", options_.block_size);
   ZT_CHECK(options_.queue_depth >= 1 && options_.queue_depth <= 4096,
            "aio.queue_depth must be 1..4096, got ", options_.queue_depth);
   ZT_CHECK(options_.thread_count >= 1 && options_.thread_count <= 64,

@@ -35,8 +35,7 @@ std::string gib(int64_t bytes) {
 
 }  // namespace
 
-std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t params,
-                                                  int world_size) {
+std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t params, int world_size) {
   ZT_CHECK(params > 0, "--params must be > 0, got ", params);
   ZT_CHECK(world_size > 0, "world size must be > 0, got ", world_size);
   const ZeroConfig& z = c.zero_optimization;
@@ -63,9 +62,9 @@ std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t param
       e.nvme_bytes = opt;
       const int64_t chunk = std::min<int64_t>(std::max<int64_t>(z.sub_group_size, 1), stepped);
       const int64_t chunks = (stepped + chunk - 1) / chunk;
-      e.host_bytes = std::min<int64_t>(std::max<int64_t>(z.offload_optimizer.buffer_count, 1),
-                                       chunks) *
-                     (m + s) * chunk;
+      e.host_bytes =
+          std::min<int64_t>(std::max<int64_t>(z.offload_optimizer.buffer_count, 1), chunks) *
+          (m + s) * chunk;
     }
     out.push_back(e);
   }
@@ -77,14 +76,16 @@ std::vector<std::string> memory_estimate_lines(const Config& c, int64_t params, 
   const bool half = c.fp16.enabled || c.bf16.enabled;
   lines.push_back(detail::str("model states per rank for ", params, " parameters, ", world_size,
                               " rank(s), stage ", c.zero_optimization.stage, ", ",
-                              c.fp16.enabled ? "fp16" : c.bf16.enabled ? "bf16" : "fp32",
+                              c.fp16.enabled   ? "fp16"
+                              : c.bf16.enabled ? "bf16"
+                                               : "fp32",
                               " compute", half ? " + fp32 master" : "",
                               " (padding and stage-3 units in flight come on top):"));
   for (const MemoryEstimate& e : estimate_model_states(c, params, world_size)) {
     const bool mine = e.optimizer_offload == c.zero_optimization.offload_optimizer.device;
-    lines.push_back(detail::str("  offload_optimizer ", to_string(e.optimizer_offload),
-                                ": device ", gib(e.device_bytes), ", host ", gib(e.host_bytes),
-                                ", nvme ", gib(e.nvme_bytes), mine ? "   <- this config" : ""));
+    lines.push_back(detail::str("  offload_optimizer ", to_string(e.optimizer_offload), ": device ",
+                                gib(e.device_bytes), ", host ", gib(e.host_bytes), ", nvme ",
+                                gib(e.nvme_bytes), mine ? "   <- this config" : ""));
   }
   if (c.zero_optimization.offload_param.device != OffloadDevice::kNone) {
     lines.push_back("  offload_param: not implemented, not estimated");

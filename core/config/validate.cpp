@@ -105,6 +105,13 @@ class Validator {
     // ZeRO-Offload moves optimizer states, which exist sharded from stage 1; parameters are
     // sharded (and so offloadable) only at stage 3.
     offload(p + "offload_optimizer", z.offload_optimizer, 1, false);
+    // The aio block (core/aio/aio_handle.h takes these ranges).
+    check("aio.block_size", c_.aio.block_size >= 1 && c_.aio.block_size <= (int64_t{1} << 30),
+          "must be 1..1073741824 bytes, got ", c_.aio.block_size);
+    check("aio.queue_depth", c_.aio.queue_depth >= 1 && c_.aio.queue_depth <= 4096,
+          "must be 1..4096, got ", c_.aio.queue_depth);
+    check("aio.thread_count", c_.aio.thread_count >= 1 && c_.aio.thread_count <= 64,
+          "must be 1..64, got ", c_.aio.thread_count);
     offload(p + "offload_param", z.offload_param, 3, true);
   }
 

@@ -60,6 +60,21 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, 
     }
   }
   check_path(needed);
+  try {
+    open_files_and_buffers(largest);
+  } catch (...) {
+    chunks_.clear();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+  ZT_LOG_INFO("NVMe optimizer offload: ", chunks_.size(), " chunk file(s), ", needed, " bytes in ",
+              dir_, ", streamed through ", buffers_.size(), " buffer(s) of ", largest, " bytes (",
+              aio_->uses_io_uring() ? "io_uring" : "pread/pwrite",
+              chunks_.empty() || chunks_.front().file->direct() ? ", O_DIRECT" : ", buffered", ")");
+}
+
+void NvmeOptimizerSwapper::open_files_and_buffers(int64_t largest) {
   for (auto& c : chunks_) {
     c.file = std::make_unique<aio::AioFile>(dir_ + "/buffer" + std::to_string(c.slot) + "_chunk" +
                                                 std::to_string(c.begin / options_.sub_group_size) +
@@ -71,10 +86,6 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, 
       options_.buffer_count, std::max<int64_t>(1, static_cast<int64_t>(chunks_.size())));
   for (int64_t i = 0; i < count; ++i) buffers_.emplace_back(largest);
   buffer_writes_.resize(buffers_.size());
-  ZT_LOG_INFO("NVMe optimizer offload: ", chunks_.size(), " chunk file(s), ", needed, " bytes in ",
-              dir_, ", streamed through ", buffers_.size(), " buffer(s) of ", largest, " bytes (",
-              aio_->uses_io_uring() ? "io_uring" : "pread/pwrite",
-              chunks_.empty() || chunks_.front().file->direct() ? ", O_DIRECT" : ", buffered", ")");
 }
 
 NvmeOptimizerSwapper::~NvmeOptimizerSwapper() {

@@ -81,6 +81,7 @@ class NvmeOptimizerSwapper {
     std::unique_ptr<aio::AioFile> file;
   };
   void check_path(int64_t needed);
+  void open_files_and_buffers(int64_t largest);
   Chunk views(const ChunkFile& c, const aio::AlignedBuffer& buf) const;
 
   NvmeOptimizerOptions options_;

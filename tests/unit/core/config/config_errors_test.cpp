@@ -283,6 +283,12 @@ const BadConfig kBadConfigs[] = {
      1,
      "zero_optimization.sub_group_size",
      "must be >= 1 with offload_optimizer.device nvme"},
+    {"AioQueueDepthZero",
+     "train_batch_size: 8\naio: {queue_depth: 0}",
+     {},
+     1,
+     "aio.queue_depth",
+     "must be 1..4096"},
     {"PartialOptimizerOffload",
      "train_batch_size: 8\nzero_optimization: {stage: 3, offload_optimizer: {device: cpu, "
      "ratio: 0.5}}",

@@ -351,34 +351,50 @@ void ShardedStep::nvme_step(double clip, double lr) {
     step_before[b] = slots_[b].optimizer->step_count();
   }
   auto step_tensor = [](int64_t n) { return at::scalar_tensor(n, at::kLong); };
-  nvme_->for_each_chunk(
-      stepped,
-      [&](NvmeOptimizerSwapper::Chunk& c) {
-        Slot& slot = slots_[c.slot];
-        at::Tensor g = buckets_[c.slot]->owned_grad().narrow(0, c.begin, c.numel);
-        at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
-        // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
-        std::vector<optim::GroupRange> ranges;
-        for (optim::GroupRange r : groups(c.slot, lr)) {
-          r.begin = std::max(r.begin, c.begin) - c.begin;
-          r.end = std::min(r.end, c.begin + c.numel) - c.begin;
-          if (r.begin < r.end) ranges.push_back(r);
-        }
-        slot.optimizer->load_state_dict({{"step", step_tensor(step_before[c.slot])},
-                                         {"exp_avg", c.states[0]},
-                                         {"exp_avg_sq", c.states[1]}});
-        at::Tensor target = buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel);
-        if (target.scalar_type() != at::kFloat) {
-          slot.optimizer->step(c.master, g32, ranges, &target);
-        } else {
-          slot.optimizer->step(c.master, g32, ranges);
-          target.copy_(c.master);
-        }
-        const auto state = slot.optimizer->state_dict();
-        c.states[0].copy_(state.at("exp_avg"));
-        c.states[1].copy_(state.at("exp_avg_sq"));
-      },
-      /*read=*/true, /*write_back=*/true);
+  // An I/O error on one rank stops every rank: the ranks vote before anything is published, so
+  // none waits in a collective for a rank that left.
+  std::string failure;
+  try {
+    nvme_->for_each_chunk(
+        stepped,
+        [&](NvmeOptimizerSwapper::Chunk& c) {
+          Slot& slot = slots_[c.slot];
+          at::Tensor g = buckets_[c.slot]->owned_grad().narrow(0, c.begin, c.numel);
+          at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
+          // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
+          std::vector<optim::GroupRange> ranges;
+          for (optim::GroupRange r : groups(c.slot, lr)) {
+            r.begin = std::max(r.begin, c.begin) - c.begin;
+            r.end = std::min(r.end, c.begin + c.numel) - c.begin;
+            if (r.begin < r.end) ranges.push_back(r);
+          }
+          slot.optimizer->load_state_dict({{"step", step_tensor(step_before[c.slot])},
+                                           {"exp_avg", c.states[0]},
+                                           {"exp_avg_sq", c.states[1]}});
+          at::Tensor target = buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel);
+          if (target.scalar_type() != at::kFloat) {
+            slot.optimizer->step(c.master, g32, ranges, &target);
+          } else {
+            slot.optimizer->step(c.master, g32, ranges);
+            target.copy_(c.master);
+          }
+          const auto state = slot.optimizer->state_dict();
+          c.states[0].copy_(state.at("exp_avg"));
+          c.states[1].copy_(state.at("exp_avg_sq"));
+        },
+        /*read=*/true, /*write_back=*/true);
+  } catch (const Error& e) {
+    failure = e.message();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  at::Tensor failed = at::full({1}, failure.empty() ? 0 : 1, at::kInt);
+  clock_.wait(comm_.all_reduce(failed, dist::ReduceOp::kMax));
+  ZT_CHECK(failure.empty(), failure,
+           "; the NVMe optimizer state is inconsistent now: resume from the last checkpoint");
+  ZT_CHECK(failed.item<int>() == 0,
+           "NVMe optimizer offload: an I/O error on another rank stopped the step (its message "
+           "names the file and offset); resume from the last checkpoint");
   // The optimizers keep only their step counts between steps.
   for (size_t b : stepped) {
     slots_[b].optimizer->load_state_dict({{"step", step_tensor(step_before[b] + 1)}});

@@ -17,6 +17,7 @@
 
 #include "core/base/error.h"
 #include "core/engine.h"
+#include "core/zero/nvme_optimizer.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/mpi_world.h"
@@ -440,6 +441,7 @@ TEST(EngineNvmeOffload, OptimizerStateOnNvmeIsBitIdenticalToCpuOffload) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     ADD_FAILURE() << "swap directory left behind: " << e.path();
   }
+  g_comm->barrier()->wait();  // no rank starts the next test's swap files before the listing
 }
 
 // A bad nvme_path stops the engine while it is built, before any collective or step, on every
@@ -460,6 +462,43 @@ TEST(EngineNvmeOffload, MissingNvmePathStopsBeforeTraining) {
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find(" bytes there for this rank"), std::string::npos) << msg;
+}
+
+// A swap file that loses its bytes mid-run on the last rank: that rank names the file and the
+// offset, every other rank stops too (a vote, not a hang in the next collective).
+TEST(EngineNvmeOffload, IoErrorOnOneRankStopsEveryRank) {
+  auto model = make_model(ModelKind::kMlp);
+  zt::EngineOptions o = engine_options(ModelKind::kMlp, 2, 1, 0.0);
+  o.offload_optimizer = true;
+  o.optimizer.type = "CpuAdam";
+  o.nvme_optimizer.path = scratch();
+  zt::Engine engine(model, o, g_comm);
+  const int world = g_comm->size(), rank = g_comm->rank();
+  const int64_t micro = kGlobalBatch / world;
+  auto step = [&](int s) {
+    auto [x, y] = global_batch(ModelKind::kMlp, s);
+    torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
+    torch::Tensor loss =
+        engine.forward([&] { return torch::mse_loss(run_model(*model, ModelKind::kMlp, xs), ys); });
+    engine.backward(loss);
+    engine.step();
+  };
+  step(0);
+  const bool culprit = rank == world - 1;
+  const std::string bad = engine.nvme_optimizer()->directory() + "/buffer0_chunk0.swp";
+  if (culprit) std::filesystem::resize_file(bad, 0);
+  g_comm->barrier()->wait();
+  std::string msg;
+  try {
+    step(1);
+  } catch (const zt::Error& e) {
+    msg = e.message();
+  }
+  if (culprit) {
+    EXPECT_NE(msg.find("read of " + bad + " at offset 0"), std::string::npos) << msg;
+  } else {
+    EXPECT_NE(msg.find("an I/O error on another rank stopped the step"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace nvme

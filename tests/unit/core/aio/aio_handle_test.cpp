@@ -88,7 +88,13 @@ INSTANTIATE_TEST_SUITE_P(
                       OptionCase{64 << 10, 4, 1, false, true},
                       OptionCase{64 << 10, 4, 2, true, true},
                       OptionCase{64 << 10, 3, 3, false, false},
-                      OptionCase{5000, 2, 1, true, false}));  // block size rounded up to 4 KiB
+                      OptionCase{5000, 2, 1, true, false}),  // block size rounded up to 4 KiB
+    [](const ::testing::TestParamInfo<OptionCase>& info) {
+      const OptionCase& c = info.param;
+      return "Block" + std::to_string(c.block_size) + "Depth" + std::to_string(c.queue_depth) +
+             "Threads" + std::to_string(c.thread_count) + (c.single_submit ? "Single" : "Batch") +
+             (c.overlap_events ? "Overlap" : "LockStep");
+    });
 
 // Unaligned buffers, offsets and lengths cannot go through O_DIRECT: they still round-trip.
 TEST(AioHandle, UnalignedBufferOffsetAndLengthRoundTrip) {

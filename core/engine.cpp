@@ -81,7 +81,10 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   ZT_LOG_INFO("engine: ZeRO stage ", options_.stage, ", ", world_, " rank(s), ", buckets_.size(),
               " flat buffer(s) in ", plan_.units.size(), " unit(s); model states per rank: params ",
               m.param_bytes, " B, grads ", m.grad_bytes, " B, optimizer ",
-              m.optimizer_state_bytes + m.master_bytes, " B");
+              m.optimizer_state_bytes + m.master_bytes, " B",
+              m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
+                                             m.nvme_buffer_bytes, " B of buffers)")
+                               : std::string());
 }
 
 Engine::~Engine() = default;
@@ -238,6 +241,8 @@ MemoryReport Engine::memory() const {
   }
   m.optimizer_state_bytes = sharded_step_->optimizer_state_bytes();
   m.master_bytes = sharded_step_->master_bytes();
+  m.nvme_bytes = sharded_step_->nvme_bytes();
+  m.nvme_buffer_bytes = sharded_step_->nvme_buffer_bytes();
   if (gather_) {
     m.gathered_param_bytes = gather_->gathered_bytes();
     m.peak_gathered_param_bytes = gather_->peak_gathered_bytes();
@@ -248,10 +253,15 @@ MemoryReport Engine::memory() const {
 std::vector<Engine::ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    out.push_back({&buckets_[b]->layout(), buckets_[b]->stepped(), sharded_step_->master(b),
+    out.push_back({&buckets_[b]->layout(), buckets_[b]->stepped(),
+                   sharded_step_->nvme() ? at::Tensor() : sharded_step_->master(b),
                    sharded_step_->optimizer(b)});
   }
   return out;
+}
+
+zero::NvmeOptimizerSwapper* Engine::nvme_optimizer() const {
+  return sharded_step_->nvme();
 }
 
 void Engine::sync_params_from_masters() {

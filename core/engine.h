@@ -122,7 +122,9 @@ class Engine {
   // the flat buffer this rank steps (the whole buffer at stage 0, slice `rank` otherwise), the
   // fp32 master values of that range (a separate master, or a view of the fp32 parameters /
   // stage-3 shard, so writing into it changes the model once sync_params_from_masters() runs),
-  // and the optimizer stepping it (state laid out like master).
+  // and the optimizer stepping it (state laid out like master). With offload_optimizer.device
+  // nvme, master is undefined and the optimizer holds only its step count: master and state are
+  // streamed chunk by chunk through nvme_optimizer() instead.
   struct ShardState {
     const dist::FlatLayout* layout = nullptr;
     dist::Range stepped;
@@ -130,6 +132,8 @@ class Engine {
     optim::ShardOptimizer* optimizer = nullptr;
   };
   std::vector<ShardState> shard_states();
+  // The swap files of offload_optimizer.device nvme (core/zero/nvme_optimizer.h), else nullptr.
+  zero::NvmeOptimizerSwapper* nvme_optimizer() const;
   // After masters were overwritten (checkpoint load): casts them into the compute parameters and
   // re-gathers full parameters where the stage keeps them (collective: every rank calls it).
   void sync_params_from_masters();

@@ -11,6 +11,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "core/aio/aio_options.h"
 #include "core/precision/loss_scaler.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
@@ -24,6 +25,19 @@ inline optim::ParamGroupOptions every_parameter_decays() {
   return o;
 }
 
+// offload_optimizer.device nvme (ZeRO-Infinity): the fp32 master and optimizer state of this
+// rank's stepped ranges live in files under path, cut into chunks of sub_group_size elements and
+// streamed through buffer_count host buffers at each step (core/zero/nvme_optimizer.h).
+struct NvmeOptimizerOptions {
+  std::string path;  // empty: not on NVMe
+  int64_t sub_group_size = 1'000'000'000;
+  int64_t buffer_count = 4;
+  bool pipeline_read = false;   // read chunk k+1 while chunk k steps
+  bool pipeline_write = false;  // write chunk k back while chunk k+1 steps
+  aio::AioOptions aio;
+  bool enabled() const { return !path.empty(); }
+};
+
 struct EngineOptions {
   int stage = 0;
   int gradient_accumulation_steps = 1;
@@ -32,6 +46,8 @@ struct EngineOptions {
   int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
   int64_t stage3_param_persistence_threshold = 0;    // buffers below this stay gathered
   bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
+  // With offload_optimizer: master and state on NVMe instead of in host memory (CpuAdam only).
+  NvmeOptimizerOptions nvme_optimizer;
   // Compute dtype of the model: fp32, or fp16/bf16 with an fp32 master of the owned slice. The
   // engine casts the model's floating parameters and buffers; inputs are the caller's.
   at::ScalarType compute_dtype = at::kFloat;
@@ -73,8 +89,10 @@ struct MemoryReport {
   int64_t master_bytes = 0;           // separate fp32 master copy (0 when params are the master)
   int64_t gathered_param_bytes = 0;   // stage 3: full buffers currently gathered
   int64_t peak_gathered_param_bytes = 0;
-  int64_t model_state_bytes() const {
-    return param_bytes + grad_bytes + optimizer_state_bytes + master_bytes;
+  int64_t nvme_bytes = 0;              // NVMe offload: bytes of this rank's swap files (not in RAM)
+  int64_t nvme_buffer_bytes = 0;       // NVMe offload: host buffers the chunks stream through
+  int64_t model_state_bytes() const {  // in host/device memory (nvme_bytes excluded)
+    return param_bytes + grad_bytes + optimizer_state_bytes + master_bytes + nvme_buffer_bytes;
   }
 };
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything zerotorch needs on a fresh Debian 12 machine (run as root), idempotently:
 #  - Debian packages: compilers, CMake, OpenMPI, yaml-cpp, Boost.Program_options, GoogleTest,
-#    spdlog/fmt, SentencePiece, ccache, iproute2, and the
+#    spdlog/fmt, liburing (NVMe offload I/O), SentencePiece, ccache, iproute2, and the
 #    public-domain corpora used by examples;
 #  - LibTorch from the PyPI torch wheel, in a virtualenv keyed by the torch version in a per-user
 #    cache outside the clone (ZT_VENV overrides), so fresh clones reuse it.
@@ -20,7 +20,7 @@ APT_PACKAGES=(
   openmpi-bin libopenmpi-dev
   libyaml-cpp-dev libboost-program-options-dev
   libgtest-dev libgmock-dev libgloo-dev
-  libspdlog-dev libfmt-dev
+  libspdlog-dev libfmt-dev liburing-dev
   libsentencepiece-dev sentencepiece
   iproute2 procps
   slurmd slurmctld slurm-client munge

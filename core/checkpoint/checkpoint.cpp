@@ -21,6 +21,7 @@
 #include "core/base/logging.h"
 #include "core/checkpoint/format.h"
 #include "core/checkpoint/safetensors_writer.h"
+#include "core/zero/nvme_optimizer.h"
 
 namespace zt {
 namespace fs = std::filesystem;
@@ -50,10 +51,14 @@ void fsync_dir(const fs::path& dir) {
 
 // The bytes of tensor data this rank's shard holds at least (the engine's stepped ranges: masters
 // and optimizer state; names, frozen parameters and the RNG add a little).
-uint64_t shard_bytes_at_least(const std::vector<Engine::ShardState>& states) {
+// nvme_states: the state tensors laid out like master that live in NVMe swap files (with
+// offload_optimizer.device nvme the master is there too, and s.master is undefined).
+uint64_t shard_bytes_at_least(const std::vector<Engine::ShardState>& states, size_t nvme_states) {
   uint64_t n = 0;
   for (const auto& s : states) {
-    n += static_cast<uint64_t>(s.master.numel()) * sizeof(float);
+    const uint64_t stepped = static_cast<uint64_t>(s.stepped.size()) * sizeof(float);
+    n += s.master.defined() ? static_cast<uint64_t>(s.master.numel()) * sizeof(float)
+                            : stepped * (1 + nvme_states);
     for (const auto& [k, t] : s.optimizer->state_dict())
       n += static_cast<uint64_t>(t.numel()) * t.element_size();
   }
@@ -295,6 +300,101 @@ std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
   return out;
 }
 
+// ---- NVMe optimizer offload (core/zero/nvme_optimizer.h) ----
+// The master and the state laid out like it stream between the swap files and the shard file one
+// chunk at a time (host memory: the swap buffers, never a whole buffer). The records are those of
+// a master in memory, with CpuAdam's state_dict keys in its (sorted) order, so a checkpoint saved
+// with NVMe offload loads with CPU offload and the other way round.
+
+void write_nvme_buffer(ckpt::RecordWriter& w, zero::NvmeOptimizerSwapper& nvme, size_t b,
+                       const Engine::ShardState& s) {
+  const int64_t n = s.stepped.size();
+  auto stream = [&](int state) {  // -1: the master
+    w.tensor_header(at::kFloat, {n});
+    nvme.for_each_chunk(
+        {b},
+        [&](zero::NvmeOptimizerSwapper::Chunk& c) {
+          const at::Tensor& t = state < 0 ? c.master : c.states[static_cast<size_t>(state)];
+          w.bytes(t.data_ptr(), static_cast<size_t>(c.numel) * sizeof(float));
+        },
+        /*read=*/true, /*write_back=*/false);
+  };
+  stream(-1);
+  std::map<std::string, int> keys;  // state name -> index in the swap files, -1: in memory
+  const auto in_memory = s.optimizer->state_dict();  // between steps: "step" only
+  for (const auto& kv : in_memory) keys[kv.first] = -1;
+  for (size_t i = 0; i < nvme.state_names().size(); ++i) {
+    keys[nvme.state_names()[i]] = static_cast<int>(i);
+  }
+  w.u32(static_cast<uint32_t>(keys.size()));
+  for (const auto& [k, i] : keys) {
+    w.str(k);
+    if (i < 0) {
+      w.tensor(in_memory.at(k));
+    } else {
+      stream(i);
+    }
+  }
+}
+
+// Fills the swap files from checkpoint `c` (this rank's own shard when exact, else resharded from
+// every shard's pieces) and the optimizers' step counts. State missing from the checkpoint (saved
+// before the first step) is zero, as a fresh Adam has it.
+void load_nvme_buffers(const OpenCheckpoint& c, int rank, bool exact,
+                       const std::vector<Engine::ShardState>& states,
+                       zero::NvmeOptimizerSwapper& nvme) {
+  const PieceIndex idx = exact ? PieceIndex() : index_pieces(c);
+  const ShardBuffer* proto = nullptr;  // every saved buffer has the same state keys
+  int proto_shard = 0;
+  for (size_t s = 0; s < c.shards.size() && proto == nullptr; ++s) {
+    if (!c.shards[s].buffers.empty()) {
+      proto = &c.shards[s].buffers.front();
+      proto_shard = static_cast<int>(s);
+    }
+  }
+  const auto& names = nvme.state_names();
+  for (size_t b = 0; b < states.size(); ++b) {
+    const Engine::ShardState& st = states[b];
+    const ShardBuffer* own = exact ? &c.shards[rank].buffers[b] : proto;
+    auto fill = [&](const std::string& what, int64_t begin, int64_t n, at::Tensor& dst) {
+      if (what != "master" && (own == nullptr || own->state.count(what) == 0)) {
+        dst.zero_();
+        return;
+      }
+      if (exact) {
+        const ckpt::TensorRef& ref = what == "master" ? own->master : own->state.at(what);
+        ZT_CHECK(ref.dtype == at::kFloat && ref.numel() == st.stepped.size(), "checkpoint shard ",
+                 c.shards[rank].path, ": ", what, " of buffer ", b, " is not ", st.stepped.size(),
+                 " fp32 elements");
+        c.readers[rank]->read_at(ref.offset + static_cast<uint64_t>(begin) * sizeof(float),
+                                 dst.data_ptr(), static_cast<uint64_t>(n) * sizeof(float));
+        return;
+      }
+      dst.zero_();  // padding stays zero, as a fresh engine has it
+      const int64_t lo_chunk = st.stepped.begin + begin, hi_chunk = lo_chunk + n;
+      for (const auto& e : st.layout->entries()) {
+        const int64_t lo = std::max(e.range.begin, lo_chunk), hi = std::min(e.range.end, hi_chunk);
+        if (lo >= hi) continue;
+        fill_range(c, idx, e.name, what, lo - e.range.begin, hi - e.range.begin, dst,
+                   lo - lo_chunk);
+      }
+    };
+    nvme.for_each_chunk(
+        {b},
+        [&](zero::NvmeOptimizerSwapper::Chunk& ch) {
+          fill("master", ch.begin, ch.numel, ch.master);
+          for (size_t i = 0; i < names.size(); ++i)
+            fill(names[i], ch.begin, ch.numel, ch.states[i]);
+        },
+        /*read=*/false, /*write_back=*/true);
+    at::Tensor step = at::scalar_tensor(int64_t{0}, at::kLong);
+    if (own != nullptr && own->state.count("step")) {
+      step = read_ref(c, exact ? rank : proto_shard, own->state.at("step"));
+    }
+    st.optimizer->load_state_dict({{"step", step}});
+  }
+}
+
 // Tag directories with a metadata file, oldest metadata first.
 std::vector<std::pair<fs::file_time_type, fs::path>> complete_tags_by_age(const fs::path& dir) {
   std::vector<std::pair<fs::file_time_type, fs::path>> complete;
@@ -360,7 +460,8 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
   auto states = engine.shard_states();
   {
     const fs::path shard = tag_dir / ckpt::shard_file_name(rank);
-    const uint64_t need = shard_bytes_at_least(states);
+    const uint64_t need = shard_bytes_at_least(
+        states, engine.nvme_optimizer() ? engine.nvme_optimizer()->state_names().size() : 0);
     check_free_space(tag_dir, shard, need);
     ckpt::RecordWriter w(shard.string());
     w.expect_bytes(need);
@@ -369,7 +470,8 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
     w.u32(rank);
     w.u32(world);
     w.u32(states.size());
-    for (const auto& s : states) {
+    for (size_t b = 0; b < states.size(); ++b) {
+      const auto& s = states[b];
       w.i64(s.layout->padded_numel());
       w.i64(s.stepped.begin);
       w.i64(s.stepped.end);
@@ -378,6 +480,10 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
         w.str(e.name);
         w.i64(e.range.begin);
         w.i64(e.range.end);
+      }
+      if (!s.master.defined()) {  // NVMe optimizer offload
+        write_nvme_buffer(w, *engine.nvme_optimizer(), b, s);
+        continue;
       }
       w.tensor(s.master.to(at::kFloat));
       const auto sd = s.optimizer->state_dict();
@@ -458,7 +564,11 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
              states.front().optimizer->name());
   }
   const bool exact = c.meta.world_size == world && same_layouts(states, c.shards[rank]);
-  std::vector<Prepared> prepared = exact ? prepare_exact(c, rank) : prepare_reshard(c, states);
+  // NVMe optimizer offload streams into its swap files at the commit below instead.
+  zero::NvmeOptimizerSwapper* nvme = engine.nvme_optimizer();
+  std::vector<Prepared> prepared = nvme    ? std::vector<Prepared>()
+                                   : exact ? prepare_exact(c, rank)
+                                           : prepare_reshard(c, states);
   const ShardIndex& own = c.shards[rank < c.meta.world_size ? rank : 0];
   std::vector<std::pair<std::string, at::Tensor>> frozen;
   for (const auto& [name, ref] : c.shards[0].frozen) frozen.emplace_back(name, read_ref(c, 0, ref));
@@ -467,7 +577,8 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
   // Commit.
   {
     c10::NoGradGuard no_grad;
-    for (size_t b = 0; b < states.size(); ++b) {
+    if (nvme) load_nvme_buffers(c, rank, exact, states, *nvme);
+    for (size_t b = 0; b < prepared.size(); ++b) {
       states[b].master.copy_(prepared[b].master);
       states[b].optimizer->load_state_dict(prepared[b].state);
     }

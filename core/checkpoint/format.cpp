@@ -120,6 +120,17 @@ void RecordWriter::tensor(const at::Tensor& t) {
   bytes(c.data_ptr(), nbytes);
 }
 
+void RecordWriter::tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape) {
+  u8(static_cast<uint8_t>(dtype));
+  u32(static_cast<uint32_t>(shape.size()));
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    i64(d);
+    numel *= d;
+  }
+  u64(static_cast<uint64_t>(numel) * c10::elementSize(dtype));
+}
+
 void RecordWriter::commit(int pause_s) {
   flush();
   ZT_CHECK(::fsync(fd_) == 0, "checkpoint file ", tmp_, " cannot be synced: ", std::strerror(errno),

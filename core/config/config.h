@@ -66,6 +66,21 @@ struct OffloadConfig {
   int64_t buffer_size = 100'000'000;   // offload_param only: elements per NVMe buffer
   int64_t max_in_cpu = 1'000'000'000;  // offload_param only: elements kept in CPU memory
   double ratio = 1.0;                  // offload_optimizer only: share of the states offloaded
+  // offload_optimizer with device nvme only: overlap reading the next chunk (sub_group_size
+  // elements) / writing the previous one with the step of the current one.
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+};
+
+// aio: the asynchronous I/O of NVMe offload, with DeepSpeed's defaults
+// (deepspeed/runtime/swap_tensor/constants.py, aio_config.py). thread_count is also read under
+// its newer name intra_op_parallelism. Acts only with offload_optimizer.device nvme.
+struct AioConfig {
+  int64_t block_size = 1'048'576;
+  int64_t queue_depth = 8;
+  int64_t thread_count = 1;
+  bool single_submit = false;
+  bool overlap_events = true;
 };
 
 // zero_optimization. Sizes count elements, as in DeepSpeed.
@@ -256,6 +271,7 @@ struct Config {
   ParameterGroupsConfig parameter_groups;
   MonitorConfig tensorboard;
   MonitorConfig csv_monitor;
+  AioConfig aio;
 
   // Keys given as "auto" whose value needs what only the running program knows: the model's
   // hidden size (the ZeRO bucket sizes) or its step count (the scheduler's step counts). They

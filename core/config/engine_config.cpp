@@ -98,13 +98,27 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.stage3_prefetch_bucket_size = z.stage3_prefetch_bucket_size;
   o.stage3_param_persistence_threshold = z.stage3_param_persistence_threshold;
   o.stage3_gather_16bit_weights_on_model_save = z.stage3_gather_16bit_weights_on_model_save;
-  ZT_CHECK(z.offload_optimizer.device != OffloadDevice::kNvme,
-           "zero_optimization.offload_optimizer.device = nvme is not supported yet; use cpu");
   // check_config refuses it too; a Config built in code must not slip through either.
   ZT_CHECK(z.offload_param.device == OffloadDevice::kNone,
            "zero_optimization.offload_param.device = ", to_string(z.offload_param.device),
            ": parameter offload is not implemented yet");
-  o.offload_optimizer = z.offload_optimizer.device == OffloadDevice::kCpu;
+  o.offload_optimizer = z.offload_optimizer.device != OffloadDevice::kNone;
+  // Below stage 1 check_config warns that the block is ignored, as DeepSpeed ignores it.
+  if (z.offload_optimizer.device == OffloadDevice::kNvme && z.stage >= 1) {
+    ZT_CHECK(!z.offload_optimizer.nvme_path.empty(),
+             "zero_optimization.offload_optimizer.nvme_path: required when device is nvme");
+    NvmeOptimizerOptions& n = o.nvme_optimizer;
+    n.path = z.offload_optimizer.nvme_path;
+    n.sub_group_size = z.sub_group_size;
+    n.buffer_count = z.offload_optimizer.buffer_count;
+    n.pipeline_read = z.offload_optimizer.pipeline_read;
+    n.pipeline_write = z.offload_optimizer.pipeline_write;
+    n.aio.block_size = c.aio.block_size;
+    n.aio.queue_depth = c.aio.queue_depth;
+    n.aio.thread_count = c.aio.thread_count;
+    n.aio.single_submit = c.aio.single_submit;
+    n.aio.overlap_events = c.aio.overlap_events;
+  }
   if (c.fp16.enabled) {
     o.compute_dtype = at::kHalf;
     o.fp16.loss_scale = c.fp16.loss_scale;
@@ -142,6 +156,11 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
         (oc.type == OptimizerType::kAdam || oc.type == OptimizerType::kAdamW)) {
       o.optimizer.type = "CpuAdam";
     }
+  }
+  // NVMe offload steps its chunks with CpuAdam, also when the program brings no optimizer block.
+  if (o.nvme_optimizer.enabled() && (o.optimizer.type == "Adam" || o.optimizer.type == "AdamW")) {
+    o.optimizer.adamw_mode = o.optimizer.type == "AdamW";
+    o.optimizer.type = "CpuAdam";
   }
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
   o.param_groups.llrd_decay = c.parameter_groups.layer_lr_decay;

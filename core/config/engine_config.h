@@ -19,7 +19,9 @@ namespace zt {
 // (core/initialize/freeze.h) before the engine is built. `units` are the model's stage-3 units.
 // Keys the engine does not act on (overlap_comm: always on; contiguous_gradients: always;
 // sub_group_size, stage3_max_live_parameters / max_reuse_distance) are warned about by
-// check_config; offload_param and nvme offload are errors there and here. Throws while
+// check_config; offload_param is an error there and here. offload_optimizer.device nvme fills
+// EngineOptions::nvme_optimizer (with sub_group_size, pipeline_read/write and the aio block).
+// Throws while
 // Config::pending_autos is not empty.
 EngineOptions engine_options_from_config(const Config& config, std::vector<std::string> units = {});
 

@@ -127,16 +127,29 @@ void visit_offload(V& v, OffloadConfig& c, bool for_params) {
     v.field("max_in_cpu", c.max_in_cpu, {});
   } else {
     v.field("ratio", c.ratio, {});
-    v.unsupported(
-        {{"pipeline_read", Unsupported::kNoEffect, "NVMe tile pipelining (no NVMe offload)"},
-         {"pipeline_write", Unsupported::kNoEffect, "NVMe tile pipelining (no NVMe offload)"},
-         {"fast_init", Unsupported::kNoEffect, "NVMe fast init (no NVMe offload)"},
-         {"super_offload", Unsupported::kFeature, "no Superchip offload path"},
-         {"convert_grad_on_cpu", Unsupported::kNoEffect, "gradients are copied to the host in fp32",
-          "true"},
-         {"cpuadam_cores_perc", Unsupported::kNoEffect,
-          "CpuAdam uses LibTorch's intra-op threads"}});
+    v.field("pipeline_read", c.pipeline_read, {});
+    v.field("pipeline_write", c.pipeline_write, {});
+    v.unsupported({{"fast_init", Unsupported::kNoEffect,
+                    "NVMe swap files are written from the masters when the engine starts"},
+                   {"super_offload", Unsupported::kFeature, "no Superchip offload path"},
+                   {"convert_grad_on_cpu", Unsupported::kNoEffect,
+                    "gradients are copied to the host in fp32", "true"},
+                   {"cpuadam_cores_perc", Unsupported::kNoEffect,
+                    "CpuAdam uses LibTorch's intra-op threads"}});
   }
+}
+
+// DeepSpeed reads its aio block as a plain dict (get_aio_config): unknown keys are warnings.
+template <typename V>
+void visit_aio(V& v, AioConfig& c) {
+  v.field("block_size", c.block_size, {});
+  v.field("queue_depth", c.queue_depth, {});
+  v.field("thread_count", c.thread_count, also_named("intra_op_parallelism"));
+  v.field("single_submit", c.single_submit, {});
+  v.field("overlap_events", c.overlap_events, {});
+  v.unknown_keys_warn();
+  v.unsupported({{"use_gds", Unsupported::kFeature,
+                  "no GPUDirect Storage: NVMe reads and writes go through host buffers"}});
 }
 
 template <typename V>
@@ -424,6 +437,7 @@ void visit_config(V& v, Config& c) {
           {});
   v.block("tensorboard", [&](auto& w) { visit_monitor(w, c.tensorboard); }, {});
   v.block("csv_monitor", [&](auto& w) { visit_monitor(w, c.csv_monitor); }, {});
+  v.block("aio", [&](auto& w) { visit_aio(w, c.aio); }, {});
   // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
   v.unknown_keys_warn();
   using U = Unsupported;
@@ -450,7 +464,6 @@ void visit_config(V& v, Config& c) {
        {"elasticity", U::kFeature, "no elastic batch sizing"},
        {"hybrid_engine", U::kFeature, "no RLHF hybrid engine"},
        {"nebula", U::kFeature, "no Nebula checkpoint service"},
-       {"aio", U::kNoEffect, "async I/O settings are for NVMe offload, not implemented"},
        {"tensor_parallel", U::kRefused, "tensor parallelism (AutoTP) is not implemented"},
        {"sequence_parallel_size", U::kRefused, "sequence parallelism is not implemented", "1"},
        {"amp", U::kRefused, "apex AMP is not implemented; use fp16 or bf16"},

@@ -72,8 +72,21 @@ class Validator {
       // DeepSpeed: partial offload only at stage 3; zerotorch has none.
       check(path + ".ratio", o.device == OffloadDevice::kNone || o.ratio == 1.0,
             "partial optimizer offload (ratio < 1) is not implemented; use 1");
-      check(path + ".device", o.device != OffloadDevice::kNvme,
-            "optimizer offload to nvme is not implemented yet; use cpu");
+      if (o.device == OffloadDevice::kNvme) {
+        at_least<int64_t>(path + ".buffer_count", o.buffer_count, 1);
+        check("zero_optimization.sub_group_size", c_.zero_optimization.sub_group_size >= 1,
+              "must be >= 1 with offload_optimizer.device nvme (elements per NVMe chunk), got ",
+              c_.zero_optimization.sub_group_size);
+        // The chunks are stepped by CPUAdam (core/zero/nvme_optimizer.h), whose update is
+        // elementwise; other optimizers would need their state laid out per chunk.
+        const bool adam = !c_.optimizer || c_.optimizer->type == OptimizerType::kAdam ||
+                          c_.optimizer->type == OptimizerType::kAdamW ||
+                          c_.optimizer->type == OptimizerType::kCpuAdam;
+        check(path + ".device", adam, "nvme steps the optimizer with CPUAdam; optimizer.type ",
+              c_.optimizer ? to_string(c_.optimizer->type) : "",
+              " is not supported there "
+              "(use Adam, AdamW or CPUAdam, or device cpu)");
+      }
     }
   }
 
@@ -92,6 +105,13 @@ class Validator {
     // ZeRO-Offload moves optimizer states, which exist sharded from stage 1; parameters are
     // sharded (and so offloadable) only at stage 3.
     offload(p + "offload_optimizer", z.offload_optimizer, 1, false);
+    // The aio block (core/aio/aio_handle.h takes these ranges).
+    check("aio.block_size", c_.aio.block_size >= 1 && c_.aio.block_size <= (int64_t{1} << 30),
+          "must be 1..1073741824 bytes, got ", c_.aio.block_size);
+    check("aio.queue_depth", c_.aio.queue_depth >= 1 && c_.aio.queue_depth <= 4096,
+          "must be 1..4096, got ", c_.aio.queue_depth);
+    check("aio.thread_count", c_.aio.thread_count >= 1 && c_.aio.thread_count <= 64,
+          "must be 1..64, got ", c_.aio.thread_count);
     offload(p + "offload_param", z.offload_param, 3, true);
   }
 
@@ -258,8 +278,24 @@ void warn_inert_keys(const Config& c, ReadState& st) {
     if (z.stage3_max_reuse_distance != d.stage3_max_reuse_distance) {
       warn(p + "stage3_max_reuse_distance", "a unit's parameters are released after its use");
     }
-    if (z.sub_group_size != d.sub_group_size) {
-      warn(p + "sub_group_size", "the optimizer steps each flat shard whole");
+    if (z.sub_group_size != d.sub_group_size &&
+        z.offload_optimizer.device != OffloadDevice::kNvme) {
+      warn(p + "sub_group_size",
+           "the optimizer steps each flat shard whole (chunks only with offload_optimizer.device "
+           "nvme)");
+    }
+  }
+  if (z.offload_optimizer.device != OffloadDevice::kNvme) {
+    if (z.offload_optimizer.pipeline_read) {
+      warn(p + "offload_optimizer.pipeline_read", "it acts only with device nvme");
+    }
+    if (z.offload_optimizer.pipeline_write) {
+      warn(p + "offload_optimizer.pipeline_write", "it acts only with device nvme");
+    }
+    for (const char* k :
+         {"block_size", "queue_depth", "thread_count", "single_submit", "overlap_events"}) {
+      warn(std::string("aio.") + k,
+           "it acts only with zero_optimization.offload_optimizer.device nvme");
     }
   }
   if (z.offload_optimizer.device == OffloadDevice::kCpu && !z.offload_optimizer.pin_memory) {

@@ -2,7 +2,7 @@
 //
 //   zt-config validate FILE [--world-size N] [--set KEY=VALUE ...] [--hidden-size H]
 //                           [Trainer flags: --per-device-train-batch-size 8 --learning-rate ...]
-//                           [--hidden-size-key model.d_model]
+//                           [--hidden-size-key model.d_model] [--params N]
 //
 // Prints the resolved config as JSON on stdout and exits 0, or every error, one per line
 // (`FILE: error: <key path>: <problem>`), on stdout and exits 1. Warnings (DeepSpeed keys
@@ -17,6 +17,7 @@
 #include "core/base/main_guard.h"
 #include "core/config/cli_options.h"
 #include "core/config/config.h"
+#include "core/config/memory_estimate.h"
 
 namespace po = boost::program_options;
 
@@ -48,6 +49,16 @@ int validate(const zt::CliOptions& cli, const std::string& file) {
     for (const auto& e : report.errors) std::printf("%s: error: %s\n", file.c_str(), e.c_str());
     return 1;
   }
+  if (cli.has("params")) {
+    // A double, so 2e9 reads as users write it; a fraction is a mistake.
+    const double params = cli.get<double>("params");
+    ZT_CHECK(
+        params >= 1 && params < 9e18 && params == static_cast<double>(static_cast<int64_t>(params)),
+        "--params must be a whole number >= 1, got ", params);
+    for (const auto& line :
+         zt::memory_estimate_lines(*report.config, static_cast<int64_t>(params), cli.world_size()))
+      std::fprintf(stderr, "%s: memory: %s\n", file.c_str(), line.c_str());
+  }
   std::printf("%s\n", report.config->to_json().c_str());
   return 0;
 }
@@ -66,7 +77,10 @@ int main(int argc, char** argv) {
                                                                "config file (or --config)")(
         "hidden-size", po::value<int64_t>(), "model hidden size for \"auto\" bucket sizes")(
         "hidden-size-key", po::value<std::string>(),
-        "or the program block key holding it (train_gpt: model.d_model)");
+        "or the program block key holding it (train_gpt: model.d_model)")(
+        "params", po::value<double>(),
+        "trainable parameter count: print model-state bytes per rank (device, host, NVMe) for "
+        "each optimizer offload choice");
     cli.add_positional("command", 1);
     cli.add_positional("file", 1);
     if (!cli.parse(argc, argv)) return 0;

@@ -10,6 +10,7 @@
 #include "core/cuda_plugin.h"
 #include "core/precision/overflow_check.h"
 #include "core/zero/host_offload.h"
+#include "core/zero/nvme_optimizer.h"
 #include "optim/fused_adam_launch.h"
 
 namespace zt::zero {
@@ -49,6 +50,27 @@ ShardedStep::ShardedStep(const EngineOptions& options,
   if (options_.offload_optimizer && !buckets_.empty() && buckets_.front()->params().is_cuda()) {
     host_offload_ = std::make_unique<HostOffload>(buckets_.front()->params().device());
   }
+  if (options_.nvme_optimizer.enabled()) make_nvme_swapper();
+}
+
+// NVMe optimizer offload steps CpuAdam on host chunks: its update is elementwise (a chunk boundary
+// changes no bit, optim/cpu_adam_kernel.h) and its state is exp_avg and exp_avg_sq laid out like
+// the master.
+void ShardedStep::make_nvme_swapper() {
+  ZT_CHECK(options_.offload_optimizer,
+           "EngineOptions.nvme_optimizer needs offload_optimizer (the master lives on the host "
+           "between reads and writes)");
+  ZT_CHECK(options_.optimizer.type == "CpuAdam",
+           "zero_optimization.offload_optimizer.device nvme steps with CPUAdam (optimizer type "
+           "Adam or AdamW); optimizer ",
+           options_.optimizer.type, " is not supported there");
+  ZT_CHECK(host_offload_ == nullptr,
+           "zero_optimization.offload_optimizer.device nvme with the model on a GPU is not "
+           "implemented yet; use device cpu there");
+  std::vector<int64_t> numels;
+  for (auto& b : buckets_) numels.push_back(b->stepped().size());
+  nvme_ = std::make_unique<NvmeOptimizerSwapper>(options_.nvme_optimizer, comm_.rank(), numels,
+                                                 std::vector<std::string>{"exp_avg", "exp_avg_sq"});
 }
 
 ShardedStep::~ShardedStep() = default;
@@ -68,6 +90,18 @@ optim::OptimizerSpec ShardedStep::spec_for(const c10::Device& param_device) cons
 }
 
 void ShardedStep::init_masters() {
+  if (nvme_) {
+    // Every chunk file gets its master from the parameters and zero state (Adam's initial m, v).
+    nvme_->for_each_chunk(
+        all_slots(),
+        [&](NvmeOptimizerSwapper::Chunk& c) {
+          const dist::Range r = buckets_[c.slot]->stepped();
+          c.master.copy_(buckets_[c.slot]->params().narrow(0, r.begin + c.begin, c.numel));
+          for (auto& s : c.states) s.zero_();
+        },
+        /*read=*/false, /*write_back=*/true);
+    return;
+  }
   const bool separate = options_.offload_optimizer || options_.compute_dtype != at::kFloat;
   if (!separate) return;
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -83,17 +117,43 @@ void ShardedStep::init_masters() {
   }
 }
 
+std::vector<size_t> ShardedStep::all_slots() const {
+  std::vector<size_t> all(buckets_.size());
+  for (size_t b = 0; b < all.size(); ++b) all[b] = b;
+  return all;
+}
+
 at::Tensor ShardedStep::master(size_t b) const {
+  ZT_CHECK(!nvme_, "the fp32 master of offload_optimizer.device nvme lives in files under ",
+           options_.nvme_optimizer.path, "; it is streamed chunk by chunk, not held as a tensor");
   return slots_[b].master.defined() ? slots_[b].master : buckets_[b]->param_target();
 }
 
 void ShardedStep::copy_masters_to_params() {
+  if (nvme_) {
+    nvme_->for_each_chunk(
+        all_slots(),
+        [&](NvmeOptimizerSwapper::Chunk& c) {
+          buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel).copy_(c.master);
+        },
+        /*read=*/true, /*write_back=*/false);
+    return;
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (slots_[b].master.defined()) buckets_[b]->param_target().copy_(slots_[b].master);
   }
 }
 
 void ShardedStep::copy_params_to_masters() {
+  if (nvme_) {
+    nvme_->for_each_chunk(
+        all_slots(),
+        [&](NvmeOptimizerSwapper::Chunk& c) {
+          c.master.copy_(buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel));
+        },
+        /*read=*/true, /*write_back=*/true);
+    return;
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (slots_[b].master.defined()) slots_[b].master.copy_(buckets_[b]->param_target());
   }
@@ -111,6 +171,14 @@ int64_t ShardedStep::master_bytes() const {
     if (s.master.defined()) n += s.master.numel() * s.master.element_size();
   }
   return n;
+}
+
+int64_t ShardedStep::nvme_bytes() const {
+  return nvme_ ? nvme_->nvme_bytes() : 0;
+}
+
+int64_t ShardedStep::nvme_buffer_bytes() const {
+  return nvme_ ? nvme_->buffer_bytes() : 0;
 }
 
 c10::Device ShardedStep::grad_device() const {
@@ -208,6 +276,10 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
     offload_step(clip, lr);
     return out;
   }
+  if (nvme_) {
+    nvme_step(clip, lr);
+    return out;
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Slot& slot = slots_[b];
     at::Tensor g = buckets_[b]->owned_grad();
@@ -261,6 +333,72 @@ void ShardedStep::offload_step(double clip, double lr) {
     host_offload_->start_param_copy(b, target);
   }
   host_offload_->finish();
+  for (size_t b : stepped) buckets_[b]->publish_params(comm_, clock_);
+}
+
+// NVMe optimizer offload (core/zero/nvme_optimizer.h): the chunks of every stepped range stream
+// through the swap buffers; each is stepped by its bucket's CpuAdam with the chunk's m and v
+// loaded for the step and stored back after it, so the arithmetic per element is the same as a
+// step over the whole range in host memory (bit for bit).
+void ShardedStep::nvme_step(double clip, double lr) {
+  std::vector<size_t> stepped;
+  std::vector<int64_t> step_before(buckets_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    at::Tensor g = buckets_[b]->owned_grad();
+    if (!g.defined()) continue;
+    if (clip != 1.0) g.mul_(clip);
+    stepped.push_back(b);
+    step_before[b] = slots_[b].optimizer->step_count();
+  }
+  auto step_tensor = [](int64_t n) { return at::scalar_tensor(n, at::kLong); };
+  // An I/O error on one rank stops every rank: the ranks vote before anything is published, so
+  // none waits in a collective for a rank that left.
+  std::string failure;
+  try {
+    nvme_->for_each_chunk(
+        stepped,
+        [&](NvmeOptimizerSwapper::Chunk& c) {
+          Slot& slot = slots_[c.slot];
+          at::Tensor g = buckets_[c.slot]->owned_grad().narrow(0, c.begin, c.numel);
+          at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
+          // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
+          std::vector<optim::GroupRange> ranges;
+          for (optim::GroupRange r : groups(c.slot, lr)) {
+            r.begin = std::max(r.begin, c.begin) - c.begin;
+            r.end = std::min(r.end, c.begin + c.numel) - c.begin;
+            if (r.begin < r.end) ranges.push_back(r);
+          }
+          slot.optimizer->load_state_dict({{"step", step_tensor(step_before[c.slot])},
+                                           {"exp_avg", c.states[0]},
+                                           {"exp_avg_sq", c.states[1]}});
+          at::Tensor target = buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel);
+          if (target.scalar_type() != at::kFloat) {
+            slot.optimizer->step(c.master, g32, ranges, &target);
+          } else {
+            slot.optimizer->step(c.master, g32, ranges);
+            target.copy_(c.master);
+          }
+          const auto state = slot.optimizer->state_dict();
+          c.states[0].copy_(state.at("exp_avg"));
+          c.states[1].copy_(state.at("exp_avg_sq"));
+        },
+        /*read=*/true, /*write_back=*/true);
+  } catch (const Error& e) {
+    failure = e.message();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  at::Tensor failed = at::full({1}, failure.empty() ? 0 : 1, at::kInt);
+  clock_.wait(comm_.all_reduce(failed, dist::ReduceOp::kMax));
+  ZT_CHECK(failure.empty(), failure,
+           "; the NVMe optimizer state is inconsistent now: resume from the last checkpoint");
+  ZT_CHECK(failed.item<int>() == 0,
+           "NVMe optimizer offload: an I/O error on another rank stopped the step (its message "
+           "names the file and offset); resume from the last checkpoint");
+  // The optimizers keep only their step counts between steps.
+  for (size_t b : stepped) {
+    slots_[b].optimizer->load_state_dict({{"step", step_tensor(step_before[b] + 1)}});
+  }
   for (size_t b : stepped) buckets_[b]->publish_params(comm_, clock_);
 }
 

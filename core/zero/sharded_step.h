@@ -18,7 +18,9 @@
 // parameters (or stage-3 shard) are the master. Optimizer state lives next to the master.
 //
 // Memory per rank for the optimizer side (Ψ_r = elements this rank steps): master 4 Ψ_r bytes
-// when separate, plus the optimizer's state (Adam: 8 Ψ_r).
+// when separate, plus the optimizer's state (Adam: 8 Ψ_r). With offload_optimizer.device nvme
+// both live in files instead (12 Ψ_r bytes on disk) and stream chunk by chunk through a few host
+// buffers (core/zero/nvme_optimizer.h); the optimizer then keeps no state between steps.
 
 #include <memory>
 #include <string>
@@ -39,6 +41,8 @@ class HostOffload;
 }
 
 namespace zt::zero {
+
+class NvmeOptimizerSwapper;
 
 // Where a shard's fp32 master and optimizer state live: in host memory with optimizer offload,
 // otherwise on the parameters' device.
@@ -66,8 +70,11 @@ class ShardedStep {
   StepOutcome step(double lr, DynamicLossScaler* scaler, int64_t step_index);
 
   // The fp32 values this rank steps for bucket b: the separate master, or a view of the fp32
-  // parameters / shard (writing into it changes them directly).
+  // parameters / shard (writing into it changes them directly). With NVMe offload the master is
+  // on disk: an error (checkpoints stream it instead, see nvme()).
   at::Tensor master(size_t b) const;
+  // The NVMe swapper with offload_optimizer.device nvme, else nullptr.
+  NvmeOptimizerSwapper* nvme() const { return nvme_.get(); }
   optim::ShardOptimizer* optimizer(size_t b) const { return slots_[b].optimizer.get(); }
   // After masters were overwritten (checkpoint load): casts them into the parameters (the stepped
   // ranges) without publishing.
@@ -78,6 +85,8 @@ class ShardedStep {
 
   int64_t optimizer_state_bytes() const;
   int64_t master_bytes() const;
+  int64_t nvme_bytes() const;         // swap files on disk
+  int64_t nvme_buffer_bytes() const;  // host buffers they stream through
 
  private:
   struct Slot {
@@ -88,10 +97,13 @@ class ShardedStep {
   };
 
   optim::OptimizerSpec spec_for(const c10::Device& param_device) const;
+  void make_nvme_swapper();
+  std::vector<size_t> all_slots() const;
   bool unscale_and_check_overflow(double inv_scale);
   double global_grad_norm_squared();
   std::vector<optim::GroupRange> groups(size_t b, double lr) const;
   void offload_step(double clip, double lr);
+  void nvme_step(double clip, double lr);
   std::string overflow_culprits() const;
   c10::Device grad_device() const;
 
@@ -101,7 +113,8 @@ class ShardedStep {
   WaitClock& clock_;
   double post_reduce_scale_;
   std::vector<Slot> slots_;
-  std::unique_ptr<HostOffload> host_offload_;  // offload with the model on a GPU
+  std::unique_ptr<HostOffload> host_offload_;   // offload with the model on a GPU
+  std::unique_ptr<NvmeOptimizerSwapper> nvme_;  // master and state on NVMe
 };
 
 }  // namespace zt::zero

@@ -10,6 +10,7 @@
 
 #include "core/base/error.h"
 #include "core/config/config.h"
+#include "core/config/engine_config.h"
 
 namespace zt {
 namespace {
@@ -283,6 +284,63 @@ TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
   for (const char* key : {"wandb:", "zero_allow_untested_optimizer:"}) {
     EXPECT_NE(all.find(key), std::string::npos) << key;
   }
+}
+
+// ZeRO-Infinity's optimizer offload (DeepSpeed's nvme example configs): device nvme, the aio
+// block (thread_count also as intra_op_parallelism), sub_group_size and the pipeline flags reach
+// EngineOptions; Adam becomes CPUAdam, which steps the NVMe chunks.
+TEST(ConfigLoad, NvmeOptimizerOffloadFillsEngineOptions) {
+  ConfigReport r = check_config(R"({
+  "train_batch_size": 8,
+  "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+  "zero_optimization": {"stage": 3, "sub_group_size": 1e7,
+    "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 5,
+                          "pipeline_read": true, "pipeline_write": false}},
+  "aio": {"block_size": 262144, "queue_depth": 32, "intra_op_parallelism": 2,
+          "single_submit": true, "overlap_events": false}
+})",
+                                ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  for (const auto& w : r.warnings) {
+    EXPECT_EQ(w.find("aio"), std::string::npos) << w;
+    EXPECT_EQ(w.find("sub_group_size"), std::string::npos) << w;
+    EXPECT_EQ(w.find("pipeline"), std::string::npos) << w;
+  }
+  const EngineOptions o = engine_options_from_config(*r.config);
+  EXPECT_TRUE(o.offload_optimizer);
+  EXPECT_EQ(o.optimizer.type, "CpuAdam");
+  EXPECT_EQ(o.nvme_optimizer.path, "/local_nvme");
+  EXPECT_EQ(o.nvme_optimizer.sub_group_size, 10'000'000);
+  EXPECT_EQ(o.nvme_optimizer.buffer_count, 5);
+  EXPECT_TRUE(o.nvme_optimizer.pipeline_read);
+  EXPECT_FALSE(o.nvme_optimizer.pipeline_write);
+  EXPECT_EQ(o.nvme_optimizer.aio.block_size, 262144);
+  EXPECT_EQ(o.nvme_optimizer.aio.queue_depth, 32);
+  EXPECT_EQ(o.nvme_optimizer.aio.thread_count, 2);
+  EXPECT_TRUE(o.nvme_optimizer.aio.single_submit);
+  EXPECT_FALSE(o.nvme_optimizer.aio.overlap_events);
+  // CPU offload leaves the NVMe options empty.
+  Config cpu =
+      yaml("train_batch_size: 8\nzero_optimization: {stage: 2, offload_optimizer: {device: cpu}}");
+  EXPECT_FALSE(engine_options_from_config(cpu).nvme_optimizer.enabled());
+}
+
+// Without NVMe offload the aio block and the pipeline flags change nothing: one warning each.
+TEST(ConfigLoad, AioAndPipelineKeysWarnWithoutNvme) {
+  ConfigReport r = check_config(R"({
+  "train_batch_size": 8,
+  "zero_optimization": {"stage": 2,
+    "offload_optimizer": {"device": "cpu", "pipeline_read": true}},
+  "aio": {"queue_depth": 16}
+})",
+                                ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  std::string all;
+  for (const auto& w : r.warnings) all += w + "\n";
+  EXPECT_NE(all.find("aio.queue_depth: no effect"), std::string::npos) << all;
+  EXPECT_NE(all.find("zero_optimization.offload_optimizer.pipeline_read: no effect"),
+            std::string::npos)
+      << all;
 }
 
 TEST(ConfigLoad, JsonWithTabsAndNulls) {

@@ -1,0 +1,41 @@
+#pragma once
+// Model-state bytes per rank for a parameter count, before anything is built: docs/DESIGN.md's
+// table (stage × precision × optimizer) split by where the bytes live, for every optimizer
+// offload choice (DeepSpeed's estimate_zero3_model_states_mem_needs, for every stage and
+// offload). zt-config validate --params N prints it.
+//
+//   parameters  P Ψ (stages 0-2) or P Ψ / N (stage 3)       P = 2 in fp16/bf16, 4 in fp32
+//   gradients   A Ψ (stages 0-1) or A Ψ / N (stages 2-3)    A = grad_accum_dtype bytes (4)
+//   optimizer   (M + S) Ψ (stage 0) or (M + S) Ψ / N        M = 4 when the fp32 master is separate
+//                                                           (16-bit compute or offload), S = the
+//                                                           optimizer's state (Adam 8)
+// The optimizer part sits on the device without offload, in host memory with device cpu, and on
+// NVMe with device nvme, where host memory holds buffer_count chunk buffers instead. On a
+// CPU-only machine the device is host memory too. Padding (fewer than N elements per flat
+// buffer) and stage 3's gathered units in flight come on top.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config/config.h"
+
+namespace zt {
+
+struct MemoryEstimate {
+  OffloadDevice optimizer_offload = OffloadDevice::kNone;
+  int64_t device_bytes = 0;  // parameters, gradients, and the optimizer part without offload
+  int64_t host_bytes = 0;    // optimizer part (cpu) or NVMe swap buffers (nvme)
+  int64_t nvme_bytes = 0;    // optimizer part (nvme)
+};
+
+// One estimate per optimizer offload choice (none, cpu, nvme), for `params` trainable elements
+// with the config's stage, precision, gradient dtype, optimizer, sub_group_size and buffer_count.
+std::vector<MemoryEstimate> estimate_model_states(const Config& config, int64_t params,
+                                                  int world_size);
+
+// The estimates as lines of text, the config's own choice marked.
+std::vector<std::string> memory_estimate_lines(const Config& config, int64_t params,
+                                               int world_size);
+
+}  // namespace zt

@@ -1,0 +1,230 @@
+#include "core/zero/nvme_optimizer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "core/base/env_vars.h"
+#include "core/base/error.h"
+#include "core/base/logging.h"
+
+namespace zt::zero {
+namespace {
+
+constexpr const char* kKey = "zero_optimization.offload_optimizer.nvme_path";
+
+// Ranks of this machine, which share nvme_path's filesystem.
+int64_t ranks_on_this_machine() {
+  for (const char* name : {env::kLocalWorldSize, env::kOmpiLocalSize}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && std::atoll(v) > 0) return std::atoll(v);
+  }
+  return 1;
+}
+
+int64_t region_bytes(int64_t numel) {
+  return aio::align_up(numel * static_cast<int64_t>(sizeof(float)));
+}
+
+}  // namespace
+
+int64_t NvmeOptimizerSwapper::chunk_bytes(int64_t numel, int64_t states) {
+  return (1 + states) * region_bytes(numel);
+}
+
+NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, int rank,
+                                           const std::vector<int64_t>& slot_numels,
+                                           std::vector<std::string> state_names)
+    : options_(options), rank_(rank), state_names_(std::move(state_names)) {
+  ZT_CHECK(options_.enabled(), kKey, " is empty");
+  ZT_CHECK(options_.sub_group_size >= 1, "zero_optimization.sub_group_size must be >= 1, got ",
+           options_.sub_group_size);
+  ZT_CHECK(options_.buffer_count >= 1,
+           "zero_optimization.offload_optimizer.buffer_count must be >= 1 with nvme, got ",
+           options_.buffer_count);
+  const int64_t states = static_cast<int64_t>(state_names_.size());
+  int64_t needed = 0, largest = 0;
+  chunks_of_slot_.resize(slot_numels.size());
+  for (size_t s = 0; s < slot_numels.size(); ++s) {
+    for (int64_t b = 0; b < slot_numels[s]; b += options_.sub_group_size) {
+      const int64_t n = std::min(options_.sub_group_size, slot_numels[s] - b);
+      chunks_of_slot_[s].push_back(chunks_.size());
+      chunks_.push_back({s, b, n, nullptr});
+      needed += chunk_bytes(n, states);
+      largest = std::max(largest, chunk_bytes(n, states));
+    }
+  }
+  check_path(needed);
+  try {
+    open_files_and_buffers(largest);
+  } catch (...) {
+    chunks_.clear();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+  ZT_LOG_INFO("NVMe optimizer offload: ", chunks_.size(), " chunk file(s), ", needed, " bytes in ",
+              dir_, ", streamed through ", buffers_.size(), " buffer(s) of ", largest, " bytes (",
+              aio_->uses_io_uring() ? "io_uring" : "pread/pwrite",
+              chunks_.empty() || chunks_.front().file->direct() ? ", O_DIRECT" : ", buffered", ")");
+}
+
+void NvmeOptimizerSwapper::open_files_and_buffers(int64_t largest) {
+  for (auto& c : chunks_) {
+    c.file = std::make_unique<aio::AioFile>(dir_ + "/buffer" + std::to_string(c.slot) + "_chunk" +
+                                                std::to_string(c.begin / options_.sub_group_size) +
+                                                ".swp",
+                                            /*create=*/true);
+  }
+  aio_ = std::make_unique<aio::AioHandle>(options_.aio);
+  const int64_t count = std::min<int64_t>(
+      options_.buffer_count, std::max<int64_t>(1, static_cast<int64_t>(chunks_.size())));
+  for (int64_t i = 0; i < count; ++i) buffers_.emplace_back(largest);
+  buffer_writes_.resize(buffers_.size());
+}
+
+NvmeOptimizerSwapper::~NvmeOptimizerSwapper() {
+  for (auto& t : buffer_writes_) {
+    try {
+      aio::AioHandle::wait(t);
+    } catch (const std::exception&) {  // already reported by the step that started it
+    }
+  }
+  chunks_.clear();  // closes the files
+  std::error_code ec;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+}
+
+// Exists, is a directory, takes a new directory (writable, also for root on a read-only
+// filesystem), and has room: each failure is one line naming the path and the bytes needed.
+void NvmeOptimizerSwapper::check_path(int64_t needed) {
+  const std::string& p = options_.path;
+  struct stat st {};
+  ZT_CHECK(::stat(p.c_str(), &st) == 0, kKey, " ", p, " does not exist (", std::strerror(errno),
+           "); NVMe optimizer offload needs ", needed, " bytes there for this rank");
+  ZT_CHECK(S_ISDIR(st.st_mode), kKey, " ", p, " is not a directory; NVMe optimizer offload needs ",
+           needed, " bytes in a directory there for this rank");
+  dir_ = (std::filesystem::path(p) / ("zerotorch_optimizer_rank" + std::to_string(rank_) + "_pid" +
+                                      std::to_string(::getpid())))
+             .string();
+  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
+    const int err = errno;
+    dir_.clear();
+    ZT_THROW(kKey, " ", p, " is not writable (", std::strerror(err),
+             "); NVMe optimizer offload needs ", needed, " bytes there for this rank");
+  }
+  struct statvfs fs {};
+  ZT_CHECK(::statvfs(p.c_str(), &fs) == 0, kKey, " ", p,
+           ": statvfs failed: ", std::strerror(errno));
+  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  const int64_t ranks = ranks_on_this_machine();
+  if (free_bytes < needed * ranks) {
+    ::rmdir(dir_.c_str());
+    dir_.clear();
+  }
+  ZT_CHECK(free_bytes >= needed * ranks, kKey, " ", p,
+           " is too small: NVMe optimizer offload needs ", needed * ranks, " bytes (", needed,
+           " per rank x ", ranks, " rank(s) on this machine), the filesystem has ", free_bytes,
+           " free");
+}
+
+int64_t NvmeOptimizerSwapper::nvme_bytes() const {
+  int64_t n = 0;
+  for (const auto& c : chunks_)
+    n += chunk_bytes(c.numel, static_cast<int64_t>(state_names_.size()));
+  return n;
+}
+
+int64_t NvmeOptimizerSwapper::buffer_bytes() const {
+  int64_t n = 0;
+  for (const auto& b : buffers_) n += b.capacity();
+  return n;
+}
+
+NvmeOptimizerSwapper::Chunk NvmeOptimizerSwapper::views(const ChunkFile& c,
+                                                        const aio::AlignedBuffer& buf) const {
+  Chunk ch;
+  ch.slot = c.slot;
+  ch.begin = c.begin;
+  ch.numel = c.numel;
+  const int64_t region = region_bytes(c.numel);
+  ch.master = buf.view(at::kFloat, 0, c.numel);
+  for (size_t s = 0; s < state_names_.size(); ++s) {
+    ch.states.push_back(buf.view(at::kFloat, static_cast<int64_t>(s + 1) * region, c.numel));
+  }
+  return ch;
+}
+
+void NvmeOptimizerSwapper::for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn,
+                                          bool read, bool write_back) {
+  std::vector<size_t> seq;
+  for (size_t s : slots) {
+    seq.insert(seq.end(), chunks_of_slot_[s].begin(), chunks_of_slot_[s].end());
+  }
+  const size_t count = buffers_.size();
+  const int64_t states = static_cast<int64_t>(state_names_.size());
+  // Read-ahead never reaches the buffer of the chunk being stepped; with 3+ buffers it leaves one
+  // for the write of the previous chunk.
+  const size_t ahead = options_.pipeline_read
+                           ? std::min(count - 1, std::max<size_t>(1, count > 2 ? count - 2 : 1))
+                           : 0;
+  std::vector<aio::AioHandle::Ticket> reads(seq.size());
+  size_t next_read = 0;
+  auto take_buffer = [&](size_t i) {  // the buffer's previous write must have landed
+    aio::AioHandle::Ticket t = std::move(buffer_writes_[i % count]);
+    buffer_writes_[i % count].reset();
+    aio::AioHandle::wait(t);
+  };
+  try {
+    for (size_t i = 0; i < seq.size(); ++i) {
+      const ChunkFile& c = chunks_[seq[i]];
+      const aio::AlignedBuffer& buf = buffers_[i % count];
+      const int64_t bytes = chunk_bytes(c.numel, states);
+      if (read) {
+        for (; next_read < seq.size() && next_read <= i + ahead; ++next_read) {
+          take_buffer(next_read);
+          const ChunkFile& r = chunks_[seq[next_read]];
+          reads[next_read] = aio_->start_read(*r.file, buffers_[next_read % count].data(),
+                                              chunk_bytes(r.numel, states), 0);
+        }
+        aio::AioHandle::wait(reads[i]);
+      } else {
+        take_buffer(i);
+      }
+      Chunk ch = views(c, buf);
+      fn(ch);
+      if (write_back) {
+        buffer_writes_[i % count] = aio_->start_write(*c.file, buf.data(), bytes, 0);
+        if (!options_.pipeline_write) aio::AioHandle::wait(buffer_writes_[i % count]);
+      }
+    }
+    for (auto& t : buffer_writes_) {
+      aio::AioHandle::Ticket done = std::move(t);
+      t.reset();
+      aio::AioHandle::wait(done);
+    }
+  } catch (...) {
+    // No transfer may outlive this call with a buffer in use: drain, then report the first error.
+    for (auto& t : reads) {
+      try {
+        aio::AioHandle::wait(t);
+      } catch (const std::exception&) {
+      }
+    }
+    for (auto& t : buffer_writes_) {
+      try {
+        aio::AioHandle::wait(t);
+      } catch (const std::exception&) {
+      }
+      t.reset();
+    }
+    throw;
+  }
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,98 @@
+#pragma once
+// NvmeOptimizerSwapper: the fp32 master and optimizer state of this rank's stepped ranges on NVMe
+// (ZeRO-Infinity's optimizer offload; DeepSpeed's PipelinedOptimizerSwapper in
+// deepspeed/runtime/swap_tensor/pipelined_optimizer_swapper.py). Layout on disk, one file per
+// rank, flat buffer ("slot") and chunk of sub_group_size elements:
+//
+//   <nvme_path>/zerotorch_optimizer_rank<r>_pid<p>/buffer<b>_chunk<c>.swp
+//     [ master (n,) fp32 | pad to 4 KiB | state 0 (n,) fp32 | pad | state 1 (n,) fp32 | pad ]
+//
+// A swap buffer (aio::AlignedBuffer) holds one chunk in exactly that layout, so a chunk moves in
+// one transfer each way, through O_DIRECT. At a step, chunks stream through buffer_count buffers
+// (chunk i uses buffer i % buffer_count):
+//
+//   aio read   [c1][c2]      [c3]            pipeline_read: read-ahead of max(1, count - 2) chunks
+//   host step      [ c0  ][ c1  ][ c2  ]     the optimizer on the chunk's views
+//   aio write             [c0]  [c1]  [c2]   pipeline_write: waited only when the buffer is reused
+//
+// Without pipeline_read a chunk is read when its turn comes; without pipeline_write each write is
+// waited at once; the numbers are the same either way. The files are scratch space for this run:
+// the destructor removes them (checkpoints are written separately).
+//
+// Memory: buffer_count * chunk bytes in RAM (chunk bytes = (1 + states) * 4 * sub_group_size,
+// page-rounded) instead of (1 + states) * 4 bytes per stepped element.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "core/aio/aio_file.h"
+#include "core/aio/aio_handle.h"
+#include "core/aio/aligned_buffer.h"
+#include "core/engine_options.h"
+
+namespace zt::zero {
+
+class NvmeOptimizerSwapper {
+ public:
+  // One chunk of one slot: views into a swap buffer, valid inside the callback only.
+  struct Chunk {
+    size_t slot = 0;
+    int64_t begin = 0;  // element offset of the chunk in the slot's stepped range
+    int64_t numel = 0;
+    at::Tensor master;               // (numel,) fp32
+    std::vector<at::Tensor> states;  // per state name, (numel,) fp32
+  };
+  using ChunkFn = std::function<void(Chunk&)>;
+
+  // slot_numels: elements of each slot's stepped range. Checks options.path before anything is
+  // written: it must be a writable directory whose filesystem has room for this rank's files
+  // (times LOCAL_WORLD_SIZE, the ranks that share it); errors name the path and the bytes.
+  NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, int rank,
+                       const std::vector<int64_t>& slot_numels,
+                       std::vector<std::string> state_names);
+  ~NvmeOptimizerSwapper();
+  NvmeOptimizerSwapper(const NvmeOptimizerSwapper&) = delete;
+  NvmeOptimizerSwapper& operator=(const NvmeOptimizerSwapper&) = delete;
+
+  // Streams the chunks of `slots`, in order, through the swap buffers: each chunk is read from
+  // its file (unless read is false: then the buffer's previous contents are there, and fn must
+  // set every element), fn runs on it, and it is written back when write_back. Throws the first
+  // I/O error (file and offset named) after the transfers in flight ended.
+  void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool read,
+                      bool write_back);
+
+  const std::vector<std::string>& state_names() const { return state_names_; }
+  int64_t nvme_bytes() const;    // bytes of this rank's files
+  int64_t buffer_bytes() const;  // host bytes of the swap buffers
+  const std::string& directory() const { return dir_; }
+  // Bytes a chunk of numel elements takes in its file (and in a swap buffer).
+  static int64_t chunk_bytes(int64_t numel, int64_t states);
+
+ private:
+  struct ChunkFile {
+    size_t slot;
+    int64_t begin;
+    int64_t numel;
+    std::unique_ptr<aio::AioFile> file;
+  };
+  void check_path(int64_t needed);
+  void open_files_and_buffers(int64_t largest);
+  Chunk views(const ChunkFile& c, const aio::AlignedBuffer& buf) const;
+
+  NvmeOptimizerOptions options_;
+  int rank_;
+  std::vector<std::string> state_names_;
+  std::string dir_;
+  std::vector<std::vector<size_t>> chunks_of_slot_;  // slot -> indices into chunks_
+  std::vector<ChunkFile> chunks_;
+  std::unique_ptr<aio::AioHandle> aio_;
+  std::vector<aio::AlignedBuffer> buffers_;
+  std::vector<aio::AioHandle::Ticket> buffer_writes_;  // per buffer: its last write in flight
+};
+
+}  // namespace zt::zero

@@ -155,8 +155,8 @@ void encode8(const float* x, __m256 scale, const QuantTables& t, uint8_t* codes)
     code = _mm256_sub_epi32(code, up);  // up lanes are -1
   }
   // 8 x int32 (all <= 255) -> 8 bytes.
-  const __m256i w = _mm256_packus_epi32(code, code);             // 16-bit, lanes interleaved
-  const __m256i b = _mm256_packus_epi16(w, w);                   // 8-bit
+  const __m256i w = _mm256_packus_epi32(code, code);  // 16-bit, lanes interleaved
+  const __m256i b = _mm256_packus_epi16(w, w);        // 8-bit
   const __m256i ordered = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), _mm256_castsi256_si128(ordered));
 }

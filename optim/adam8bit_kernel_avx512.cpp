@@ -79,7 +79,8 @@ void update(const Adam8bitBlock& a, const BlockSegment& seg) {
     __m512 p = _mm512_mul_ps(load(a.param + k, msk), decay);
     __m512 g = load(a.grad + k, msk);
     if (kL2) g = _mm512_add_ps(_mm512_mul_ps(l2, p), g);
-    const __m512 m = _mm512_add_ps(_mm512_mul_ps(omb1, g), _mm512_mul_ps(load(a.m_scratch + k, msk), b1));
+    const __m512 m =
+        _mm512_add_ps(_mm512_mul_ps(omb1, g), _mm512_mul_ps(load(a.m_scratch + k, msk), b1));
     const __m512 v = _mm512_add_ps(_mm512_mul_ps(omb2, _mm512_mul_ps(g, g)),
                                    _mm512_mul_ps(load(a.v_scratch + k, msk), b2));
     const __m512 denom = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(v), ibc2), eps);
@@ -96,7 +97,8 @@ void update(const Adam8bitBlock& a, const BlockSegment& seg) {
       const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
       const __m512i r =
           _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, round_bias), lsb), 16);
-      h = _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q), qnan));
+      h = _mm512_cvtepi32_epi16(
+          _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q), qnan));
     }
     if (msk == kAll) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(half + k), h);

@@ -22,10 +22,12 @@
 #include "core/initialize/initialize.h"
 #include "data/tokenizer.h"
 #include "examples/common/cpu_memory_meter.h"
+#include "examples/common/load_by_name.h"
 #include "examples/common/rank_sum.h"
 #include "examples/common/training_run.h"
 #include "examples/gpt/gpt_config.h"
 #include "examples/gpt/gpt_model.h"
+#include "examples/gpt/pretrained.h"
 #include "examples/gpt/text_generation.h"
 
 namespace po = boost::program_options;
@@ -40,7 +42,7 @@ int64_t peak_rss_bytes() {
 }
 
 struct Args : RunArgs {
-  std::string tokenizer, sample_prompt, checkpoint_dir;
+  std::string tokenizer, sample_prompt, checkpoint_dir, init_from, init_tag;
   int64_t eval_batches = 0, sample_tokens = 0, top_k = 1;
   bool measure_memory = false;
 };
@@ -57,6 +59,10 @@ void add_options(CliOptions& cli, Args& a) {
       "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy")(
       "checkpoint-dir", po::value(&a.checkpoint_dir),
       "save a checkpoint here at the end (core/checkpoint/checkpoint.h); none = no checkpoint")(
+      "init-from", po::value(&a.init_from),
+      "start from pretrained weights: a Hugging Face GPT-2 directory (config.json) or a "
+      "checkpoint directory of this example, any stage and world size (pretrained.h)")(
+      "init-tag", po::value(&a.init_tag), "checkpoint tag for --init-from (default: latest)")(
       "measure-memory", po::bool_switch(&a.measure_memory),
       "count CPU tensor bytes (cpu_memory_meter.h): per step, the peak allocated above what was "
       "live before it (activations, gathered parameters, transient gradients)");
@@ -184,6 +190,15 @@ void log_model(const GptImpl& model) {
               s.vocab_size, ", ", model.num_parameters(), " parameters");
 }
 
+// Pretrained weights into the whole model, before zt::initialize shards it: every parameter
+// must be found, with its shape (load_by_name.h).
+void init_from(GptImpl& model, const Args& a) {
+  PretrainedGpt p = read_pretrained_gpt(a.init_from, a.init_tag);
+  check_same_architecture(model.shape(), p);
+  LoadReport r = load_by_name(model, p.values, {});
+  ZT_LOG_INFO("init from ", p.source, ": ", r.summary());
+}
+
 int train(int argc, char** argv) {
   CliOptions cli("train_gpt", "Trains the GPT example on a token shard with ZeRO.");
   Args a;
@@ -195,6 +210,7 @@ int train(int argc, char** argv) {
   // The model's vocabulary must cover the shard's ids.
   Gpt model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()));
   log_model(*model);
+  if (!a.init_from.empty()) init_from(*model, a);
   const BatchStreamOptions batches{.max_length = model->shape().max_seq_len,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <yaml-cpp/yaml.h>
 
 #include <ATen/ATen.h>
-#include <yaml-cpp/yaml.h>
 
 #include "core/base/error.h"
 #include "core/checkpoint/format.h"

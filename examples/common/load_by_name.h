@@ -22,9 +22,9 @@
 namespace zt::examples {
 
 struct LoadByNameOptions {
-  std::string prefix;                          // model name = prefix + source name
-  std::vector<std::string> expected_new;       // globs over model names
-  std::vector<std::string> expected_skipped;   // globs over source names
+  std::string prefix;                         // model name = prefix + source name
+  std::vector<std::string> expected_new;      // globs over model names
+  std::vector<std::string> expected_skipped;  // globs over source names
 };
 
 struct LoadReport {

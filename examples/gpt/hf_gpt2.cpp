@@ -7,9 +7,9 @@
 #include <set>
 #include <sstream>
 #include <vector>
+#include <yaml-cpp/yaml.h>
 
 #include <ATen/ATen.h>
-#include <yaml-cpp/yaml.h>
 
 #include "core/base/error.h"
 #include "core/checkpoint/safetensors_reader.h"
@@ -81,8 +81,7 @@ std::string hf_gpt2_name(const std::string& name, bool* transposed) {
 std::string gpt_name_from_hf(const std::string& hf_name, bool* transposed) {
   *transposed = false;
   const std::string prefix = "transformer.";
-  const std::string n =
-      hf_name.rfind(prefix, 0) == 0 ? hf_name.substr(prefix.size()) : hf_name;
+  const std::string n = hf_name.rfind(prefix, 0) == 0 ? hf_name.substr(prefix.size()) : hf_name;
   if (n == "lm_head.weight") return "";
   for (const char* top : kTopNames) {
     if (n == top) return top;
@@ -184,7 +183,8 @@ void write_hf_gpt2(const std::string& out_dir, const GptShape& shape, const Name
   // Every parameter of the shape, in model order (a model of this shape names them).
   std::vector<std::string> names = {"wte.weight", "wpe.weight"};
   for (int64_t i = 0; i < shape.n_layer; ++i) {
-    for (const BlockName& b : kBlockNames) names.push_back("blocks." + std::to_string(i) + "." + b.ours);
+    for (const BlockName& b : kBlockNames)
+      names.push_back("blocks." + std::to_string(i) + "." + b.ours);
   }
   names.push_back("ln_f.weight");
   names.push_back("ln_f.bias");

@@ -6,10 +6,10 @@
 //   wte.weight (V, C)               transformer.wte.weight                  same
 //   wpe.weight (P, C)               transformer.wpe.weight                  same
 //   blocks.N.ln1.{weight,bias}      transformer.h.N.ln_1.*                  same
-//   blocks.N.attn.qkv.weight (3C,C) transformer.h.N.attn.c_attn.weight      Conv1D: (C, 3C) = ours^T
-//   blocks.N.attn.qkv.bias          transformer.h.N.attn.c_attn.bias        same (q, k, v thirds)
-//   blocks.N.attn.proj.*            transformer.h.N.attn.c_proj.*           weight transposed
-//   blocks.N.ln2.*                  transformer.h.N.ln_2.*                  same
+//   blocks.N.attn.qkv.weight (3C,C) transformer.h.N.attn.c_attn.weight      Conv1D: (C, 3C) =
+//   ours^T blocks.N.attn.qkv.bias          transformer.h.N.attn.c_attn.bias        same (q, k, v
+//   thirds) blocks.N.attn.proj.*            transformer.h.N.attn.c_proj.*           weight
+//   transposed blocks.N.ln2.*                  transformer.h.N.ln_2.*                  same
 //   blocks.N.fc.* (4C, C)           transformer.h.N.mlp.c_fc.*              weight transposed
 //   blocks.N.out.* (C, 4C)          transformer.h.N.mlp.c_proj.*            weight transposed
 //   ln_f.{weight,bias}              transformer.ln_f.*                      same

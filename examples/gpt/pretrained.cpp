@@ -30,10 +30,11 @@ PretrainedGpt read_checkpoint(const std::string& dir, std::string tag, const std
   if (weights == "swa") {
     bool any = false;
     try {
-      for_each_consolidated(dir, tag, "swa_model", [&](const std::string& name, const at::Tensor& t) {
-        p.values[name] = t;
-        any = true;
-      });
+      for_each_consolidated(dir, tag, "swa_model",
+                            [&](const std::string& name, const at::Tensor& t) {
+                              p.values[name] = t;
+                              any = true;
+                            });
     } catch (const Error& e) {
       ZT_THROW(p.source, " holds no SWA average (was swa.enabled set in its run?): ", e.what());
     }

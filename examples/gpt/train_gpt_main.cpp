@@ -43,7 +43,8 @@ int64_t peak_rss_bytes() {
 
 struct Args : RunArgs {
   std::string tokenizer, sample_prompt, checkpoint_dir, init_from, init_tag;
-  int64_t eval_batches = 0, sample_tokens = 0, top_k = 1;
+  int64_t eval_batches = 0, sample_tokens = 0, top_k = 1, eval_interval = 0;
+  double temperature = 0.8;
   bool measure_memory = false;
 };
 
@@ -53,10 +54,13 @@ void add_options(CliOptions& cli, Args& a) {
             "SentencePiece model for the sample; default: shard meta")(
       "eval-batches", po::value(&a.eval_batches)->default_value(0),
       "validation batches per rank (0 = the whole shard)")(
+      "eval-interval", po::value(&a.eval_interval)->default_value(0),
+      "validation loss every N steps into metrics.jsonl's valid_loss (0 = before and after only)")(
       "sample-prompt", po::value(&a.sample_prompt)->default_value("And God said"),
-      "prompt of the text sample printed at the end")(
+      "prompt of the text sample printed at the end; several separated by '|'")(
       "sample-tokens", po::value(&a.sample_tokens)->default_value(32), "0 = no sample")(
       "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy")(
+      "temperature", po::value(&a.temperature)->default_value(0.8), "sampling temperature")(
       "checkpoint-dir", po::value(&a.checkpoint_dir),
       "save a checkpoint here at the end (core/checkpoint/checkpoint.h); none = no checkpoint")(
       "init-from", po::value(&a.init_from),
@@ -88,23 +92,26 @@ void print_sample(Engine& engine, Gpt& model, const Args& a, const data::TokenDa
     return;
   }
   data::Tokenizer tok = data::Tokenizer::load(path);
-  std::vector<int> prompt = tok.encode(a.sample_prompt);
   GenerationOptions g;
   g.max_new_tokens = a.sample_tokens;
   g.top_k = a.top_k;
-  g.temperature = 0.8;
+  g.temperature = a.temperature;
   g.seed = 1234;
   g.eos_id = tok.eos_id();
-  std::vector<int64_t> out;
-  {
-    // Every rank gathers (a collective) and samples the same text; rank 0 prints it.
-    Engine::GatheredParameters full(engine);
-    engine.eval();
-    out = generate(*model, std::vector<int64_t>(prompt.begin(), prompt.end()), g);
-    engine.train();
+  // Every rank gathers (a collective) and samples the same texts; rank 0 prints them.
+  Engine::GatheredParameters full(engine);
+  engine.eval();
+  std::string rest = a.sample_prompt;
+  for (size_t bar; !rest.empty(); rest = bar == std::string::npos ? "" : rest.substr(bar + 1)) {
+    bar = rest.find('|');
+    std::vector<int> prompt = tok.encode(rest.substr(0, bar));
+    if (prompt.empty()) continue;
+    std::vector<int64_t> out =
+        generate(*model, std::vector<int64_t>(prompt.begin(), prompt.end()), g);
+    ZT_LOG_INFO("sample (top_k ", a.top_k, ", temperature ", a.temperature,
+                "): ", tok.decode(std::vector<int>(out.begin(), out.end())));
   }
-  ZT_LOG_INFO("sample (top_k ", a.top_k,
-              "): ", tok.decode(std::vector<int>(out.begin(), out.end())));
+  engine.train();
 }
 
 void save(Training& t, const Args& a) {
@@ -229,7 +236,13 @@ int train(int argc, char** argv) {
       t.engine->step();
       run.add(loss, &b);
     }
-    run.end_step(step, peak.end(), [&](const StepTotals& s) { return progress(*t.engine, s); });
+    Fields extra = peak.end();
+    // Periodic validation (every rank runs it: stage 3 gathers collectively); null otherwise.
+    const bool eval_now =
+        valid && a.eval_interval > 0 && (step % a.eval_interval == 0 || step == a.steps);
+    extra.push_back(
+        {"valid_loss", eval_now ? validation_loss(run, *valid, model, a.eval_batches) : NAN});
+    run.end_step(step, extra, [&](const StepTotals& s) { return progress(*t.engine, s); });
   }
   finish(t, run, model, valid.get(), val_before, a, peak.max());
   t.comm->barrier()->wait();

@@ -58,8 +58,8 @@ TEST(GptConfig, GeluNewIsTheTanhApproximation) {
   GptBlock tanh_form(s);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < exact->parameters().size(); ++i) {
-    tanh_form->parameters()[i].copy_(exact->parameters()[i] * 20);
-    exact->parameters()[i].mul_(20);
+    tanh_form->parameters()[i].copy_(exact->parameters()[i] * 3);
+    exact->parameters()[i].mul_(3);
   }
   at::Tensor x = torch::randn({1, 3, 8});
   at::Tensor a = exact->forward(x, {}), b = tanh_form->forward(x, {});
@@ -71,7 +71,8 @@ TEST(GptConfig, GeluNewIsTheTanhApproximation) {
       (1 + torch::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (u + 0.044715 * u.pow(3))));
   at::Tensor expected = h + tanh_form->out->forward(g);
   EXPECT_TRUE(torch::allclose(b, expected, 1e-4, 1e-5));
-  EXPECT_FALSE(torch::allclose(a, b, 1e-4, 1e-5));
+  // Weights x3 put the MLP's inputs where the two forms differ (not where both are ReLU-like).
+  EXPECT_GT((a - b).abs().max().item<double>(), 1e-5);
 }
 
 TEST(GptConfig, VocabSizeZeroMeansFromTheData) {

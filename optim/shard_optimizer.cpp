@@ -12,6 +12,7 @@
 #include "optim/lamb.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"
+#include "optim/swa.h"
 
 namespace zt::optim {
 
@@ -84,6 +85,11 @@ at::Tensor state_entry(const std::map<std::string, at::Tensor>& state, const std
 }
 
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec) {
+  if (spec.swa.enabled) {
+    OptimizerSpec plain = spec;
+    plain.swa.enabled = false;
+    return std::make_unique<SwaShardOptimizer>(make_shard_optimizer(plain), spec.swa);
+  }
   const std::string& t = spec.type;
   if (t == "Adam") return std::make_unique<Adam>(/*decoupled=*/false);
   if (t == "AdamW") return std::make_unique<Adam>(/*decoupled=*/true);

@@ -35,6 +35,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "optim/swa_spec.h"
+
 namespace zt::optim {
 
 // Hyper-parameters of one parameter group. lr is set by the engine every step from the schedule
@@ -86,6 +88,8 @@ struct OptimizerSpec {
   double min_coeff = 0.01;
   bool eps_inside_sqrt = false;
   bool bias_correction = true;
+  // Stochastic weight averaging of the shard's masters (optim/swa.h); off by default.
+  SwaSpec swa;
 };
 
 class ShardOptimizer {

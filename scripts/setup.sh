@@ -59,9 +59,10 @@ else
   "$ZT_VENV/bin/pip" install --quiet "torch==$TORCH_VERSION"
 fi
 # Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib), and
-# tensorboard, whose reader checks the event files core/monitor writes.
-if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard" 2>/dev/null; then
-  say "installing numpy, safetensors, matplotlib, tensorboard into $ZT_VENV"
-  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard
+# tensorboard, whose reader checks the event files core/monitor writes, and transformers, whose
+# GPT2LMHeadModel checks the GPT example's Hugging Face export and import (examples/gpt/hf_gpt2.h).
+if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers" 2>/dev/null; then
+  say "installing numpy, safetensors, matplotlib, tensorboard, transformers into $ZT_VENV"
+  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard transformers
 fi
 say "done: Torch CMake prefix $("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')"

@@ -208,6 +208,15 @@ struct CheckpointConfig {
   LoadFallback load_fallback = LoadFallback::kNone;
 };
 
+// swa: our block, stochastic weight averaging of the fp32 masters (optim/swa.h). Key names
+// are torchcontrib's SWA(optimizer, swa_start, swa_freq) (optim/swa_spec.h): average after
+// optimizer step t when t > swa_start and t % swa_freq == 0.
+struct SwaConfig {
+  bool enabled = false;
+  int64_t swa_start = 0;
+  int64_t swa_freq = 1;
+};
+
 // communication (also read as `comms`): our block. timeout bounds every collective.
 struct CommunicationConfig {
   CommBackend backend = CommBackend::kAuto;
@@ -264,6 +273,7 @@ struct Config {
   std::optional<SchedulerConfig> scheduler;  // unset = constant LR
   ActivationCheckpointingConfig activation_checkpointing;
   CheckpointConfig checkpoint;
+  SwaConfig swa;
   CommunicationConfig communication;
   DataConfig data;
   // Glob patterns (* and ? match any character) over full parameter names: never trained.

@@ -162,6 +162,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     o.optimizer.adamw_mode = o.optimizer.type == "AdamW";
     o.optimizer.type = "CpuAdam";
   }
+  o.optimizer.swa = {c.swa.enabled, c.swa.swa_start, c.swa.swa_freq};
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
   o.param_groups.llrd_decay = c.parameter_groups.layer_lr_decay;
   if (c.communication_data_type) o.communication_dtype = to_scalar(*c.communication_data_type);

@@ -420,6 +420,13 @@ void visit_config(V& v, Config& c) {
   v.block("activation_checkpointing",
           [&](auto& w) { visit_activation_checkpointing(w, c.activation_checkpointing); }, {});
   v.block("checkpoint", [&](auto& w) { visit_checkpoint(w, c.checkpoint); }, {});
+  v.block("swa",
+          [&](auto& w) {
+            w.field("enabled", c.swa.enabled, {});
+            w.field("swa_start", c.swa.swa_start, {});
+            w.field("swa_freq", c.swa.swa_freq, {});
+          },
+          {});
   v.block(
       "communication",
       [&](auto& w) {

@@ -219,6 +219,8 @@ class Validator {
     at_least<int64_t>("checkpoint.save_interval", c_.checkpoint.save_interval, 0);
     at_least<int64_t>("checkpoint.keep_last", c_.checkpoint.keep_last, 0);
     check("checkpoint.tag_prefix", !c_.checkpoint.tag_prefix.empty(), "must not be empty");
+    at_least<int64_t>("swa.swa_start", c_.swa.swa_start, 0);
+    at_least<int64_t>("swa.swa_freq", c_.swa.swa_freq, 1);
     at_least<int64_t>("communication.timeout", c_.communication.timeout, 1);
 
     const DataConfig& d = c_.data;

@@ -6,6 +6,12 @@
 //       --config configs/classifier_zero2.yaml --train-shard fk_train.ztt
 //       --valid-shard fk_valid.ztt --batching smart --out-dir out/smart
 //
+// --init-from DIR starts the trunk from pretrained weights: the GPT example's checkpoint (any
+// stage and world size) or a Hugging Face GPT-2 directory, loaded by name into trunk.*; the head
+// is new. The report names what was loaded, what is new and what was skipped; a missing name or a
+// shape mismatch stops the run with one line, unless --init-skip lists it (globs over the
+// pretrained names, e.g. wpe.weight for another max_seq_len).
+//
 // --batching (default: data.bucketing):
 //   smart   LengthBucketedSampler + dynamic padding (each batch padded to its longest sample)
 //   random  RandomBatchSampler + dynamic padding
@@ -24,9 +30,12 @@
 #include "core/base/main_guard.h"
 #include "core/initialize/initialize.h"
 #include "examples/classifier/readability_regressor.h"
+#include "examples/common/load_by_name.h"
+#include "examples/common/swa_weights.h"
 #include "examples/common/training_run.h"
 #include "examples/gpt/gpt_config.h"
 #include "examples/gpt/gpt_model.h"
+#include "examples/gpt/pretrained.h"
 
 namespace po = boost::program_options;
 
@@ -114,8 +123,22 @@ Rmse validation_rmse(TrainingRun& run, BatchStream& valid, ReadabilityRegressor&
 }
 
 struct Args : RunArgs {
-  std::string batching, label_field;
+  std::string batching, label_field, init_from, init_tag;
+  std::vector<std::string> init_skip;
 };
+
+// The trunk from pretrained GPT weights (before zt::initialize shards the model).
+void init_trunk(ReadabilityRegressorImpl& model, const GptShape& shape, const Args& a) {
+  PretrainedGpt p = read_pretrained_gpt(a.init_from, a.init_tag);
+  check_same_architecture(shape, p);
+  LoadByNameOptions o;
+  o.prefix = "trunk.";
+  o.expected_new = {"head.*"};
+  o.expected_skipped = a.init_skip;
+  for (const auto& s : a.init_skip) o.expected_new.push_back("trunk." + s);
+  LoadReport r = load_by_name(model, p.values, o);
+  ZT_LOG_INFO("trunk from ", p.source, ": ", r.summary());
+}
 
 int train(int argc, char** argv) {
   CliOptions cli("train_classifier",
@@ -124,7 +147,12 @@ int train(int argc, char** argv) {
   add_run_options(cli, a, "train_classifier_out");
   cli.add()("batching", po::value(&a.batching), "smart | random | fixed (default: data.bucketing)")(
       "label-field", po::value(&a.label_field)->default_value("grade_centi"),
-      "shard label holding the target in hundredths");
+      "shard label holding the target in hundredths")(
+      "init-from", po::value(&a.init_from),
+      "pretrained trunk: a checkpoint directory of train_gpt or a Hugging Face GPT-2 directory")(
+      "init-tag", po::value(&a.init_tag), "checkpoint tag for --init-from (default: latest)")(
+      "init-skip", po::value(&a.init_skip)->multitoken(),
+      "pretrained names (globs) expected not to load; their parameters keep their init");
   if (!cli.parse(argc, argv)) return 0;
   Launch launch = zt::launch(cli, gpt_program_values(a.steps));
   const Batching mode = parse_batching(a.batching, launch.config.data.bucketing);
@@ -134,6 +162,7 @@ int train(int argc, char** argv) {
       gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size());
   const Targets targets = targets_of(*shard, a.label_field);
   ReadabilityRegressor model(shape);
+  if (!a.init_from.empty()) init_trunk(*model, shape, a);
   ZT_LOG_INFO("regressor: ", shape.n_layer, " layers, d_model ", shape.d_model, ", vocab ",
               shape.vocab_size, ", ", model->num_parameters(), " parameters; target grade mean ",
               targets.mean, ", std ", targets.stddev, "; batching ", to_string(mode));
@@ -174,8 +203,16 @@ int train(int argc, char** argv) {
     ZT_LOG_INFO("validation RMSE after training: ", after.model, " grades (before: ", before.model,
                 ", predicting the training mean: ", after.baseline, ")");
   }
+  // With swa on: the validation RMSE of the averaged weights too (they replace the trained ones).
+  double swa_rmse = NAN;
+  if (valid && t.config.swa.enabled && load_swa_weights(*t.engine)) {
+    swa_rmse = validation_rmse(run, *valid, model, targets).model;
+    ZT_LOG_INFO("validation RMSE with the SWA average: ", swa_rmse,
+                " grades (last weights: ", after.model, ")");
+  }
   run.check_frozen();
-  run.write_summary({{"smart_batching", mode == Batching::kSmart ? 1.0 : 0.0},
+  run.write_summary({{"valid_rmse_swa", swa_rmse},
+                     {"smart_batching", mode == Batching::kSmart ? 1.0 : 0.0},
                      {"fixed_padding", mode == Batching::kFixed ? 1.0 : 0.0},
                      {"target_mean", targets.mean},
                      {"target_std", targets.stddev},

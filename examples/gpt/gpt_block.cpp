@@ -1,5 +1,6 @@
 #include "examples/gpt/gpt_block.h"
 
+#include "core/base/error.h"
 #include "examples/gpt/block_checkpoint.h"
 
 namespace zt::examples {
@@ -25,7 +26,11 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   return proj->forward(y.transpose(1, 2).reshape({b, t, c}));
 }
 
-GptBlockImpl::GptBlockImpl(const GptShape& s) : checkpoint_(s.activation_checkpointing) {
+GptBlockImpl::GptBlockImpl(const GptShape& s)
+    : checkpoint_(s.activation_checkpointing),
+      gelu_approximate_(s.activation == "gelu_new" ? "tanh" : "none") {
+  ZT_CHECK(s.activation == "gelu" || s.activation == "gelu_new",
+           "gpt: activation must be gelu or gelu_new, got '", s.activation, "'");
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.d_model})));
   attn = register_module("attn", CausalSelfAttention(s));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({s.d_model})));
@@ -37,7 +42,7 @@ GptBlockImpl::GptBlockImpl(const GptShape& s) : checkpoint_(s.activation_checkpo
 torch::Tensor GptBlockImpl::forward_impl(const torch::Tensor& x, const torch::Tensor& mask) {
   torch::Tensor a = attn->forward(ln1->forward(x), mask);
   torch::Tensor h = x + (drop ? drop->forward(a) : a);
-  torch::Tensor m = out->forward(torch::gelu(fc->forward(ln2->forward(h))));
+  torch::Tensor m = out->forward(torch::gelu(fc->forward(ln2->forward(h)), gelu_approximate_));
   return h + (drop ? drop->forward(m) : m);
 }
 

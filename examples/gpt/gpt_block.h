@@ -3,6 +3,8 @@
 // Blocks are the stage-3 units of the model (zt::call_unit), so a block's parameters are gathered
 // together, and, with activation checkpointing, its activations are recomputed together.
 
+#include <string>
+
 #include <torch/torch.h>
 
 namespace zt::examples {
@@ -18,6 +20,9 @@ struct GptShape {
   // false: every position attends to every real token (an encoder, as the classifier example
   // uses the trunk); true: GPT's causal attention.
   bool causal = true;
+  // The MLP's activation: "gelu" (exact, erf) or "gelu_new" (GPT-2's tanh approximation,
+  // Hugging Face's activation_function "gelu_new"); hf_gpt2.h maps both to GPT-2's config.
+  std::string activation = "gelu";
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
@@ -51,6 +56,7 @@ class GptBlockImpl : public torch::nn::Module {
 
  private:
   bool checkpoint_;
+  std::string gelu_approximate_;  // at::gelu's `approximate`: "none" or "tanh"
 };
 TORCH_MODULE(GptBlock);
 

@@ -24,6 +24,7 @@ GptShape gpt_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_si
   r.field("max_seq_len", s.max_seq_len);
   r.field("dropout", s.dropout);
   r.field("activation_checkpointing", s.activation_checkpointing);
+  r.field("activation", s.activation);
   r.at_least("n_layer", s.n_layer, 1);
   r.at_least("n_head", s.n_head, 1);
   r.at_least("d_model", s.d_model, 1);
@@ -33,6 +34,9 @@ GptShape gpt_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_si
   r.check(s.n_head < 1 || s.d_model % s.n_head == 0, "d_model", "must be divisible by ",
           r.path("n_head"), " (", s.n_head, "), got ", s.d_model);
   r.check(s.dropout >= 0 && s.dropout < 1, "dropout", "must be in [0, 1), got ", s.dropout);
+  r.check(s.activation == "gelu" || s.activation == "gelu_new", "activation",
+          "must be gelu (exact) or gelu_new (GPT-2's tanh approximation), got '", s.activation,
+          "'");
   r.finish();
   s.vocab_size = std::max(s.vocab_size, shard_vocab_size);
   ZT_CHECK(s.vocab_size >= 1, r.path("vocab_size"), " is 0 and the shard names no vocabulary");

@@ -21,10 +21,12 @@
 #include "core/initialize/initialize.h"
 #include "data/tokenizer.h"
 #include "examples/common/cpu_memory_meter.h"
+#include "examples/common/load_by_name.h"
 #include "examples/common/rank_sum.h"
 #include "examples/common/training_run.h"
 #include "examples/gpt/gpt_config.h"
 #include "examples/gpt/gpt_model.h"
+#include "examples/gpt/pretrained.h"
 #include "examples/gpt/text_generation.h"
 
 namespace po = boost::program_options;
@@ -39,8 +41,9 @@ int64_t peak_rss_bytes() {
 }
 
 struct Args : RunArgs {
-  std::string tokenizer, sample_prompt;
-  int64_t eval_batches = 0, sample_tokens = 0, top_k = 1;
+  std::string tokenizer, sample_prompt, init_from, init_tag;
+  int64_t eval_batches = 0, sample_tokens = 0, top_k = 1, eval_interval = 0;
+  double temperature = 0.8;
   bool measure_memory = false;
 };
 
@@ -50,10 +53,17 @@ void add_options(CliOptions& cli, Args& a) {
             "SentencePiece model for the sample; default: shard meta")(
       "eval-batches", po::value(&a.eval_batches)->default_value(0),
       "validation batches per rank (0 = the whole shard)")(
+      "eval-interval", po::value(&a.eval_interval)->default_value(0),
+      "validation loss every N steps into metrics.jsonl's valid_loss (0 = before and after only)")(
       "sample-prompt", po::value(&a.sample_prompt)->default_value("And God said"),
-      "prompt of the text sample printed at the end")(
+      "prompt of the text sample printed at the end; several separated by '|'")(
       "sample-tokens", po::value(&a.sample_tokens)->default_value(32), "0 = no sample")(
       "top-k", po::value(&a.top_k)->default_value(1), "sampling: 1 = greedy")(
+      "temperature", po::value(&a.temperature)->default_value(0.8), "sampling temperature")(
+      "init-from", po::value(&a.init_from),
+      "start from pretrained weights: a Hugging Face GPT-2 directory (config.json) or a "
+      "checkpoint directory of this example, any stage and world size (pretrained.h)")(
+      "init-tag", po::value(&a.init_tag), "checkpoint tag for --init-from (default: latest)")(
       "measure-memory", po::bool_switch(&a.measure_memory),
       "count CPU tensor bytes (cpu_memory_meter.h): per step, the peak allocated above what was "
       "live before it (activations, gathered parameters, transient gradients)");
@@ -79,23 +89,26 @@ void print_sample(Engine& engine, Gpt& model, const Args& a, const data::TokenDa
     return;
   }
   data::Tokenizer tok = data::Tokenizer::load(path);
-  std::vector<int> prompt = tok.encode(a.sample_prompt);
   GenerationOptions g;
   g.max_new_tokens = a.sample_tokens;
   g.top_k = a.top_k;
-  g.temperature = 0.8;
+  g.temperature = a.temperature;
   g.seed = 1234;
   g.eos_id = tok.eos_id();
-  std::vector<int64_t> out;
-  {
-    // Every rank gathers (a collective) and samples the same text; rank 0 prints it.
-    Engine::GatheredParameters full(engine);
-    engine.eval();
-    out = generate(*model, std::vector<int64_t>(prompt.begin(), prompt.end()), g);
-    engine.train();
+  // Every rank gathers (a collective) and samples the same texts; rank 0 prints them.
+  Engine::GatheredParameters full(engine);
+  engine.eval();
+  std::string rest = a.sample_prompt;
+  for (size_t bar; !rest.empty(); rest = bar == std::string::npos ? "" : rest.substr(bar + 1)) {
+    bar = rest.find('|');
+    std::vector<int> prompt = tok.encode(rest.substr(0, bar));
+    if (prompt.empty()) continue;
+    std::vector<int64_t> out =
+        generate(*model, std::vector<int64_t>(prompt.begin(), prompt.end()), g);
+    ZT_LOG_INFO("sample (top_k ", a.top_k, ", temperature ", a.temperature,
+                "): ", tok.decode(std::vector<int>(out.begin(), out.end())));
   }
-  ZT_LOG_INFO("sample (top_k ", a.top_k,
-              "): ", tok.decode(std::vector<int>(out.begin(), out.end())));
+  engine.train();
 }
 
 // Validation loss over the validation shard (NaN without one), logged; `before` is the loss
@@ -171,6 +184,15 @@ void log_model(const GptImpl& model) {
               s.vocab_size, ", ", model.num_parameters(), " parameters");
 }
 
+// Pretrained weights into the whole model, before zt::initialize shards it: every parameter
+// must be found, with its shape (load_by_name.h).
+void init_from(GptImpl& model, const Args& a) {
+  PretrainedGpt p = read_pretrained_gpt(a.init_from, a.init_tag);
+  check_same_architecture(model.shape(), p);
+  LoadReport r = load_by_name(model, p.values, {});
+  ZT_LOG_INFO("init from ", p.source, ": ", r.summary());
+}
+
 int train(int argc, char** argv) {
   CliOptions cli("train_gpt", "Trains the GPT example on a token shard with ZeRO.");
   Args a;
@@ -182,6 +204,7 @@ int train(int argc, char** argv) {
   // The model's vocabulary must cover the shard's ids.
   Gpt model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()));
   log_model(*model);
+  if (!a.init_from.empty()) init_from(*model, a);
   const BatchStreamOptions batches{.max_length = model->shape().max_seq_len,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),
@@ -200,7 +223,13 @@ int train(int argc, char** argv) {
       t.engine->step();
       run.add(loss, &b);
     }
-    run.end_step(step, peak.end(), [&](const StepTotals& s) { return progress(*t.engine, s); });
+    Fields extra = peak.end();
+    // Periodic validation (every rank runs it: stage 3 gathers collectively); null otherwise.
+    const bool eval_now =
+        valid && a.eval_interval > 0 && (step % a.eval_interval == 0 || step == a.steps);
+    extra.push_back(
+        {"valid_loss", eval_now ? validation_loss(run, *valid, model, a.eval_batches) : NAN});
+    run.end_step(step, extra, [&](const StepTotals& s) { return progress(*t.engine, s); });
   }
   finish(t, run, model, valid.get(), val_before, a, peak.max());
   t.comm->barrier()->wait();

@@ -3,9 +3,11 @@
 
 #include "examples/gpt/gpt_config.h"
 
+#include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "core/base/error.h"
 #include "core/config/config.h"
@@ -38,6 +40,39 @@ TEST(GptConfig, ReadsTheModelBlockWithDefaults) {
   EXPECT_EQ(s.max_seq_len, 1024);
   EXPECT_EQ(s.dropout, 0.0);
   EXPECT_FALSE(s.activation_checkpointing);
+  EXPECT_EQ(s.activation, "gelu");
+  EXPECT_EQ(gpt_shape_from_config(model_block("model: {activation: gelu_new}"), 1).activation,
+            "gelu_new");
+}
+
+// gelu_new is GPT-2's tanh approximation: the MLP computes it, and it differs from exact GELU.
+TEST(GptConfig, GeluNewIsTheTanhApproximation) {
+  GptShape s;
+  s.n_layer = 1;
+  s.d_model = 8;
+  s.n_head = 2;
+  s.vocab_size = 11;
+  torch::manual_seed(0);
+  GptBlock exact(s);
+  s.activation = "gelu_new";
+  GptBlock tanh_form(s);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < exact->parameters().size(); ++i) {
+    tanh_form->parameters()[i].copy_(exact->parameters()[i] * 3);
+    exact->parameters()[i].mul_(3);
+  }
+  at::Tensor x = torch::randn({1, 3, 8});
+  at::Tensor a = exact->forward(x, {}), b = tanh_form->forward(x, {});
+  // The block by hand, with GPT-2's gelu_new written out.
+  at::Tensor h = x + tanh_form->attn->forward(tanh_form->ln1->forward(x), {});
+  at::Tensor u = tanh_form->fc->forward(tanh_form->ln2->forward(h));
+  at::Tensor g =
+      0.5 * u *
+      (1 + torch::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (u + 0.044715 * u.pow(3))));
+  at::Tensor expected = h + tanh_form->out->forward(g);
+  EXPECT_TRUE(torch::allclose(b, expected, 1e-4, 1e-5));
+  // Weights x3 put the MLP's inputs where the two forms differ (not where both are ReLU-like).
+  EXPECT_GT((a - b).abs().max().item<double>(), 1e-5);
 }
 
 TEST(GptConfig, VocabSizeZeroMeansFromTheData) {
@@ -55,6 +90,7 @@ TEST(GptConfig, BadBlocksAreRejectedNamingTheKey) {
       {"model: {activation_checkpointing: 1}",
        "model.activation_checkpointing: expected a boolean"},
       {"model: {n_layers: 2}", "model.n_layers: unknown key; did you mean 'n_layer'?"},
+      {"model: {activation: relu}", "model.activation: must be gelu (exact) or gelu_new"},
       {"data: {max_length: 8}", "the config has no `model` block"},
   };
   for (const auto& [yaml, fragment] : cases) {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The GPT example and Hugging Face GPT-2 (examples/gpt/hf_gpt2.h), both ways, against
+# transformers' GPT2LMHeadModel in the project's virtualenv:
+#   A. train_gpt (2 ranks, ZeRO-3, fp32, gelu_new) -> checkpoint -> zt-export-hf ->
+#      GPT2LMHeadModel.from_pretrained: logits within 1e-4 of the C++ model's on a batch;
+#   B. a random GPT2LMHeadModel -> save_pretrained (whole, and sharded with an index) -> C++
+#      import (logits within 1e-4) -> train_gpt --init-from it, 5 steps -> zt-export-hf ->
+#      from_pretrained: its validation loss before and after must be the C++ run's logged ones,
+#      and must have moved.
+#   gpt_hf_roundtrip_test.sh BIN_DIR WORK_DIR PYTHON CONFIG
+set -euo pipefail
+bin="$1"; work="$2"; python="$3"; config="$4"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="$work/hf_roundtrip"
+rm -rf "$out"; mkdir -p "$out"
+check="$python $here/check_hf_gpt2.py"
+train() {  # train() NPROC NAME STEPS [args...]
+  local np="$1" name="$2" steps="$3"; shift 3
+  "$bin/ztrun" --standalone --nproc-per-node "$np" "$bin/train_gpt" --config "$config" \
+    --train-shard "$work/tiny_train.ztt" --valid-shard "$work/tiny_valid.ztt" \
+    --steps "$steps" --out-dir "$out/$name" --checkpoint-dir "$out/$name/ckpt" --sample-tokens 0 \
+    --set model.n_layer=2 --set model.n_head=2 --set model.d_model=32 --set model.vocab_size=0 \
+    --set model.max_seq_len=32 --set model.dropout=0 --set model.activation=gelu_new \
+    --set data.max_length=32 --set data.max_tokens=512 --set bf16.enabled=false \
+    --set scheduler.params.total_num_steps="$steps" --set scheduler.params.warmup_num_steps=1 \
+    --set steps_per_print=1 "$@"
+}
+# A: export a trained ZeRO-3 checkpoint of 2 ranks.
+train 2 a 10
+"$bin/zt-export-hf" "$out/a/ckpt" "$out/a/hf"
+$check ids "$out/ids.safetensors" 128 32
+"$bin/zt_gpt_logits" "$out/a/ckpt" "$out/ids.safetensors" "$out/a/logits.safetensors"
+$check logits "$out/a/hf" "$out/ids.safetensors" "$out/a/logits.safetensors"
+# B: import a random GPT2LMHeadModel, train, export, reload.
+$check make "$out/b_in" "$out/b_in_sharded" 128 32
+for d in b_in b_in_sharded; do
+  "$bin/zt_gpt_logits" "$out/$d" "$out/ids.safetensors" "$out/$d.logits.safetensors"
+  $check logits "$out/$d" "$out/ids.safetensors" "$out/$d.logits.safetensors" --sensitive
+done
+train 1 b 5 --init-from "$out/b_in_sharded"
+"$bin/zt-export-hf" "$out/b/ckpt" "$out/b/hf"
+$check moved "$out/b_in" "$out/b/hf" "$work/tiny_valid.ztt" 32 "$out/b/summary.json"

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "optim/adam8bit_kernel.h"
+#include "optim/avx2_tail.h"
 
 namespace zt::optim::kernels {
 
@@ -71,19 +72,7 @@ void update8(const Consts& c, float* param, const float* grad, float* m_io, floa
   _mm256_storeu_ps(param, p);
   _mm256_storeu_ps(m_io, m);
   _mm256_storeu_ps(v_io, v);
-  if (kind == HalfKind::kFloat16) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(half),
-                     _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else if (kind == HalfKind::kBFloat16) {
-    const __m256i bits = _mm256_castps_si256(p);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb), 16);
-    const __m256 is_nan = _mm256_cmp_ps(p, p, _CMP_UNORD_Q);
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), _mm256_castps_si256(is_nan));
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(half), _mm256_castsi256_si128(packed));
-  }
+  store_half8(p, half, kind);
 }
 
 template <bool kL2>
@@ -97,19 +86,11 @@ void update(const Adam8bitBlock& a, const BlockSegment& seg) {
                      half ? half + k : nullptr, a.half_kind);
       },
       [&](int64_t k, int64_t left) {
-        // Zero padding: p = g = m = v = 0 gives denom = eps > 0, no trap, and is never stored.
-        float p[8] = {}, g[8] = {}, m[8] = {}, v[8] = {};
-        uint16_t h[8] = {};
-        const size_t bytes = static_cast<size_t>(left) * sizeof(float);
-        std::memcpy(p, a.param + k, bytes);
-        std::memcpy(g, a.grad + k, bytes);
-        std::memcpy(m, a.m_scratch + k, bytes);
-        std::memcpy(v, a.v_scratch + k, bytes);
-        update8<kL2>(c, p, g, m, v, h, half ? a.half_kind : HalfKind::kNone);
-        std::memcpy(a.param + k, p, bytes);
-        std::memcpy(a.m_scratch + k, m, bytes);
-        std::memcpy(a.v_scratch + k, v, bytes);
-        if (half) std::memcpy(half + k, h, static_cast<size_t>(left) * sizeof(uint16_t));
+        padded_tail(left, a.param + k, a.grad + k, a.m_scratch + k, a.v_scratch + k,
+                    half ? half + k : nullptr, a.half_kind,
+                    [&](float* p, float* g, float* m, float* v, uint16_t* h, HalfKind kind) {
+                      update8<kL2>(c, p, g, m, v, h, kind);
+                    });
       });
 }
 

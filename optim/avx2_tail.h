@@ -32,7 +32,8 @@ inline void store_half8(__m256 p, uint16_t* half, HalfKind kind) {
 
 // The last n (< 8) elements through an 8-wide update: update8(p, g, m, v, h, kind) runs on
 // zero-padded copies, and the n real lanes are written back. Zero padding is harmless:
-// p = g = m = v = 0 gives denom = eps > 0, so no trap and no NaN, and padded lanes are never stored.
+// p = g = m = v = 0 gives denom = eps > 0, so no trap and no NaN, and padded lanes are never
+// stored.
 template <typename Update8>
 void padded_tail(int64_t n, float* param, const float* grad, float* m_io, float* v_io,
                  uint16_t* half, HalfKind kind, Update8 update8) {

@@ -160,6 +160,28 @@ def export(bin_dir, shard, export_dir, size, np_, seed):
     run(cmd, env=child_env())
 
 
+def run_torch_peer(cmd, name, json_path):
+    """A PyTorch configuration under torchrun. A worker of PyTorch 2.11 occasionally dies in
+    std::terminate ("terminate called without an active exception", SIGABRT) on this machine;
+    seen once in the three CI runs of 2026-11-30 (DDP + ZeRO optimizer or FSDP2 starting after
+    DDP), in PyTorch's own process, not in zerotorch's; the rerun passed. That run
+    is dropped (its row, if written, removed from the JSON) and repeated once, with a log line;
+    any other failure, or a second abort, fails as before."""
+    p = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=900)
+    if p.returncode == 0:
+        return p.stdout
+    if "terminate called" not in p.stdout:
+        sys.stderr.write(p.stdout[-6000:])
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
+    log(f"{name}: PyTorch's worker aborted (std::terminate); running it once more")
+    if os.path.exists(json_path):
+        rows = [r for r in read_rows(json_path) if r.get("config") != name]
+        with open(json_path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    return run(cmd, env=child_env())
+
+
 def run_config(name, bin_dir, export_dir, size, np_, json_path, check_weights):
     common = ["--warmup", str(size["warmup"]), "--label", name, "--json", json_path]
     if name in ZT_CONFIGS:
@@ -170,7 +192,10 @@ def run_config(name, bin_dir, export_dir, size, np_, json_path, check_weights):
                                    export_dir, "--mode", TORCH_CONFIGS[name], *common]
         if check_weights:
             cmd.append("--check-weights")
-    out = run(cmd, env=child_env())
+    if name in ZT_CONFIGS:
+        out = run(cmd, env=child_env())
+    else:
+        out = run_torch_peer(cmd, name, json_path)
     line = [l for l in out.splitlines() if l.startswith(name)]
     log(line[-1] if line else out.strip().splitlines()[-1])
 

@@ -26,7 +26,7 @@ void Adam::step(at::Tensor& master, const at::Tensor& grad, const std::vector<Gr
     if (n == 0) continue;
     const GroupHyper& h = g.hyper;
     at::Tensor p = master.narrow(0, g.begin, n);
-    at::Tensor d = grad.narrow(0, g.begin, n);
+    at::Tensor d = scaled_grad(grad.narrow(0, g.begin, n), h.grad_scale);
     at::Tensor m = exp_avg_.narrow(0, g.begin, n);
     at::Tensor v = exp_avg_sq_.narrow(0, g.begin, n);
     if (decoupled_) {

@@ -43,7 +43,7 @@ void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax,
 }
 
 struct Consts {
-  __m256 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2;
+  __m256 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2, gs;
   explicit Consts(const AdamConstants& c)
       : b1(_mm256_set1_ps(c.beta1)),
         omb1(_mm256_set1_ps(c.one_minus_beta1)),
@@ -53,15 +53,16 @@ struct Consts {
         nss(_mm256_set1_ps(c.neg_step_size)),
         ibc2(_mm256_set1_ps(c.inv_sqrt_bc2)),
         decay(_mm256_set1_ps(c.decay_factor)),
-        l2(_mm256_set1_ps(c.l2_weight_decay)) {}
+        l2(_mm256_set1_ps(c.l2_weight_decay)),
+        gs(_mm256_set1_ps(c.grad_scale)) {}
 };
 
 // adam_update<false> on 8 elements, one rounding per operation; then the 16-bit copy.
 template <bool kL2>
 void update8(const Consts& c, float* param, const float* grad, float* m_io, float* v_io,
              uint16_t* half, HalfKind kind) {
+  __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad), c.gs);
   __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param), c.decay);
-  __m256 g = _mm256_loadu_ps(grad);
   if (kL2) g = _mm256_add_ps(_mm256_mul_ps(c.l2, p), g);
   const __m256 m =
       _mm256_add_ps(_mm256_mul_ps(c.omb1, g), _mm256_mul_ps(_mm256_loadu_ps(m_io), c.b1));

@@ -70,14 +70,14 @@ void update(const Adam8bitBlock& a, const BlockSegment& seg) {
   const __m512 b2 = _mm512_set1_ps(c.beta2), omb2 = _mm512_set1_ps(c.one_minus_beta2);
   const __m512 eps = _mm512_set1_ps(c.eps), nss = _mm512_set1_ps(c.neg_step_size);
   const __m512 ibc2 = _mm512_set1_ps(c.inv_sqrt_bc2), decay = _mm512_set1_ps(c.decay_factor);
-  const __m512 l2 = _mm512_set1_ps(c.l2_weight_decay);
+  const __m512 l2 = _mm512_set1_ps(c.l2_weight_decay), gs = _mm512_set1_ps(c.grad_scale);
   const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   const __m512i qnan = _mm512_set1_epi32(0x7fc0);
   uint16_t* half = static_cast<uint16_t*>(a.half_out);
   for (int64_t k = seg.begin; k < seg.end; k += 16) {
     const __mmask16 msk = tail(seg.end - k);
     __m512 p = _mm512_mul_ps(load(a.param + k, msk), decay);
-    __m512 g = load(a.grad + k, msk);
+    __m512 g = _mm512_mul_ps(load(a.grad + k, msk), gs);
     if (kL2) g = _mm512_add_ps(_mm512_mul_ps(l2, p), g);
     const __m512 m =
         _mm512_add_ps(_mm512_mul_ps(omb1, g), _mm512_mul_ps(load(a.m_scratch + k, msk), b1));

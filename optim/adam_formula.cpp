@@ -20,6 +20,7 @@ AdamConstants adam_constants(const GroupHyper& h, bool adamw_mode, int64_t t) {
   c.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(h.beta2, td)));
   c.decay_factor = adamw_mode ? static_cast<float>(1.0 - h.lr * h.weight_decay) : 1.0f;
   c.l2_weight_decay = adamw_mode ? 0.0f : static_cast<float>(h.weight_decay);
+  c.grad_scale = static_cast<float>(h.grad_scale);
   return c;
 }
 

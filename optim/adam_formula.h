@@ -20,6 +20,9 @@
 //    the host it relies on the project's default x86-64 flags, which have no FMA to contract into
 //    (the SIMD builds of CpuAdam carry their own copy in intrinsics and never call this).
 //
+//    g = g * grad_scale                                (the engine's averaging, loss-scale
+//                                                       and clipping factors, folded into this
+//                                                       pass; 1 is exact)
 //    p = p * decay_factor                              (AdamW: 1 - lr wd; Adam: 1)
 //    g = g + l2_weight_decay * p                       (Adam only: skipped when 0, so inf p
 //                                                       with wd 0 does not become 0 * inf = NaN)
@@ -51,6 +54,7 @@ struct AdamConstants {
   float inv_sqrt_bc2;     // 1 / sqrt(1 - beta2^t)
   float decay_factor;     // AdamW: 1 - lr * wd; Adam: 1
   float l2_weight_decay;  // Adam: wd (added to the gradient as wd * p); AdamW: 0
+  float grad_scale;       // the group's GroupHyper::grad_scale: the gradient used is g * grad_scale
 };
 
 // The constants of step t (>= 1) of one group (lr, betas, eps, weight_decay of h); adamw_mode:
@@ -113,6 +117,7 @@ ZT_ADAM_HOST_DEVICE inline void adam_update(const AdamConstants& c, float& p, fl
                                             float& v) {
   using adam_detail::madd;
   using adam_detail::mul;
+  g = mul(g, c.grad_scale);
   p = mul(p, c.decay_factor);
   if (c.l2_weight_decay != 0.0f) g = madd<kFused>(c.l2_weight_decay, p, g);
   m = madd<kFused>(c.one_minus_beta1, g, mul(m, c.beta1));

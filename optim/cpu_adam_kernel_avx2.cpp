@@ -12,7 +12,7 @@ namespace zt::optim::kernels {
 namespace {
 
 struct Vec {
-  __m256 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2;
+  __m256 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2, gs;
   explicit Vec(const AdamConstants& c)
       : b1(_mm256_set1_ps(c.beta1)),
         omb1(_mm256_set1_ps(c.one_minus_beta1)),
@@ -22,7 +22,8 @@ struct Vec {
         nss(_mm256_set1_ps(c.neg_step_size)),
         ibc2(_mm256_set1_ps(c.inv_sqrt_bc2)),
         decay(_mm256_set1_ps(c.decay_factor)),
-        l2(_mm256_set1_ps(c.l2_weight_decay)) {}
+        l2(_mm256_set1_ps(c.l2_weight_decay)),
+        gs(_mm256_set1_ps(c.grad_scale)) {}
 };
 
 // 8 elements at p, g, m, v (and half, when kind says so). kL2: Adam's L2 term is compiled in
@@ -30,8 +31,9 @@ struct Vec {
 template <bool kL2>
 inline void adam8(const Vec& k, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                   uint16_t* half, HalfKind kind) {
+  const __m256 gs = _mm256_mul_ps(_mm256_loadu_ps(grad), k.gs);
   __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param), k.decay);
-  const __m256 g = kL2 ? _mm256_fmadd_ps(k.l2, p, _mm256_loadu_ps(grad)) : _mm256_loadu_ps(grad);
+  const __m256 g = kL2 ? _mm256_fmadd_ps(k.l2, p, gs) : gs;
   const __m256 m = _mm256_fmadd_ps(k.omb1, g, _mm256_mul_ps(_mm256_loadu_ps(exp_avg), k.b1));
   const __m256 v = _mm256_fmadd_ps(k.omb2, _mm256_mul_ps(g, g),
                                    _mm256_mul_ps(_mm256_loadu_ps(exp_avg_sq), k.b2));

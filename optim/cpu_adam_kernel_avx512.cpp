@@ -13,7 +13,7 @@ namespace zt::optim::kernels {
 namespace {
 
 struct Vec {
-  __m512 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2;
+  __m512 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2, gs;
   __m512i round_bias, one, qnan;
   explicit Vec(const AdamConstants& c)
       : b1(_mm512_set1_ps(c.beta1)),
@@ -25,6 +25,7 @@ struct Vec {
         ibc2(_mm512_set1_ps(c.inv_sqrt_bc2)),
         decay(_mm512_set1_ps(c.decay_factor)),
         l2(_mm512_set1_ps(c.l2_weight_decay)),
+        gs(_mm512_set1_ps(c.grad_scale)),
         round_bias(_mm512_set1_epi32(0x7fff)),
         one(_mm512_set1_epi32(1)),
         qnan(_mm512_set1_epi32(0x7fc0)) {}
@@ -44,8 +45,9 @@ inline void adam16(const Vec& c, const AdamArgs& a, int64_t i, __mmask16 k) {
       _mm512_storeu_ps(x + i, y);
     }
   };
+  const __m512 gs = _mm512_mul_ps(load(a.grad), c.gs);
   __m512 p = _mm512_mul_ps(load(a.param), c.decay);
-  const __m512 g = kL2 ? _mm512_fmadd_ps(c.l2, p, load(a.grad)) : load(a.grad);
+  const __m512 g = kL2 ? _mm512_fmadd_ps(c.l2, p, gs) : gs;
   const __m512 m = _mm512_fmadd_ps(c.omb1, g, _mm512_mul_ps(load(a.exp_avg), c.b1));
   const __m512 v =
       _mm512_fmadd_ps(c.omb2, _mm512_mul_ps(g, g), _mm512_mul_ps(load(a.exp_avg_sq), c.b2));

@@ -12,7 +12,7 @@ namespace {
 
 bool same_hyper(const GroupHyper& a, const GroupHyper& b) {
   return a.lr == b.lr && a.weight_decay == b.weight_decay && a.beta1 == b.beta1 &&
-         a.beta2 == b.beta2 && a.eps == b.eps;
+         a.beta2 == b.beta2 && a.eps == b.eps && a.grad_scale == b.grad_scale;
 }
 
 }  // namespace
@@ -55,7 +55,7 @@ void Lamb::step(at::Tensor& master, const at::Tensor& grad, const std::vector<Gr
       const int64_t n = groups[i].end - groups[i].begin;
       if (n == 0) continue;
       at::Tensor p = master.narrow(0, groups[i].begin, n);
-      at::Tensor g = grad.narrow(0, groups[i].begin, n);
+      at::Tensor g = scaled_grad(grad.narrow(0, groups[i].begin, n), h.grad_scale);
       at::Tensor m = exp_avg_.narrow(0, groups[i].begin, n);
       at::Tensor v = exp_avg_sq_.narrow(0, groups[i].begin, n);
       m.mul_(h.beta1).add_(g, 1 - h.beta1);

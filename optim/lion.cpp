@@ -22,7 +22,7 @@ void Lion::step(at::Tensor& master, const at::Tensor& grad, const std::vector<Gr
     if (n == 0) continue;
     const GroupHyper& h = g.hyper;
     at::Tensor p = master.narrow(0, g.begin, n);
-    at::Tensor d = grad.narrow(0, g.begin, n);
+    at::Tensor d = scaled_grad(grad.narrow(0, g.begin, n), h.grad_scale);
     at::Tensor m = exp_avg_.narrow(0, g.begin, n);
     at::Tensor c = m.mul(h.beta1).add_(d, 1 - h.beta1);
     p.mul_(1 - h.lr * h.weight_decay);

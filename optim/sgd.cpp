@@ -30,7 +30,7 @@ void Sgd::step(at::Tensor& master, const at::Tensor& grad, const std::vector<Gro
     if (n == 0) continue;
     const GroupHyper& h = g.hyper;
     at::Tensor p = master.narrow(0, g.begin, n);
-    at::Tensor d = grad.narrow(0, g.begin, n);
+    at::Tensor d = scaled_grad(grad.narrow(0, g.begin, n), h.grad_scale);
     if (h.weight_decay != 0) d = d.add(p, h.weight_decay);
     if (h.momentum != 0) {
       at::Tensor buf = momentum_buffer_.narrow(0, g.begin, n);

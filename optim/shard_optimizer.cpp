@@ -65,6 +65,12 @@ void ShardOptimizer::check_step_args(const at::Tensor& master, const at::Tensor&
   }
 }
 
+at::Tensor scaled_grad(const at::Tensor& g, double scale) {
+  const auto s = static_cast<float>(scale);
+  if (s == 1.0f) return g;
+  return g.mul(static_cast<double>(s));
+}
+
 at::Tensor ShardOptimizer::step_tensor() const {
   return at::scalar_tensor(step_count_, at::kLong);
 }

@@ -4,7 +4,10 @@
 // gradient reduction; an optimizer only sees
 //
 //   master  // flat fp32, contiguous, 1-D, numel = N (padded slice of the flat buffer)
-//   grad    // flat fp32, same size and device as master, already unscaled and clipped
+//   grad    // flat fp32, same size and device as master; the gradient an update uses is
+//           // grad * grad_scale of the element's group (the engine folds the average over
+//           // ranks, the loss-scale undo and the clipping factor into the update's one pass
+//           // instead of rewriting the gradient first); grad itself is never written
 //   groups  // disjoint [begin, end) ranges of [0, N), each with its hyper-parameters
 //
 // Elements outside every group are padding (or frozen parameters): neither they nor their state
@@ -50,7 +53,15 @@ struct GroupHyper {
   double momentum = 0;  // SGD only
   bool nesterov = false;
   double dampening = 0;  // SGD only (torch's dampening; nesterov needs 0)
+  // Factor on the gradient (see the file comment), rounded to float once, so grad * grad_scale is
+  // one fp32 multiply per element, as a separate at::mul_ by the same factor would round it.
+  double grad_scale = 1.0;
 };
+
+// The gradient of one group as its update uses it: g itself when scale is 1, else g * scale (a
+// temporary). For the optimizers that run ATen ops per group; the fused ones multiply in their
+// pass.
+at::Tensor scaled_grad(const at::Tensor& g, double scale);
 
 // One group: elements [begin, end) of the shard. Ranges of one step are disjoint; need not be
 // sorted or cover the shard.

@@ -9,18 +9,20 @@
 //   torch_adamw   LibTorch's torch::optim::AdamW (the C++ frontend's reference loop)
 //   fused_adamw   at::_fused_adamw_, the kernel behind torch.optim.AdamW(fused=True)
 //   cpu_adam      zt CpuAdam with its bf16 copy
+//   cpu_adam_f32  zt CpuAdam without the copy: exactly fused_adamw's work
 //   adam8bit      zt Adam8bit with its bf16 copy (--adam8bit-sizes)
 //   torch_step    what a PyTorch loop runs for a clipped AdamW step with a bf16 model copy:
 //                 clip_grad_norm_'s norm and in-place scale, at::_fused_adamw_, copy_ to bf16
 //   zt_step       the same work as the engine's sharded step does it (core/zero/sharded_step.cpp):
-//                 optim::sum_of_squares, the scale, CpuAdam writing the bf16 copy in its pass
+//                 optim::sum_of_squares, then CpuAdam with the clipping factor as its grad_scale,
+//                 writing the bf16 copy in the same pass (the gradient is never rewritten)
 // Bandwidth rows, once, on arrays of --bandwidth-mib MiB each (far above the caches), through
 // ATen's multi-threaded kernels: read (sum), copy (b = a), triad (a = b + s * c).
 // Bytes each row must move per parameter (what GB/s is computed from):
 //   torch_adamw, fused_adamw 28 (read p, g, m, v; write p, m, v)
-//   cpu_adam 30 (the same plus the bf16 copy), adam8bit 12 (p, g, 2 code bytes, p, 2 code bytes,
-//   the bf16 copy), torch_step 46 (norm 4, scale 8, adamw 28, copy 6), zt_step 42 (norm 4,
-//   scale 8, adam 30); %bw is GB/s against the triad's.
+//   cpu_adam_f32 28, cpu_adam 30 (the same plus the bf16 copy), adam8bit 12 (p, g, 2 code bytes, p,
+//   2 code bytes, the bf16 copy), torch_step 46 (norm 4, scale 8, adamw 28, copy 6), zt_step 34
+//   (norm 4, adam 30); %bw is GB/s against the triad's.
 
 #include <algorithm>
 #include <chrono>
@@ -187,14 +189,14 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
     fused();
     half.copy_(master);
   };
-  // The engine's: the fp64-accumulated norm, the scale only when clipping bites, CpuAdam's one
-  // pass with the bf16 copy (ShardedStep::step). The gradient here is rescaled every call, so
-  // clipping bites every time, as in torch_step.
+  // The engine's (ShardedStep::step): the fp64-accumulated norm, then CpuAdam's one pass with
+  // the clipping factor as grad_scale and the bf16 copy. The gradient here is rescaled every
+  // call, so clipping bites every time, as in torch_step.
+  std::vector<zt::optim::GroupRange> clipped = groups;
   auto zt_step = [&] {
     const double norm = std::sqrt(zt::optim::sum_of_squares(grad));
-    const double coef = zt::optim::clip_coefficient(norm, max_norm);
-    if (coef != 1.0) grad.mul_(coef);
-    cpu_adam->step(master, grad, groups, &half);
+    clipped[0].hyper.grad_scale = zt::optim::clip_coefficient(norm, max_norm);
+    cpu_adam->step(master, grad, clipped, &half);
   };
   const torch::Tensor g0 = grad.clone();
   auto restore_grad = [&] { grad.copy_(g0).mul_(1e3); };  // norm ~ 1e3 * 0.0029 * sqrt(n) > 1
@@ -210,10 +212,11 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
   fused();
   if (adam8) adam8->step(master, grad, groups, &half);
 
-  std::vector<double> t_cpu, t_torch, t_fused, t_8bit, t_tstep, t_zstep;
+  std::vector<double> t_cpu32, t_cpu, t_torch, t_fused, t_8bit, t_tstep, t_zstep;
   for (int r = 0; r < o.reps; ++r) {
     grad.copy_(g0);
     t_cpu.push_back(seconds([&] { cpu_adam->step(master, grad, groups, &half); }));
+    t_cpu32.push_back(seconds([&] { cpu_adam->step(master, grad, groups); }));
     t_torch.push_back(seconds([&] { torch_adamw.step(); }));
     t_fused.push_back(seconds(fused));
     if (adam8) t_8bit.push_back(seconds([&] { adam8->step(master, grad, groups, &half); }));
@@ -227,6 +230,9 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
   rows.back().state_bytes_per_param = 8;
   rows.push_back(make_row("fused_adamw", n, median(t_fused), 28));
   rows.back().state_bytes_per_param = 8;
+  rows.push_back(make_row("cpu_adam_f32", n, median(t_cpu32), 28));
+  rows.back().simd = simd;
+  rows.back().state_bytes_per_param = static_cast<double>(cpu_adam->state_bytes()) / n;
   rows.push_back(make_row("cpu_adam", n, median(t_cpu), 30));
   rows.back().simd = simd;
   rows.back().state_bytes_per_param = static_cast<double>(cpu_adam->state_bytes()) / n;
@@ -236,7 +242,7 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
     rows.back().state_bytes_per_param = static_cast<double>(adam8->state_bytes()) / n;
   }
   rows.push_back(make_row("torch_step", n, median(t_tstep), 46));
-  rows.push_back(make_row("zt_step", n, median(t_zstep), 42));
+  rows.push_back(make_row("zt_step", n, median(t_zstep), 34));
   rows.back().simd = simd;
   return rows;
 }

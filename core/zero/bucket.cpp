@@ -76,8 +76,9 @@ void Bucket::cast_params(at::ScalarType dtype) {
 void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
   if (options_.world == 1 || options_.stage == 0) return;
   if (options_.stage == 3 && !options_.persistent) return;  // gathered from the shard on next use
-  at::Tensor shard = param_target().clone();  // the all-gather's input may not alias its output
-  clock.wait(comm.all_gather(shard, params_));
+  // In place when the stepped range is this rank's slice of params_ (MPI_IN_PLACE; NCCL's in-place
+  // form), so the updated shard is not copied first.
+  clock.wait(comm.all_gather(param_target(), params_));
 }
 
 int64_t Bucket::full_param_bytes() const {

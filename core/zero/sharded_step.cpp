@@ -8,9 +8,9 @@
 #include "core/base/error.h"
 #include "core/base/logging.h"
 #include "core/cuda_plugin.h"
-#include "core/precision/overflow_check.h"
 #include "core/zero/host_offload.h"
 #include "core/zero/nvme_optimizer.h"
+#include "optim/clip.h"
 #include "optim/fused_adam_launch.h"
 
 namespace zt::zero {
@@ -185,39 +185,33 @@ c10::Device ShardedStep::grad_device() const {
   return buckets_.empty() ? c10::Device(at::kCPU) : buckets_.front()->params().device();
 }
 
-std::vector<optim::GroupRange> ShardedStep::groups(size_t b, double lr) const {
+std::vector<optim::GroupRange> ShardedStep::groups(size_t b, double lr, double grad_scale) const {
   // Padding belongs to no group and is never updated.
   const dist::Range r = buckets_[b]->stepped();
-  return optim::shard_group_ranges(slots_[b].grouping, slots_[b].params, r.begin, r.end,
-                                   options_.hyper, lr);
-}
-
-// The flag lives on the gradients' device: on a GPU the per-bucket kernels, the vote and the one
-// read-back are a single host synchronisation.
-bool ShardedStep::unscale_and_check_overflow(double inv_scale) {
-  at::Tensor flag = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(grad_device()));
-  for (auto& b : buckets_) {
-    at::Tensor g = b->owned_grad();
-    if (g.defined() && g.numel() > 0) {
-      check_and_unscale_into_(g, static_cast<float>(inv_scale), flag);
-    }
-  }
-  clock_.wait(comm_.all_reduce(flag, dist::ReduceOp::kMax));
-  return flag.item<int>() != 0;
+  std::vector<optim::GroupRange> ranges = optim::shard_group_ranges(
+      slots_[b].grouping, slots_[b].params, r.begin, r.end, options_.hyper, lr);
+  for (optim::GroupRange& g : ranges) g.hyper.grad_scale = grad_scale;
+  return ranges;
 }
 
 double ShardedStep::global_grad_norm_squared() {
-  // Per bucket an fp32 norm (LibTorch reduces in a tree, so it stays accurate over millions of
-  // elements without a float64 copy of every gradient), squared and summed in float64 on the
-  // gradients' device, voted there, and read back once.
+  // Per bucket the sum of squares, summed in float64 on the gradients' device, voted there, and
+  // read back once. CPU fp32 (the common case) goes through optim::sum_of_squares, one
+  // multi-threaded pass accumulating in float64; elsewhere an fp32 norm per bucket (LibTorch
+  // reduces in a tree, so it stays accurate over millions of elements without a float64 copy).
   at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(grad_device()));
+  double host_sum = 0;
   for (auto& b : buckets_) {
     at::Tensor g = b->owned_grad();
-    if (g.defined() && g.numel() > 0) {
+    if (!g.defined() || g.numel() == 0) continue;
+    if (g.is_cpu() && g.scalar_type() == at::kFloat) {
+      host_sum += optim::sum_of_squares(g);
+    } else {
       t.add_(
           at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat).to(at::kDouble).square());
     }
   }
+  if (host_sum != 0) t.add_(host_sum);
   // Stage 0: every rank holds the whole reduced gradient.
   if (options_.stage != 0) clock_.wait(comm_.all_reduce(t, dist::ReduceOp::kSum));
   return t.item<double>();
@@ -244,15 +238,19 @@ std::string ShardedStep::overflow_culprits() const {
 StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step_index) {
   at::NoGradGuard no_grad;
   StepOutcome out;
-  // The rest of the average over ranks (each rank's loss is the mean over its micro-batch) and,
-  // in fp16, the loss scale are undone in one pass that also finds inf/NaN.
+  // The rest of the average over ranks (each rank's loss is the mean over its micro-batch), in
+  // fp16 the loss scale, and the clipping factor are never applied to the gradients: their
+  // product goes to the optimizer as GroupHyper::grad_scale, which multiplies in its one pass.
+  // What is left here is one read of the owned gradients: the global sum of squares of the raw
+  // values. In fp16/bf16 that sum is also the overflow vote: an inf or NaN anywhere makes it
+  // non-finite, and after the all-reduce (stages 1-3; at stage 0 every rank holds the same
+  // reduced gradient) every rank sees the same verdict (DeepSpeed votes on the norm the same way,
+  // CheckOverflow.check_using_norm).
   const double inv = post_reduce_scale_ / (scaler ? scaler->scale() : 1.0);
+  const double raw_sq = global_grad_norm_squared();
   if (options_.compute_dtype == at::kFloat) {
-    for (auto& b : buckets_) {
-      at::Tensor g = b->owned_grad();
-      if (g.defined() && inv != 1.0) g.mul_(inv);
-    }
-  } else if (unscale_and_check_overflow(inv)) {
+    // No overflow vote in fp32 (as DeepSpeed): inf/NaN reach the optimizer.
+  } else if (!std::isfinite(raw_sq)) {
     if (scaler) {
       if (scaler->at_minimum()) {
         ZT_THROW("fp16 loss scale collapsed: gradients overflow at step ", step_index,
@@ -267,25 +265,25 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
   } else if (scaler) {
     scaler->update(false);
   }
-  out.grad_norm = std::sqrt(global_grad_norm_squared());
+  out.grad_norm = std::sqrt(raw_sq) * std::abs(inv);
   double clip = 1.0;
   if (options_.gradient_clipping > 0 && out.grad_norm > options_.gradient_clipping) {
     clip = options_.gradient_clipping / (out.grad_norm + 1e-6);
   }
+  const double grad_scale = inv * clip;
   if (host_offload_) {
-    offload_step(clip, lr);
+    offload_step(grad_scale, lr);
     return out;
   }
   if (nvme_) {
-    nvme_step(clip, lr);
+    nvme_step(grad_scale, lr);
     return out;
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Slot& slot = slots_[b];
     at::Tensor g = buckets_[b]->owned_grad();
     if (!g.defined()) continue;
-    if (clip != 1.0) g.mul_(clip);
-    const auto ranges = groups(b, lr);
+    const auto ranges = groups(b, lr, grad_scale);
     at::Tensor target = buckets_[b]->param_target();
     if (slot.master.defined()) {
       at::Tensor g32 = g.to(at::TensorOptions().dtype(at::kFloat).device(slot.master.device()));
@@ -307,12 +305,11 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
 // Optimizer offload with the model on a GPU (core/zero/host_offload.h): every owned gradient
 // starts its copy to pinned host memory at once; each bucket is stepped on the host as soon as
 // its copy landed, and its 16-bit parameters go back while the next bucket steps.
-void ShardedStep::offload_step(double clip, double lr) {
+void ShardedStep::offload_step(double grad_scale, double lr) {
   std::vector<size_t> stepped;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     at::Tensor g = buckets_[b]->owned_grad();
     if (!g.defined()) continue;
-    if (clip != 1.0) g.mul_(clip);
     host_offload_->start_grad_copy(b, g.scalar_type() == at::kFloat ? g : g.to(at::kFloat));
     stepped.push_back(b);
   }
@@ -320,7 +317,7 @@ void ShardedStep::offload_step(double clip, double lr) {
     Slot& slot = slots_[b];
     at::Tensor g32 = host_offload_->wait_grad(b);
     at::Tensor target = buckets_[b]->param_target();
-    const auto ranges = groups(b, lr);
+    const auto ranges = groups(b, lr, grad_scale);
     if (target.scalar_type() == at::kFloat) {
       slot.optimizer->step(slot.master, g32, ranges);
       at::Tensor staging = host_offload_->param_staging(b, slot.master.numel(), at::kFloat);
@@ -340,13 +337,12 @@ void ShardedStep::offload_step(double clip, double lr) {
 // through the swap buffers; each is stepped by its bucket's CpuAdam with the chunk's m and v
 // loaded for the step and stored back after it, so the arithmetic per element is the same as a
 // step over the whole range in host memory (bit for bit).
-void ShardedStep::nvme_step(double clip, double lr) {
+void ShardedStep::nvme_step(double grad_scale, double lr) {
   std::vector<size_t> stepped;
   std::vector<int64_t> step_before(buckets_.size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     at::Tensor g = buckets_[b]->owned_grad();
     if (!g.defined()) continue;
-    if (clip != 1.0) g.mul_(clip);
     stepped.push_back(b);
     step_before[b] = slots_[b].optimizer->step_count();
   }
@@ -363,7 +359,7 @@ void ShardedStep::nvme_step(double clip, double lr) {
           at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
           // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
           std::vector<optim::GroupRange> ranges;
-          for (optim::GroupRange r : groups(c.slot, lr)) {
+          for (optim::GroupRange r : groups(c.slot, lr, grad_scale)) {
             r.begin = std::max(r.begin, c.begin) - c.begin;
             r.end = std::min(r.end, c.begin + c.numel) - c.begin;
             if (r.begin < r.end) ranges.push_back(r);

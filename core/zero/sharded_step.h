@@ -3,15 +3,19 @@
 // gradient was reduced. Per bucket, this rank steps only its stepped range (the whole buffer at
 // stage 0, its owned slice otherwise):
 //
-//   1. average and unscale: owned gradient *= post_reduce_scale / loss_scale; in fp16/bf16 in the
-//      same pass as the inf/NaN check, voted across ranks (all-reduce max) so every rank skips
-//      together (the fp16 loss scaler then backs off)
-//   2. global L2 norm of the owned gradients (fp32 per bucket, summed in float64, all-reduced)
-//   3. clipping by that norm (gradient_clipping)
-//   4. the optimizer on the fp32 master of the range, with per-parameter weight decay and lr
+//   1. one read of the owned gradients: the global sum of squares of their raw values (float64,
+//      all-reduced at stages 1-3). In fp16/bf16 it is also the overflow vote: inf/NaN anywhere
+//      makes it non-finite on every rank, so every rank skips together (the fp16 loss scaler then
+//      backs off)
+//   2. the norm: sqrt of that sum times |post_reduce_scale / loss_scale|, and the clipping factor
+//      from it (gradient_clipping)
+//   3. the optimizer on the fp32 master of the range, with per-parameter weight decay and lr
 //      (optim/param_groups.h: no-decay patterns, layer-wise LR decay), writing the 16-bit copy in
-//      the same pass where it can
-//   5. publish: stages 1-2 all-gather the updated slices into the full parameters
+//      the same pass where it can. The gradients are never rewritten: the average over ranks, the
+//      loss-scale undo and the clipping factor reach the optimizer as one factor
+//      (GroupHyper::grad_scale) that its pass multiplies in, so a step reads the gradient twice
+//      and writes it never (it used to take up to three more passes)
+//   4. publish: stages 1-2 all-gather the updated slices into the full parameters
 //
 // The fp32 master is separate when the compute dtype is 16-bit or the optimizer is offloaded
 // (then it lives in host memory, pinned when the parameters are on a GPU); otherwise the fp32
@@ -99,11 +103,12 @@ class ShardedStep {
   optim::OptimizerSpec spec_for(const c10::Device& param_device) const;
   void make_nvme_swapper();
   std::vector<size_t> all_slots() const;
-  bool unscale_and_check_overflow(double inv_scale);
+  // Sum of squares of every rank's owned gradients (all-reduced at stages 1-3).
   double global_grad_norm_squared();
-  std::vector<optim::GroupRange> groups(size_t b, double lr) const;
-  void offload_step(double clip, double lr);
-  void nvme_step(double clip, double lr);
+  // Bucket b's group ranges for this step, every one with the step's gradient factor.
+  std::vector<optim::GroupRange> groups(size_t b, double lr, double grad_scale) const;
+  void offload_step(double grad_scale, double lr);
+  void nvme_step(double grad_scale, double lr);
   std::string overflow_culprits() const;
   c10::Device grad_device() const;
 

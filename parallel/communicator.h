@@ -51,6 +51,8 @@ class Communicator {
   virtual WorkPtr reduce_scatter(const at::Tensor& input, at::Tensor& output,
                                  ReduceOp op = ReduceOp::kSum);
   // input: this rank's shard (n elements); output: flat size()*n, rank r's shard at [r*n, ...).
+  // input may be output's own slice [rank*n, (rank+1)*n) (in place: ZeRO's publish of updated
+  // shards); it may not overlap output otherwise.
   virtual WorkPtr all_gather(const at::Tensor& input, at::Tensor& output);
   // In place: t = t on root.
   virtual WorkPtr broadcast(at::Tensor& t, int root);

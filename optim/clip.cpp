@@ -6,8 +6,24 @@
 #include <ATen/Parallel.h>
 
 #include "core/base/error.h"
+#include "optim/cpu_adam.h"
+#include "optim/sum_squares_kernel.h"
 
 namespace zt::optim {
+
+namespace {
+
+// The widest build this CPU runs (ZT_CPU_ADAM_SIMD forces one, as for CpuAdam).
+double (*sum_squares_kernel())(const float*, int64_t) {
+  switch (parse_simd_path("auto")) {
+    case SimdPath::kAvx512: return kernels::sum_squares_avx512;
+    case SimdPath::kAvx2: return kernels::sum_squares_avx2;
+    case SimdPath::kScalar: break;
+  }
+  return kernels::sum_squares_scalar;
+}
+
+}  // namespace
 
 double clip_coefficient(double global_norm, double max_norm) {
   if (max_norm <= 0) return 1.0;
@@ -24,23 +40,16 @@ double sum_of_squares(const at::Tensor& flat) {
     return flat.to(at::kDouble).square().sum().item<double>();
   }
   const float* x = flat.data_ptr<float>();
-  // Fixed chunks, reduced in order: the result does not depend on the thread count.
+  auto kernel = sum_squares_kernel();
+  // Fixed chunks, reduced in order: the result does not depend on the thread count (nor, see
+  // sum_squares_kernel.h, on the SIMD build).
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (flat.numel() + kChunk - 1) / kChunk;
   std::vector<double> partial(chunks, 0.0);
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const int64_t b = c * kChunk, e = std::min(flat.numel(), b + kChunk);
-      // Eight fp64 lanes the compiler can vectorise.
-      double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
-      }
-      double s = 0;
-      for (; i < e; ++i) s += static_cast<double>(x[i]) * x[i];
-      for (double a : acc) s += a;
-      partial[c] = s;
+      partial[c] = kernel(x + b, e - b);
     }
   });
   double total = 0;

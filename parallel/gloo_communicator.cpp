@@ -217,8 +217,8 @@ WorkPtr GlooCommunicator::all_gather(const at::Tensor& input, at::Tensor& output
   at::Tensor in = input.view({-1}), out = output.view({-1});
   // gloo copies the input into the output's slot with memcpy, which may not copy a region onto
   // itself: an in-place call gathers from a copy (MPI and NCCL take it in place).
-  if (in.data_ptr() == static_cast<char*>(out.data_ptr()) + static_cast<int64_t>(rank_) *
-                                                                 in.numel() * in.element_size()) {
+  if (in.data_ptr() == static_cast<char*>(out.data_ptr()) +
+                           static_cast<int64_t>(rank_) * in.numel() * in.element_size()) {
     in = in.clone();
   }
   return std::make_shared<GlooWork>(pg_->_allgather_base(out, in, opts), std::move(info), desync_,

@@ -2,10 +2,16 @@
 #include "optim/clip.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include "optim/cpu_adam.h"
+#include "optim/sum_squares_kernel.h"
 
 namespace {
 
@@ -50,3 +56,41 @@ TEST(Clip, SumOfSquaresIsExactForSmallIntegersAndHandlesHalf) {
 }
 
 }  // namespace
+
+// One summation order in every build (optim/sum_squares_kernel.h): the scalar, AVX2 and AVX-512
+// loops return the same bits, and within a few ulps of a long double sum.
+TEST(Clip, SumOfSquaresBuildsAgreeBitForBit) {
+  torch::manual_seed(3);
+  for (int64_t n : {0, 1, 15, 16, 17, 1000, 65536 + 37}) {
+    const torch::Tensor x = torch::randn({n}) * 7;
+    const float* p = x.data_ptr<float>();
+    long double ref = 0;
+    for (int64_t i = 0; i < n; ++i) ref += static_cast<long double>(p[i]) * p[i];
+    const double s = zt::optim::kernels::sum_squares_scalar(p, n);
+    EXPECT_NEAR(s, static_cast<double>(ref), 1e-13 * static_cast<double>(ref) + 1e-300) << n;
+    if (zt::optim::simd_path_supported(zt::optim::SimdPath::kAvx2)) {
+      EXPECT_EQ(zt::optim::kernels::sum_squares_avx2(p, n), s) << n;
+    }
+    if (zt::optim::simd_path_supported(zt::optim::SimdPath::kAvx512)) {
+      EXPECT_EQ(zt::optim::kernels::sum_squares_avx512(p, n), s) << n;
+    }
+  }
+  // Through the public function, every forced build gives the same total.
+  const torch::Tensor big = torch::randn({1000003});
+  const char* old = std::getenv(zt::optim::kCpuAdamSimdEnv);
+  const std::string saved = old ? old : "";
+  setenv(zt::optim::kCpuAdamSimdEnv, "scalar", 1);
+  const double scalar_total = zt::optim::sum_of_squares(big);
+  using zt::optim::SimdPath;
+  for (const auto& [name, path] : {std::pair<const char*, SimdPath>{"avx2", SimdPath::kAvx2},
+                                   std::pair<const char*, SimdPath>{"avx512", SimdPath::kAvx512}}) {
+    if (!zt::optim::simd_path_supported(path)) continue;
+    setenv(zt::optim::kCpuAdamSimdEnv, name, 1);
+    EXPECT_EQ(zt::optim::sum_of_squares(big), scalar_total) << name;
+  }
+  if (old) {
+    setenv(zt::optim::kCpuAdamSimdEnv, saved.c_str(), 1);
+  } else {
+    unsetenv(zt::optim::kCpuAdamSimdEnv);
+  }
+}

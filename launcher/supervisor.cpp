@@ -100,7 +100,8 @@ class Group {
       : options_(options), children_(specs.size()) {
     for (size_t i = 0; i < specs.size(); ++i) {
       children_[i].spec = &specs[i];
-      children_[i].prefix = "[" + specs[i].label + "] ";
+      // An unlabelled child (mpirun, whose ranks label their own lines) is relayed as it is.
+      children_[i].prefix = specs[i].label.empty() ? "" : "[" + specs[i].label + "] ";
     }
   }
 

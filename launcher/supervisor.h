@@ -25,7 +25,7 @@
 namespace zt::launcher {
 
 struct ChildSpec {
-  std::string label;              // console prefix and name in messages, e.g. "3" or "node-b"
+  std::string label;  // console prefix and name in messages, e.g. "3" or "node-b"; "": no prefix
   std::vector<std::string> argv;  // argv[0] is searched in PATH
   std::vector<std::string> envp;  // the complete environment, KEY=VALUE
   std::string log_path;           // empty: no log file

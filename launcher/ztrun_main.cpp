@@ -48,7 +48,7 @@ int ztrun(const std::vector<std::string>& args) {
   if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
   const TransportChoice choice = resolve_transport(o);
   if (choice.transport == Transport::kMpi) return launch_mpi(o, choice.mpirun);
-  if (o.transport == Transport::kAuto && !o.dry_run && o.nnodes == 1 &&
+  if (o.transport == Transport::kAuto && o.nnodes == 1 &&
       choice.reason.rfind("no OpenMPI", 0) == 0) {
     ZT_LOG_INFO("--transport auto: starting the ranks natively, ", choice.reason,
                 "; communication.backend auto will be gloo on CPU");

@@ -1,8 +1,8 @@
 #include "launcher/mpi_launch.h"
 
 #include <cerrno>
-#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -40,13 +40,13 @@ constexpr const char* kShimLogDir = "ZTRUN_MPI_LOG_DIR";
 constexpr const char* kShimRedirects = "ZTRUN_MPI_REDIRECTS";
 constexpr const char* kShimTermTimeout = "ZTRUN_MPI_TERM_TIMEOUT";
 constexpr const char* kShimMonitorInterval = "ZTRUN_MPI_MONITOR_INTERVAL";
-constexpr const char* kShimVars[] = {kShimWorld,          kShimRestart,   kShimFailureFile,
-                                     kShimLogDir,         kShimRedirects, kShimTermTimeout,
-                                     kShimMonitorInterval};
+constexpr const char* kShimGroupsFile = "ZTRUN_MPI_GROUPS_FILE";
 constexpr const char* kOmpiYieldWhenIdle = "OMPI_MCA_mpi_yield_when_idle";
-// Seconds mpirun (and ztrun, for mpirun) wait beyond --term-timeout before SIGKILL: the shims
-// stop their ranks within --term-timeout, then mpirun needs a moment to exit.
-constexpr int kMpirunExtraGraceS = 2;
+// mpirun stops a job by SIGTERM to every process and SIGKILL after odls_base_sigkill_timeout
+// (1 s), a wait it takes in full even when all have gone: raising it to --term-timeout made every
+// failure take that long (12 s instead of 1 s in ztrun_launch_test). So under mpi the ranks get
+// mpirun's 1 s, and ztrun gives mpirun --term-timeout plus this before its own SIGKILL.
+constexpr double kMpirunExtraGraceS = 2.0;
 // The NVIDIA driver's control device: a GPU node, where `auto` keeps the native launch.
 constexpr const char* kNvidiaControlDevice = "/dev/nvidiactl";
 
@@ -68,16 +68,17 @@ std::string search_path(const std::string& name) {
   return "";
 }
 
-// OpenMPI's mpirun is a link to orterun (4.x) or prterun (5.x) with ompi_info installed beside
-// it; MPICH's (hydra) is neither and takes other flags.
+// OpenMPI's mpirun (orterun in 4.x, prterun in 5.x) says "mpirun (Open MPI) 4.1.4" to
+// --version; MPICH's (hydra) says "HYDRA build details" and takes other flags.
 bool is_openmpi_launcher(const std::string& path) {
-  std::error_code ec;
-  const fs::path real = fs::canonical(path, ec);
-  if (ec) return false;
-  const std::string base = real.filename().string();
-  if (base == "orterun" || base == "prterun") return true;
-  return fs::exists(fs::path(path).parent_path() / "ompi_info") ||
-         fs::exists(real.parent_path() / "ompi_info");
+  FILE* pipe = ::popen((shell_quote(path) + " --version 2>&1").c_str(), "r");
+  if (pipe == nullptr) return false;
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0;) text.append(buf, n);
+  const int status = ::pclose(pipe);
+  return status == 0 &&
+         (text.find("Open MPI") != std::string::npos || text.find("OpenRTE") != std::string::npos);
 }
 
 std::string self_executable() {
@@ -120,6 +121,16 @@ std::string read_failure(const LaunchOptions& o, const std::string& file) {
   const std::string log = rank_log_path(o, std::stoi(rank));
   if (!log.empty()) what += ", log " + log;
   return what;
+}
+
+// What a rank leaves behind when mpirun SIGKILLs its shim (the rank itself dies of
+// PR_SET_PDEATHSIG, its own children would not): every rank's process group goes, as a native
+// launch's does.
+void kill_rank_groups(const std::string& groups_file) {
+  std::ifstream in(groups_file);
+  for (long pgid; in >> pgid;) {
+    if (pgid > 1) ::killpg(static_cast<pid_t>(pgid), SIGKILL);
+  }
 }
 
 std::string join_quoted(const std::vector<std::string>& argv) {
@@ -178,13 +189,8 @@ std::vector<std::string> mpirun_argv(const LaunchOptions& o, const std::string& 
   // -q: mpirun's multi-line banners off (ztrun writes the one line); --bind-to none: the ranks'
   // OpenMP threads may use every core (OpenMPI binds 2 ranks to one core each by default);
   // --oversubscribe: more ranks than cores, as a native launch allows.
-  // odls_base_sigkill_timeout: mpirun SIGKILLs a process 1 s after its SIGTERM by default, which
-  // would cut --term-timeout short and kill a shim before it can kill its rank's process group;
-  // the shims escalate first.
   std::vector<std::string> argv{mpirun, "-q", "--bind-to", "none", "--oversubscribe"};
   if (as_root) argv.push_back("--allow-run-as-root");
-  const int sigkill_s = static_cast<int>(std::ceil(o.term_timeout_s)) + kMpirunExtraGraceS;
-  argv.insert(argv.end(), {"--mca", "odls_base_sigkill_timeout", std::to_string(sigkill_s)});
   argv.insert(argv.end(), {"-np", std::to_string(o.nproc_per_node), self, kMpiRankFlag});
   argv.push_back(o.program);
   argv.insert(argv.end(), o.program_args.begin(), o.program_args.end());
@@ -203,11 +209,12 @@ int launch_mpi(const LaunchOptions& o, const std::string& mpirun) {
   }
   const TempDir records;
   SupervisorOptions so = supervisor_options(o);
-  so.term_timeout_s = o.term_timeout_s + 2 * kMpirunExtraGraceS;  // after mpirun's own SIGKILLs
+  so.term_timeout_s = o.term_timeout_s + kMpirunExtraGraceS;
   Supervisor supervisor(so);
   for (int attempt = 0;; ++attempt) {
     check_port_free(o.master_port);
     const std::string failure_file = records.path() + "/failure_" + std::to_string(attempt);
+    const std::string groups_file = records.path() + "/groups_" + std::to_string(attempt);
     EnvMap env = node_env;
     // A rank's MPI progress thread shares the cores with its OMP_NUM_THREADS compute threads
     // (cores / local ranks), and OpenMPI busy-polls inside a collective: without yielding it took
@@ -220,6 +227,7 @@ int launch_mpi(const LaunchOptions& o, const std::string& mpirun) {
     env[kShimWorld] = std::to_string(o.world_size());
     env[kShimRestart] = std::to_string(attempt);
     env[kShimFailureFile] = failure_file;
+    env[kShimGroupsFile] = groups_file;
     env[kShimLogDir] = o.log_dir;
     env[kShimRedirects] = std::to_string(o.redirects);
     env[kShimTermTimeout] = std::to_string(o.term_timeout_s);
@@ -231,6 +239,7 @@ int launch_mpi(const LaunchOptions& o, const std::string& mpirun) {
                 " (rendezvous ", o.master_addr, ":", o.master_port, ")",
                 attempt > 0 ? ", restart " + std::to_string(attempt) : std::string());
     const GroupOutcome out = supervisor.run({spec});
+    kill_rank_groups(groups_file);
     if (out.success) return 0;
     if (out.received_signal != 0) {
       ZT_LOG_ERROR("stopped by ", signal_name(out.received_signal),
@@ -285,6 +294,15 @@ int env_int(const EnvMap& env, const char* name) {
   return v;
 }
 
+// One line per rank, appended in one write().
+void append_group(const std::string& file, int pgid) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string line = std::to_string(pgid) + "\n";
+  [[maybe_unused]] ssize_t w = ::write(fd, line.data(), line.size());
+  ::close(fd);
+}
+
 // O_EXCL: the first shim to record a failure is the one ztrun names.
 void record_failure(const std::string& file, const RankIdentity& id, const ChildExit& e) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -308,6 +326,7 @@ int run_mpi_rank(const std::vector<std::string>& program_and_args) {
   RankIdentity id;
   id.restart_count = std::stoi(take_var(&env, kShimRestart));
   const std::string failure_file = take_var(&env, kShimFailureFile);
+  const std::string groups_file = take_var(&env, kShimGroupsFile);
   LaunchOptions o;  // the parts of the launching ztrun's options a rank shim applies
   o.log_dir = take_var(&env, kShimLogDir);
   o.redirects = std::stoi(take_var(&env, kShimRedirects));
@@ -319,6 +338,8 @@ int run_mpi_rank(const std::vector<std::string>& program_and_args) {
   id.local_world_size = env_int(env, zt::env::kOmpiLocalSize);
   ZT_CHECK(id.world_size == expected_world, "mpirun started ", id.world_size,
            " processes, ztrun asked for ", expected_world);
+  ZT_CHECK(env.count(zt::env::kMasterAddr), "ztrun ", kMpiRankFlag, " is started by ztrun ",
+           "--transport mpi (", zt::env::kMasterAddr, " is unset)");
   id.master_addr = env.at(zt::env::kMasterAddr);
   id.master_port = env_int(env, zt::env::kMasterPort);
 
@@ -336,7 +357,9 @@ int run_mpi_rank(const std::vector<std::string>& program_and_args) {
   // mpirun stops the job) would repeat once per rank.
   ::setenv("ZT_LOG_LEVEL", "error", 1);
   zt::log::reload_from_environment();
-  Supervisor supervisor(supervisor_options(o));
+  SupervisorOptions so = supervisor_options(o);
+  so.on_start = [&groups_file](int, int pid) { append_group(groups_file, pid); };
+  Supervisor supervisor(so);
   const GroupOutcome out = supervisor.run({spec});
   if (out.success) return 0;
   if (out.first_failure.index >= 0) {

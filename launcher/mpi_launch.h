@@ -43,8 +43,8 @@ struct TransportChoice {
 
 // OpenMPI's launcher: `requested` (--mpirun, a path or a name searched in PATH), else mpirun on
 // PATH, else the one found when zerotorch was configured. Returns "" when none is found or the
-// one found is not OpenMPI's (it resolves to orterun or prterun, or has ompi_info beside it);
-// `why` then says what was tried.
+// one found is not OpenMPI's (its --version does not say "Open MPI"); `why` then says what
+// was tried.
 std::string find_openmpi_launcher(const std::string& requested, std::string* why);
 
 // kAuto becomes kMpi for a single-node launch on a machine without an NVIDIA GPU when OpenMPI's

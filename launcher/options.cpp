@@ -194,7 +194,6 @@ void validate(const LaunchOptions& o, const po::variables_map& vm) {
              "--transport mpi is single-node (one mpirun on this node); for several nodes use "
              "mpirun itself or --transport native");
   }
-  ZT_CHECK(!vm.count("mpirun") || !o.mpirun.empty(), "--mpirun must not be empty");
   ZT_CHECK(!o.ssh_command.empty(), "--ssh-command must not be empty");
 }
 

@@ -117,7 +117,10 @@ class Group {
   GroupOutcome run() {
     const auto start = Clock::now();
     try {
-      for (size_t i = 0; i < children_.size(); ++i) start_child(i);
+      for (size_t i = 0; i < children_.size(); ++i) {
+        start_child(i);
+        if (options_.on_start) options_.on_start(static_cast<int>(i), children_[i].pid);
+      }
     } catch (...) {
       begin_stop(SIGTERM);
       kill_all(SIGKILL);  // a failed start is our error, not a rank's: no grace needed

@@ -15,7 +15,6 @@
 #include "launcher/remote_launch.h"
 
 namespace zt::launcher {
-namespace {
 
 std::string rank_range(const LaunchOptions& o) {
   const int first = o.rank_offset(o.node_rank);
@@ -41,6 +40,8 @@ void print_dry_run(const LaunchOptions& o, const EnvMap& node_env) {
   }
   std::cout.flush();
 }
+
+namespace {
 
 // Fails before anything starts when PROGRAM cannot be executed: one clear line instead of a
 // failed group. Searches PATH like execvp does.
@@ -100,15 +101,20 @@ std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const EnvMap& node_env
   return specs;
 }
 
-namespace {
-
-SupervisorOptions supervisor_options(const LaunchOptions& o, NodeLink* link) {
+SupervisorOptions supervisor_options(const LaunchOptions& o) {
   SupervisorOptions so;
   so.monitor_interval_s = o.monitor_interval_s;
   so.term_timeout_s = o.term_timeout_s;
   so.stdout_to_console = (o.redirects & 1) == 0;
   so.stderr_to_console = (o.redirects & 2) == 0;
   so.stop_on_stdin_eof = o.stop_on_stdin_eof;
+  return so;
+}
+
+namespace {
+
+SupervisorOptions supervisor_options(const LaunchOptions& o, NodeLink* link) {
+  SupervisorOptions so = supervisor_options(o);
   if (link) {
     so.external_stop_fd = link->stop_fd();
     // Told at the moment of the failure, not after the local teardown's grace period.
@@ -137,8 +143,9 @@ std::string describe_failure(const LaunchOptions& o, const GroupOutcome& out,
   return what;
 }
 
-// Everything before the first start; returns the shared part of every rank's environment.
-EnvMap prepare(const LaunchOptions& o) {
+}  // namespace
+
+EnvMap prepare_node(const LaunchOptions& o) {
   bool omp_set = false;
   const int cores = usable_cores();
   EnvMap node_env = node_environment(current_environment(), env_file_paths(), o.env,
@@ -156,11 +163,9 @@ EnvMap prepare(const LaunchOptions& o) {
   return node_env;
 }
 
-}  // namespace
-
 int launch_local(const LaunchOptions& o) {
   ZT_INTERNAL_ASSERT(!o.master_addr.empty() && o.master_port > 0, "unresolved master address");
-  const EnvMap node_env = prepare(o);
+  const EnvMap node_env = prepare_node(o);
   if (o.dry_run) {
     print_dry_run(o, node_env);
     return 0;

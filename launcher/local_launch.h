@@ -22,9 +22,23 @@ std::vector<ChildSpec> rank_specs(const LaunchOptions& options, const EnvMap& no
 // Log file of a rank ("" without --log-dir).
 std::string rank_log_path(const LaunchOptions& options, int rank);
 
-// The whole local launch; returns ztrun's exit code: 0 when every rank exited 0, 1 after a
-// failure with no restarts left, 128+signal when ztrun was told to stop.
-// `options` must have master_addr and master_port resolved.
+// Everything before the first start, shared by both transports: the common part of every rank's
+// environment (env files, --env, OMP_NUM_THREADS), PROGRAM checked, --log-dir created.
+EnvMap prepare_node(const LaunchOptions& options);
+
+// The supervisor settings --monitor-interval, --term-timeout, --redirects and
+// --stop-on-stdin-eof ask for.
+SupervisorOptions supervisor_options(const LaunchOptions& options);
+
+// --dry-run: one line per rank, its launch variables and command.
+void print_dry_run(const LaunchOptions& options, const EnvMap& node_env);
+
+// "ranks 0..3" or "rank 2": this node's ranks.
+std::string rank_range(const LaunchOptions& options);
+
+// The whole local launch with ztrun's own processes (--transport native); returns ztrun's exit
+// code: 0 when every rank exited 0, 1 after a failure with no restarts left, 128+signal when ztrun
+// was told to stop. `options` must have master_addr and master_port resolved.
 int launch_local(const LaunchOptions& options);
 
 }  // namespace zt::launcher

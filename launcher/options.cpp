@@ -44,7 +44,14 @@ po::options_description make_description() {
       ("stop-on-stdin-eof", po::bool_switch(),
        "stop the ranks when stdin reaches EOF (the hostfile launcher sets it on each node)")  //
       ("env", po::value<std::vector<std::string>>()->composing(),
-       "K=V added to every rank's environment (repeatable)");
+       "K=V added to every rank's environment (repeatable)")  //
+      ("transport", po::value<std::string>(),
+       "how the ranks start: native (ztrun forks them; backend auto = gloo on CPU), mpi (through "
+       "OpenMPI's mpirun; backend auto = mpi), auto (default: mpi for one node without a GPU "
+       "when mpirun is found, else native)")  //
+      ("mpirun", po::value<std::string>(),
+       "OpenMPI launcher for --transport mpi (default: mpirun on PATH, then the one found at "
+       "build time)");
   return d;
 }
 
@@ -128,6 +135,13 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
   return out;
 }
 
+Transport parse_transport(const std::string& text) {
+  if (text == "auto") return Transport::kAuto;
+  if (text == "native") return Transport::kNative;
+  if (text == "mpi") return Transport::kMpi;
+  ZT_THROW("--transport must be auto, native or mpi, got '", text, "'");
+}
+
 template <typename T>
 void take(const po::variables_map& vm, const char* name, T* field) {
   if (vm.count(name)) *field = vm[name].as<T>();
@@ -175,10 +189,24 @@ void validate(const LaunchOptions& o, const po::variables_map& vm) {
              o.nproc_per_node);
   }
   for (const auto& e : o.env) split_assignment(e, "--env");
+  if (o.transport == Transport::kMpi) {
+    ZT_CHECK(o.nnodes == 1 && o.hostfile.empty(),
+             "--transport mpi is single-node (one mpirun on this node); for several nodes use "
+             "mpirun itself or --transport native");
+  }
   ZT_CHECK(!o.ssh_command.empty(), "--ssh-command must not be empty");
 }
 
 }  // namespace
+
+const char* transport_name(Transport t) {
+  switch (t) {
+    case Transport::kAuto: return "auto";
+    case Transport::kNative: return "native";
+    case Transport::kMpi: return "mpi";
+  }
+  return "?";
+}
 
 int LaunchOptions::world_size() const {
   if (node_slots.empty()) return nnodes * nproc_per_node;
@@ -249,6 +277,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   take(vm, "exclude", &o.exclude);
   take(vm, "ssh-command", &o.ssh_command);
   take(vm, "env", &o.env);
+  take(vm, "mpirun", &o.mpirun);
+  if (vm.count("transport")) o.transport = parse_transport(vm["transport"].as<std::string>());
   o.standalone = vm["standalone"].as<bool>();
   o.dry_run = vm["dry-run"].as<bool>();
   o.stop_on_stdin_eof = vm["stop-on-stdin-eof"].as<bool>();

@@ -17,6 +17,12 @@ namespace zt::launcher {
 
 inline constexpr int kDefaultMasterPort = 29500;  // torchrun's
 
+// How this node's ranks are started (mpi_launch.h). kNative: ztrun forks them itself and gloo
+// rendezvouses at MASTER_ADDR. kMpi: through OpenMPI's runtime (mpirun), so MPI_Init succeeds and
+// `communication.backend: auto` resolves to mpi on CPU. kAuto: kMpi for a single-node CPU launch
+// when mpirun is found, else kNative (resolve_transport()).
+enum class Transport { kAuto, kNative, kMpi };
+
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -42,6 +48,8 @@ struct LaunchOptions {
   bool dry_run = false;             // print what would run, run nothing
   bool stop_on_stdin_eof = false;   // set by the hostfile launcher on every node's ztrun
   std::vector<std::string> env;     // --env K=V, in order
+  Transport transport = Transport::kAuto;
+  std::string mpirun;  // --mpirun: OpenMPI's launcher; empty: mpirun on PATH, then the build's
   std::string program;
   std::vector<std::string> program_args;
 
@@ -60,6 +68,9 @@ std::string launch_usage();
 
 // True when args asks for --help (checked before parsing so that `ztrun --help` needs no program).
 bool wants_help(const std::vector<std::string>& args);
+
+// "auto" | "native" | "mpi".
+const char* transport_name(Transport t);
 
 // Splits "K=V" into key and value; throws naming `flag` when the key is empty or '=' is missing.
 std::pair<std::string, std::string> split_assignment(const std::string& text,

@@ -100,7 +100,8 @@ class Group {
       : options_(options), children_(specs.size()) {
     for (size_t i = 0; i < specs.size(); ++i) {
       children_[i].spec = &specs[i];
-      children_[i].prefix = "[" + specs[i].label + "] ";
+      // An unlabelled child (mpirun, whose ranks label their own lines) is relayed as it is.
+      children_[i].prefix = specs[i].label.empty() ? "" : "[" + specs[i].label + "] ";
     }
   }
 
@@ -116,7 +117,10 @@ class Group {
   GroupOutcome run() {
     const auto start = Clock::now();
     try {
-      for (size_t i = 0; i < children_.size(); ++i) start_child(i);
+      for (size_t i = 0; i < children_.size(); ++i) {
+        start_child(i);
+        if (options_.on_start) options_.on_start(static_cast<int>(i), children_[i].pid);
+      }
     } catch (...) {
       begin_stop(SIGTERM);
       kill_all(SIGKILL);  // a failed start is our error, not a rank's: no grace needed

@@ -25,7 +25,7 @@
 namespace zt::launcher {
 
 struct ChildSpec {
-  std::string label;              // console prefix and name in messages, e.g. "3" or "node-b"
+  std::string label;  // console prefix and name in messages, e.g. "3" or "node-b"; "": no prefix
   std::vector<std::string> argv;  // argv[0] is searched in PATH
   std::vector<std::string> envp;  // the complete environment, KEY=VALUE
   std::string log_path;           // empty: no log file
@@ -55,6 +55,8 @@ struct SupervisorOptions {
   bool stop_on_stdin_eof = false;
   // Readable fd that asks for a stop (another node failed: NodeLink::stop_fd()); -1 for none.
   int external_stop_fd = -1;
+  // Called after each child started, with its pid (its process group id as well).
+  std::function<void(int index, int pid)> on_start;
   // Called once, at once, when the first child fails on its own (before the others are stopped).
   std::function<void(const ChildExit&)> on_first_failure;
 };

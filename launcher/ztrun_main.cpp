@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/base/logging.h"
 #include "core/base/main_guard.h"
 #include "launcher/hostfile.h"
 #include "launcher/local_launch.h"
+#include "launcher/mpi_launch.h"
 #include "launcher/options.h"
 #include "launcher/port.h"
 #include "launcher/remote_launch.h"
@@ -18,6 +20,9 @@ int ztrun(const std::vector<std::string>& args) {
   using namespace zt::launcher;
   // ztrun may itself run inside a launch (RANK set); its own messages are not a rank's.
   zt::set_process_rank(-1);
+  if (!args.empty() && args.front() == kMpiRankFlag) {
+    return run_mpi_rank(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
   if (wants_help(args)) {
     std::cout << launch_usage();
     return 0;
@@ -41,6 +46,13 @@ int ztrun(const std::vector<std::string>& args) {
     o.master_port = find_free_port();
   }
   if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
+  const TransportChoice choice = resolve_transport(o);
+  if (choice.transport == Transport::kMpi) return launch_mpi(o, choice.mpirun);
+  if (o.transport == Transport::kAuto && o.nnodes == 1 &&
+      choice.reason.rfind("no OpenMPI", 0) == 0) {
+    ZT_LOG_INFO("--transport auto: starting the ranks natively, ", choice.reason,
+                "; communication.backend auto will be gloo on CPU");
+  }
   return launch_local(o);
 }
 

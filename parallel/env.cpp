@@ -154,6 +154,9 @@ Env Env::from_lookup(const Lookup& lookup) {
                "contradictory launch variables: RANK=", *torchrun.rank,
                " WORLD_SIZE=", *torchrun.size, " but OMPI_COMM_WORLD_RANK=", *ompi.rank,
                " OMPI_COMM_WORLD_SIZE=", *ompi.size, " (unset one family)");
+      // Both agree: OpenMPI's runtime started this process (ztrun --transport mpi adds
+      // torchrun's names on top), so MPI_Init works and the mpi backend may be chosen.
+      env.launcher = "mpi";
     }
   } else if (ompi.present()) {
     ompi.check("OpenMPI");

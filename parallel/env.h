@@ -10,6 +10,8 @@
 //                     ("node[01-02]"), parsed by slurm_lists.h; without the step's list,
 //                     SLURM_NTASKS_PER_NODE's leading count      -> launcher "slurm"
 //   none of them:     one rank (rank 0 of 1)                            -> launcher "none"
+// torchrun's and OpenMPI's names together (ztrun --transport mpi, whose ranks mpirun starts) are
+// read as torchrun's but give launcher "mpi": OpenMPI's runtime is there, MPI_Init works.
 // MASTER_ADDR / MASTER_PORT are read whatever the family (both or neither). A multi-node Slurm
 // step without them rendezvouses at its first node, port 29500 (torchrun's default).
 //

@@ -188,6 +188,7 @@ class ZtrunLaunch : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     tag_ = std::string(info->name()) + "-" + std::to_string(getpid());
+    std::replace(tag_.begin(), tag_.end(), '/', '_');  // TEST_P names end in /<param>
     dir_ = fs::temp_directory_path() / ("zt_launch_" + tag_);
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "facts");
@@ -252,7 +253,29 @@ class ZtrunLaunch : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(ZtrunLaunch, FourRanksGetTheirEnvironmentAndReduce) {
+// The single-node behaviours both transports keep: --transport native (ztrun forks the ranks)
+// and --transport mpi (OpenMPI's mpirun starts them through ztrun's rank shim).
+class ZtrunTransport : public ZtrunLaunch, public ::testing::WithParamInterface<const char*> {
+ protected:
+  bool mpi() const { return std::string(GetParam()) == "mpi"; }
+  std::unique_ptr<Launch> start(Args ztrun_args, const Args& probe_args = {},
+                                const std::map<std::string, std::string>& env = {},
+                                const std::string& cwd = "", bool stdin_pipe = false) {
+    ztrun_args.insert(ztrun_args.begin(), {"--transport", GetParam()});
+    return ZtrunLaunch::start(ztrun_args, probe_args, env, cwd, stdin_pipe);
+  }
+  Result run(const Args& ztrun_args, const Args& probe_args = {}, double timeout_s = 60,
+             const std::map<std::string, std::string>& env = {}, const std::string& cwd = "") {
+    return start(ztrun_args, probe_args, env, cwd)->wait(timeout_s);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, ZtrunTransport, ::testing::Values("native", "mpi"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
+TEST_P(ZtrunTransport, FourRanksGetTheirEnvironmentAndReduce) {
   const Result r =
       run({"--standalone", "--nproc-per-node", "4", "--log-dir", (dir_ / "logs").string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -278,7 +301,7 @@ TEST_F(ZtrunLaunch, FourRanksGetTheirEnvironmentAndReduce) {
   EXPECT_NE(r.output.find("OMP_NUM_THREADS is unset"), std::string::npos) << r.output;
 }
 
-TEST_F(ZtrunLaunch, ChildExitingThreeStopsTheRestWithinFiveSecondsNamingIt) {
+TEST_P(ZtrunTransport, ChildExitingThreeStopsTheRestWithinFiveSecondsNamingIt) {
   const Result r =
       run({"--standalone", "--nproc-per-node", "4", "--log-dir", (dir_ / "logs").string()},
           {"--fail-rank=2", "--fail-code=3", "--sleep=60"}, 30);
@@ -291,7 +314,7 @@ TEST_F(ZtrunLaunch, ChildExitingThreeStopsTheRestWithinFiveSecondsNamingIt) {
       << r.output;
 }
 
-TEST_F(ZtrunLaunch, KillNineOfOneRankStopsTheOthers) {
+TEST_P(ZtrunTransport, KillNineOfOneRankStopsTheOthers) {
   auto launch = start({"--standalone", "--nproc-per-node", "4"}, {"--sleep=60"});
   const auto f = wait_for_facts(4);
   ASSERT_EQ(f.size(), 4u) << launch->output();
@@ -305,7 +328,7 @@ TEST_F(ZtrunLaunch, KillNineOfOneRankStopsTheOthers) {
       << r.output;
 }
 
-TEST_F(ZtrunLaunch, SigtermToZtrunLeavesNoProcessBehind) {
+TEST_P(ZtrunTransport, SigtermToZtrunLeavesNoProcessBehind) {
   // Ranks ignore SIGTERM (ztrun must escalate to SIGKILL) and leave a `sleep` child each (only
   // the process-group kill reaches it).
   auto launch = start({"--standalone", "--nproc-per-node", "4", "--term-timeout", "1"},
@@ -317,13 +340,16 @@ TEST_F(ZtrunLaunch, SigtermToZtrunLeavesNoProcessBehind) {
   const Result r = launch->wait(30);
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.output;
   EXPECT_LT(r.end_ms - sent_ms, 4000) << "1 s grace, then SIGKILL";
-  EXPECT_NE(r.output.find("received SIGTERM; forwarding it to 4 children"), std::string::npos)
+  // Under mpi, ztrun's one child is mpirun, which passes the signal on to the rank shims.
+  EXPECT_NE(r.output.find(std::string("received SIGTERM; forwarding it to ") +
+                          (mpi() ? "1 children" : "4 children")),
+            std::string::npos)
       << r.output;
   const auto left = survivors(tag_, 1.0);
   EXPECT_TRUE(left.empty()) << join(left);
 }
 
-TEST_F(ZtrunLaunch, SigkillToZtrunTakesTheRanksAlong) {
+TEST_P(ZtrunTransport, SigkillToZtrunTakesTheRanksAlong) {
   auto launch = start({"--standalone", "--nproc-per-node", "4"}, {"--sleep=60"});
   ASSERT_EQ(wait_for_facts(4).size(), 4u) << launch->output();
   ASSERT_EQ(kill(launch->pid(), SIGKILL), 0);  // no chance to forward: PR_SET_PDEATHSIG acts
@@ -333,7 +359,7 @@ TEST_F(ZtrunLaunch, SigkillToZtrunTakesTheRanksAlong) {
   EXPECT_TRUE(left.empty()) << join(left);
 }
 
-TEST_F(ZtrunLaunch, StdinEofStopsANodeLauncher) {
+TEST_P(ZtrunTransport, StdinEofStopsANodeLauncher) {
   // What a node's ztrun sees when the hostfile launcher (or its ssh connection) goes away.
   auto launch = start({"--standalone", "--nproc-per-node", "2", "--stop-on-stdin-eof"},
                       {"--sleep=60"}, {}, "", /*stdin_pipe=*/true);
@@ -346,7 +372,7 @@ TEST_F(ZtrunLaunch, StdinEofStopsANodeLauncher) {
   EXPECT_NE(r.output.find("stdin closed"), std::string::npos) << r.output;
 }
 
-TEST_F(ZtrunLaunch, MaxRestartsRestartsTheGroupWithRestartCount) {
+TEST_P(ZtrunTransport, MaxRestartsRestartsTheGroupWithRestartCount) {
   // Rank 1 fails in attempts 0 and 1; attempt 2 (ZT_RESTART_COUNT=2) succeeds.
   const Result r = run({"--standalone", "--nproc-per-node", "3", "--max-restarts", "2"},
                        {"--fail-rank=1", "--fail-code=7", "--fail-while-restart-below=2"});
@@ -361,7 +387,7 @@ TEST_F(ZtrunLaunch, MaxRestartsRestartsTheGroupWithRestartCount) {
   for (const auto& [rank, line] : f) EXPECT_EQ(field(line, "restart"), "2") << line;
 }
 
-TEST_F(ZtrunLaunch, RestartsRunOut) {
+TEST_P(ZtrunTransport, RestartsRunOut) {
   const Result r = run({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1"},
                        {"--fail-rank=0", "--fail-code=5"});
   EXPECT_EQ(r.exit_code, 1);
@@ -371,7 +397,7 @@ TEST_F(ZtrunLaunch, RestartsRunOut) {
       << r.output;
 }
 
-TEST_F(ZtrunLaunch, PortInUseIsAClearError) {
+TEST_P(ZtrunTransport, PortInUseIsAClearError) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -401,6 +427,16 @@ TEST_F(ZtrunLaunch, BadCommandLinesGiveOneLineAndNonZeroExit) {
        "ztrun: error: cannot execute PROGRAM /nonexistent/zt_prog: no such file"},
       {{kZtrun, "zt_no_such_program_in_path"},
        "ztrun: error: cannot execute PROGRAM zt_no_such_program_in_path: not found in PATH"},
+      {{kZtrun, "--transport", "ucx", kProbe},
+       "ztrun: error: --transport must be auto, native or mpi, got 'ucx'"},
+      {{kZtrun, "--transport", "mpi", "--nnodes", "2", kProbe},
+       "ztrun: error: --transport mpi is single-node"},
+      {{kZtrun, "--transport", "mpi", "--mpirun", "/nonexistent/mpirun", kProbe},
+       "ztrun: error: --transport mpi needs OpenMPI's mpirun: --mpirun /nonexistent/mpirun: not "
+       "found"},
+      {{kZtrun, "--transport", "mpi", "--mpirun", "/bin/true", kProbe},
+       "ztrun: error: --transport mpi needs OpenMPI's mpirun: --mpirun /bin/true: /bin/true is not "
+       "OpenMPI's"},
   };
   for (const auto& [argv, expected] : cases) {
     const Result r = Launch(argv, tag_, (dir_ / "bad.out").string()).wait(20);
@@ -417,7 +453,7 @@ TEST_F(ZtrunLaunch, BadCommandLinesGiveOneLineAndNonZeroExit) {
       << r.output;
 }
 
-TEST_F(ZtrunLaunch, EnvFileEnvFlagsAndOmpThreads) {
+TEST_P(ZtrunTransport, EnvFileEnvFlagsAndOmpThreads) {
   std::ofstream(dir_ / ".ztrun_env") << "# read by every node's ztrun\nZT_PROBE_FILE=from_file\n"
                                         "ZT_PROBE_BOTH=file\n";
   const Result r =
@@ -537,6 +573,24 @@ TEST_F(ZtrunTwoNodes, KilledNodeLauncherStopsTheOtherNode) {
             std::string::npos)
       << r0.output;
   EXPECT_LT(r0.end_ms - killed_ms, 5000);
+}
+
+TEST_F(ZtrunLaunch, AutoTransportIsMpirunOnOneCpuNodeAndNativeWithoutIt) {
+  if (fs::exists("/dev/nvidiactl")) GTEST_SKIP() << "a GPU node: auto keeps the native launch";
+  const Result dry = run({"--standalone", "--nproc-per-node", "2", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find(" -np 2 " + kZtrun + " --mpi-rank " + kProbe), std::string::npos)
+      << dry.output;
+  // No OpenMPI: the native launch, said in one line.
+  const Result r =
+      run({"--standalone", "--nproc-per-node", "2", "--mpirun", "/nonexistent/mpirun"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--transport auto: starting the ranks natively, no OpenMPI mpirun "
+                          "(--mpirun /nonexistent/mpirun: not found)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(node 0 of 1, rendezvous"), std::string::npos) << r.output;
+  EXPECT_EQ(facts().size(), 2u) << r.output;
 }
 
 TEST_F(ZtrunLaunch, MpirunDiscoversTheSameRanksAsZtrun) {

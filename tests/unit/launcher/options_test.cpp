@@ -85,6 +85,29 @@ TEST(LaunchOptions, HelpIsSeenBeforeTheProgramOnly) {
   EXPECT_NE(launch_usage().find("--nproc-per-node"), std::string::npos);
 }
 
+TEST(LaunchOptions, TransportAndMpirun) {
+  EXPECT_EQ(parse_launch_options({"prog"}).transport, Transport::kAuto);
+  EXPECT_EQ(parse_launch_options({"--transport", "native", "prog"}).transport, Transport::kNative);
+  const LaunchOptions o = parse_launch_options({"--transport=mpi", "--mpirun", "/opt/x", "prog"});
+  EXPECT_EQ(o.transport, Transport::kMpi);
+  EXPECT_EQ(o.mpirun, "/opt/x");
+  EXPECT_STREQ(transport_name(o.transport), "mpi");
+  // Several nodes are the native launch's (or mpirun's own); auto decides at launch time.
+  EXPECT_EQ(parse_launch_options({"--nnodes", "2", "prog"}).transport, Transport::kAuto);
+}
+
+TEST(LaunchOptionsErrors, BadTransport) {
+  EXPECT_EQ(parse_error({"--transport", "MPI", "prog"}),
+            "--transport must be auto, native or mpi, got 'MPI'");
+  EXPECT_NE(parse_error({"--transport", "mpi", "--nnodes", "2", "prog"})
+                .find("--transport mpi is single-node"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--transport", "mpi", "--hostfile", "h", "prog"})
+                .find("--transport mpi is single-node"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--mpirun", "", "prog"}).find("'--mpirun'"), std::string::npos);
+}
+
 TEST(LaunchOptionsErrors, UnknownFlag) {
   EXPECT_EQ(parse_error({"--nproc-per-nod", "2", "p"}),
             "unknown option --nproc-per-nod (see ztrun --help)");

@@ -203,7 +203,10 @@ TEST(Env, TorchrunAndMpiMustAgree) {
                            {"WORLD_SIZE", "2"},
                            {"OMPI_COMM_WORLD_RANK", "1"},
                            {"OMPI_COMM_WORLD_SIZE", "2"}});
-  EXPECT_EQ(env.launcher, "torchrun");
+  // Agreeing families: OpenMPI's runtime started the process (ztrun --transport mpi), so the
+  // mpi backend is usable and `auto` picks it.
+  EXPECT_EQ(env.launcher, "mpi");
+  EXPECT_EQ(env.rank, 1);
   std::string msg = error_of({{"RANK", "1"},
                               {"WORLD_SIZE", "2"},
                               {"OMPI_COMM_WORLD_RANK", "0"},

@@ -53,6 +53,12 @@ TEST(CreateCommunicator, AutoPicksByLauncher) {
   EXPECT_EQ(resolve_backend(options, Env::from_map({{"OMPI_COMM_WORLD_RANK", "0"},
                                                     {"OMPI_COMM_WORLD_SIZE", "2"}})),
             "mpi");
+  // ztrun --transport mpi: torchrun's names on top of OpenMPI's.
+  EXPECT_EQ(resolve_backend(options, Env::from_map({{"RANK", "1"},
+                                                    {"WORLD_SIZE", "2"},
+                                                    {"OMPI_COMM_WORLD_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "2"}})),
+            "mpi");
   EXPECT_EQ(resolve_backend(options, Env::from_map({{"RANK", "0"},
                                                     {"WORLD_SIZE", "2"},
                                                     {"MASTER_ADDR", "127.0.0.1"},

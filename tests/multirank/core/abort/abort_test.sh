@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # Fast collective abort: rank 1 of 2 is killed (SIGKILL) or raises (zt::Error) inside a save, an
-# all-gather and an all-reduce, under ztrun (gloo) and mpirun (mpi), with a 600 s communicator
+# all-gather and an all-reduce, under ztrun --transport native (gloo), ztrun --transport mpi
+# (mpi, through ztrun's rank shims) and mpirun (mpi), with a 600 s communicator
 # timeout. Every case must end within 5 s of the failure, non-zero, with a line naming rank 1,
 # and no surviving rank may get past the failed operation (zt_abort_probe).
 #   abort_test.sh ZTRUN PROBE WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
-# ZT_ABORT_LAUNCHERS picks the launchers (default "ztrun mpirun"); "srun" needs a running Slurm
+# ZT_ABORT_LAUNCHERS picks the launchers (default "ztrun-native ztrun-mpi mpirun"); "srun" needs a running Slurm
 # and MASTER_ADDR/MASTER_PORT for gloo (launcher/slurm_single_node.sh runs it so).
 set -uo pipefail
 ztrun="$1"; probe="$2"; work="$3"; mpiexec="$4"; shift 4
 mpi_flags=("$@")
 [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)
 failures=0
-for launcher in ${ZT_ABORT_LAUNCHERS:-ztrun mpirun}; do
+for launcher in ${ZT_ABORT_LAUNCHERS:-ztrun-native ztrun-mpi mpirun}; do
   for phase in save gather reduce; do
     for how in kill raise; do
       name="$launcher.$phase.$how"
       dir="$work/$name"
       rm -rf "$dir"; mkdir -p "$dir"
-      if [ "$launcher" = ztrun ]; then
-        cmd=("$ztrun" --standalone --nproc-per-node 2)
+      if [ "${launcher%%-*}" = ztrun ]; then
+        cmd=("$ztrun" --standalone --nproc-per-node 2 --transport "${launcher#ztrun-}")
       elif [ "$launcher" = srun ]; then
         cmd=(srun -n 2)
       else

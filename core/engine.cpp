@@ -68,7 +68,10 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   bo.comm_dtype = options_.communication_dtype.value_or(options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;
   if (partitioned && partitioned->empty()) partitioned.reset();
-  if (partitioned) check_partitioned(partitioned->options());
+  if (partitioned) {
+    check_partitioned(partitioned->options());
+    partitioned->check_same_on_every_rank(*comm_);
+  }
   buckets_ = zero::make_buckets(plan_, options_.reduce_bucket_size, bo,
                                 options_.stage3_param_persistence_threshold, partitioned.get());
   sharded_step_ =

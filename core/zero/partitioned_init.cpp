@@ -1,6 +1,7 @@
 #include "core/zero/partitioned_init.h"
 
 #include <algorithm>
+#include <map>
 
 #include <ATen/ATen.h>
 
@@ -15,6 +16,21 @@ namespace {
 
 const void* key_of(const at::Tensor& t) {
   return t.unsafeGetTensorImpl();
+}
+
+// The bit patterns of t's elements summed as unsigned integers, a chunk at a time (the widening
+// copy stays within 8 KiB), modulo 2^52 so that a double holds it exactly.
+double fingerprint(const at::Tensor& t) {
+  static const std::map<int64_t, at::ScalarType> kBits = {
+      {1, at::kByte}, {2, at::kShort}, {4, at::kInt}, {8, at::kLong}};
+  at::Tensor bits = t.detach().contiguous().reshape({-1}).view(kBits.at(t.element_size()));
+  constexpr int64_t kChunk = 1024;  // 8 KiB of int64 at a time
+  uint64_t sum = 0;
+  for (int64_t i = 0; i < bits.numel(); i += kChunk) {
+    at::Tensor part = bits.narrow(0, i, std::min(kChunk, bits.numel() - i));
+    sum += static_cast<uint64_t>(part.sum(at::kLong).item<int64_t>());
+  }
+  return static_cast<double>(sum & ((uint64_t{1} << 52) - 1));
 }
 
 const char* kSameSettings =
@@ -78,8 +94,10 @@ void PartitionedInit::partition(const std::string& unit,
                " is ", first.scalar_type(), " on ", first.device());
     }
     const at::TensorOptions o = first.options().requires_grad(false);
-    PartitionedBuffer b{layout, {},  {}, layout.numel() < options_.persistence_threshold,
-                        false,  unit};
+    PartitionedBuffer b{.layout = layout,
+                        .persistent = layout.numel() < options_.persistence_threshold,
+                        .unit = unit};
+    for (const auto& e : layout.entries()) b.fingerprint += fingerprint(e.param);
     if (b.persistent) {  // stays gathered in the engine: kept whole
       b.flat = at::empty({layout.padded_numel()}, o);
       layout.bind_parameters(b.flat);
@@ -140,6 +158,28 @@ void PartitionedInit::check_all_adopted() const {
     ZT_CHECK(b.adopted, "parameter ", b.layout.entries().front().name,
              " was partitioned at construction (unit '", b.unit.empty() ? "root" : b.unit,
              "') but the engine has no flat buffer for it: ", kSameSettings);
+  }
+}
+
+void PartitionedInit::check_same_on_every_rank(dist::Communicator& comm) const {
+  if (buffers_.empty()) return;
+  // [f..., -f...] under max: the maximum and (negated) the minimum of every fingerprint.
+  const int64_t n = static_cast<int64_t>(buffers_.size());
+  at::Tensor f = at::empty({2 * n}, at::TensorOptions().dtype(at::kDouble));
+  for (int64_t i = 0; i < n; ++i) {
+    f[i] = buffers_[i].fingerprint;
+    f[n + i] = -buffers_[i].fingerprint;
+  }
+  at::Tensor on_device = f.to(buffers_.front().layout.entries().front().param.device());
+  comm.all_reduce(on_device, dist::ReduceOp::kMax)->wait();
+  f = on_device.cpu();
+  for (int64_t i = 0; i < n; ++i) {
+    const PartitionedBuffer& b = buffers_[i];
+    ZT_CHECK(f[i].item<double>() == -f[n + i].item<double>(),
+             "partitioned construction: ", b.layout.entries().front().name, " (unit '",
+             b.unit.empty() ? "root" : b.unit,
+             "') was built with different values on different ranks; every rank must build the "
+             "model with the same seed and the same code");
   }
 }
 

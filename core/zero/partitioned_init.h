@@ -41,6 +41,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "parallel/communicator.h"
 #include "parallel/flat_buffer.h"
 
 namespace zt::zero {
@@ -56,11 +57,14 @@ struct PartitionOptions {
 // One flat buffer built at construction, until a bucket adopts it.
 struct PartitionedBuffer {
   dist::FlatLayout layout;
-  at::Tensor flat;   // (padded,) the parameters are views of it; no bytes unless persistent
-  at::Tensor shard;  // (shard,) this rank's slice; undefined for a persistent buffer
+  at::Tensor flat = {};   // (padded,) the parameters are views of it; no bytes unless persistent
+  at::Tensor shard = {};  // (shard,) this rank's slice; undefined for a persistent buffer
   bool persistent = false;
   bool adopted = false;
-  std::string unit;  // for messages: the unit's name, "" for the root
+  std::string unit = {};  // for messages: the unit's name, "" for the root
+  // The full values' bit patterns summed as integers (exact, so independent of threads) modulo
+  // 2^52: equal on every rank when every rank built the same values.
+  double fingerprint = 0;
 };
 
 class PartitionedInit {
@@ -84,6 +88,10 @@ class PartitionedInit {
   PartitionedBuffer* adopt(const dist::FlatLayout& layout, bool persistent);
   // Every buffer built was adopted (else an error naming its first parameter).
   void check_all_adopted() const;
+  // Collective (one all-reduce): every rank built the same values (the same constructor and
+  // seed); else an error naming the first unit and parameter that differ. The plain path needs
+  // no such check: it broadcasts rank 0's values.
+  void check_same_on_every_rank(dist::Communicator& comm) const;
 
   const PartitionOptions& options() const { return options_; }
   bool empty() const { return buffers_.empty(); }

@@ -248,3 +248,24 @@ TEST(PartitionedInit, LayoutMismatchIsAnErrorNamingTheSetting) {
 }
 
 }  // namespace
+
+namespace {
+
+// A rank that builds other values (another seed) would train a model no rank constructed; the
+// engine refuses it before training, on every rank, naming the first unit that differs.
+TEST(PartitionedInit, DifferentSeedsOnRanksAreAnError) {
+  if (g_comm->size() < 2) GTEST_SKIP() << "needs two ranks to differ";
+  torch::manual_seed(4321 + g_comm->rank());
+  auto parts = std::make_shared<PartitionedInit>(partition_options());
+  Stack m(12, 3, parts.get());
+  try {
+    zt::Engine e(m.ptr(), engine_options(m, at::kFloat), g_comm, parts);
+    FAIL() << "ranks built with different seeds were accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("built with different values on different ranks"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace

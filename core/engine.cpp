@@ -28,7 +28,8 @@ std::pair<double, double> reduce_scales(const EngineOptions& o, int world) {
 }  // namespace
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
-               std::shared_ptr<dist::Communicator> comm)
+               std::shared_ptr<dist::Communicator> comm,
+               std::shared_ptr<zero::PartitionedInit> partitioned)
     : model_(std::move(model)), options_(std::move(options)), comm_(std::move(comm)) {
   ZT_CHECK(model_ != nullptr, "Engine: model is null");
   ZT_CHECK(comm_ != nullptr, "Engine: communicator is null");
@@ -66,8 +67,13 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   bo.grad_dtype = options_.grad_accum_dtype;
   bo.comm_dtype = options_.communication_dtype.value_or(options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;
+  if (partitioned && partitioned->empty()) partitioned.reset();
+  if (partitioned) {
+    check_partitioned(partitioned->options());
+    partitioned->check_same_on_every_rank(*comm_);
+  }
   buckets_ = zero::make_buckets(plan_, options_.reduce_bucket_size, bo,
-                                options_.stage3_param_persistence_threshold);
+                                options_.stage3_param_persistence_threshold, partitioned.get());
   sharded_step_ =
       std::make_unique<zero::ShardedStep>(options_, buckets_, *comm_, clock_, post_scale);
   broadcast_initial_state();
@@ -89,11 +95,28 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
 
 Engine::~Engine() = default;
 
+void Engine::check_partitioned(const zero::PartitionOptions& p) const {
+  ZT_CHECK(options_.stage == 3,
+           "the model was built partitioned (zero::PartitionedInit), which "
+           "needs ZeRO stage 3; zero_optimization.stage is ",
+           options_.stage);
+  ZT_CHECK(p.world == world_ && p.rank == rank_, "the model was built partitioned for rank ",
+           p.rank, " of ", p.world, "; this engine is rank ", rank_, " of ", world_);
+  ZT_CHECK(p.reduce_bucket_size == options_.reduce_bucket_size &&
+               p.persistence_threshold == options_.stage3_param_persistence_threshold,
+           "the model was built partitioned with reduce_bucket_size ", p.reduce_bucket_size,
+           " and stage3_param_persistence_threshold ", p.persistence_threshold, "; the engine has ",
+           options_.reduce_bucket_size, " and ", options_.stage3_param_persistence_threshold);
+}
+
 void Engine::broadcast_initial_state() {
   // Every rank starts from rank 0's weights (as DDP does), so models built with different seeds
   // still train identically.
+  // Buffers built partitioned hold the same values on every rank already (same constructor, same
+  // seed) and no full copy to send.
   std::vector<dist::WorkPtr> works;
   for (auto& b : buckets_) {
+    if (b->from_partitioned_construction()) continue;
     at::Tensor flat = b->params();
     works.push_back(comm_->broadcast(flat, 0));
   }

@@ -67,6 +67,7 @@
 #include "core/zero/bucket.h"
 #include "core/zero/grad_sync.h"
 #include "core/zero/param_gather.h"
+#include "core/zero/partitioned_init.h"
 #include "core/zero/sharded_step.h"
 #include "core/zero/units.h"
 #include "core/zero/wait_clock.h"
@@ -78,8 +79,12 @@ namespace zt {
 
 class Engine {
  public:
+  // `partitioned`: the model was built through it (core/zero/partitioned_init.h, stage 3): its
+  // flat buffers and this rank's shards are adopted as they are, without the broadcast from rank
+  // 0 (every rank built the same values). Null or empty: the model is whole on every rank.
   Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
-         std::shared_ptr<dist::Communicator> comm);
+         std::shared_ptr<dist::Communicator> comm,
+         std::shared_ptr<zero::PartitionedInit> partitioned = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -172,6 +177,7 @@ class Engine {
   };
 
  private:
+  void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();
   void broadcast_initial_state();
   void on_bucket_complete(size_t bucket);

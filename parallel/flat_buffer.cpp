@@ -48,6 +48,15 @@ void FlatLayout::bind_parameters(const at::Tensor& flat) const {
   }
 }
 
+void FlatLayout::view_parameters(const at::Tensor& flat) const {
+  ZT_INTERNAL_ASSERT(flat.dim() == 1 && flat.numel() == padded_numel_ && flat.is_contiguous(),
+                     "flat buffer of ", flat.numel(), " elements for a layout of ", padded_numel_);
+  c10::NoGradGuard no_grad;
+  for (const auto& e : entries_) {
+    e.param.set_data(flat.narrow(0, e.range.begin, e.range.size()).view(e.param.sizes()));
+  }
+}
+
 std::vector<size_t> plan_buckets(const std::vector<at::Tensor>& params, int64_t max_bucket_numel) {
   ZT_CHECK(max_bucket_numel > 0, "reduce_bucket_size must be positive, got ", max_bucket_numel);
   std::vector<size_t> sizes;

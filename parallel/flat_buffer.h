@@ -55,6 +55,9 @@ class FlatLayout {
   // parameter a view of its range, keeping the parameter's own TensorImpl (set_data), so module
   // and optimizer handles stay valid. flat: (padded_numel,), dtype of the parameters' new data.
   void bind_parameters(const at::Tensor& flat) const;
+  // Makes each parameter a view of its range of `flat` without reading or writing values (flat's
+  // storage may hold no bytes yet: a released stage-3 buffer).
+  void view_parameters(const at::Tensor& flat) const;
 
  private:
   std::vector<FlatEntry> entries_;

@@ -75,8 +75,10 @@ class Gpt(nn.Module):
         c = meta["d_model"]
         self.wte = nn.Embedding(meta["vocab_size"], c)
         self.wpe = nn.Embedding(meta["max_seq_len"], c)
-        self.blocks = nn.ModuleList(GptBlock(c, meta["n_head"]) for _ in range(meta["n_layer"]))
+        # Registered in examples/gpt's order (the root, then the blocks): the weights fnv64 hashes
+        # named_parameters() in order.
         self.ln_f = nn.LayerNorm(c)
+        self.blocks = nn.ModuleList(GptBlock(c, meta["n_head"]) for _ in range(meta["n_layer"]))
 
     def forward(self, input_ids, attention_mask):
         b, t = input_ids.shape

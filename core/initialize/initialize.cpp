@@ -10,12 +10,32 @@
 
 namespace zt {
 
+namespace {
+
+// The layout the engine will use, known before the model exists: the config's bucket keys, with
+// "auto" resolved from the program's values as initialize() will resolve them.
+std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
+  if (l.config.zero_optimization.stage != 3) return nullptr;
+  Config resolved = l.config;
+  if (!resolved.pending_autos.empty()) resolve_program_autos(resolved, l.program);
+  const ZeroConfig& z = resolved.zero_optimization;
+  return std::make_shared<zero::PartitionedInit>(
+      zero::PartitionOptions{.rank = l.comm->rank(),
+                             .world = l.comm->size(),
+                             .reduce_bucket_size = z.reduce_bucket_size,
+                             .persistence_threshold = z.stage3_param_persistence_threshold,
+                             .frozen = l.config.freeze});
+}
+
+}  // namespace
+
 Launch launch(const LaunchOptions& options) {
   Launch l;
   l.env = dist::Env::discover();
   l.config = load_config(options.config_path, options.overrides, l.env.world_size, options.program);
   l.comm = dist::create_communicator(comm_options_from_config(l.config), l.env);
   l.program = options.program;
+  l.partitioned = partitioned_init(l);
   torch::manual_seed(static_cast<uint64_t>(l.config.seed));
   return l;
 }
@@ -46,8 +66,14 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
       ZT_LOG_INFO("config: ", note);
     }
   }
+  if (launch.partitioned && !launch.partitioned->empty()) {
+    ZT_LOG_INFO("model built partitioned: ", launch.partitioned->resident_bytes(),
+                " B of shards on this rank, largest unit ",
+                launch.partitioned->largest_unit_bytes(), " B");
+  }
   t.engine = std::make_unique<Engine>(
-      std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm);
+      std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm,
+      std::move(launch.partitioned));
   t.monitor = make_monitor(t.config, t.comm->rank());
   if (options.train_data) {
     options.data.training = true;

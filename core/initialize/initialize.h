@@ -14,6 +14,10 @@
 //     t.engine->step();
 //   }
 //
+// At stage 3 the model can be built partitioned, unit by unit, so that no rank holds all of it:
+//
+//   Gpt model(shape, launch.partitioned.get());   // null at stages 0-2: built whole
+//
 // launch(): the launch environment (parallel/env.h: ztrun, torchrun, mpirun, srun or none) gives
 // the world size; the config file is read with the --set overrides and resolved for it
 // (core/config/config.h); the communicator is created from its `communication` block
@@ -34,6 +38,7 @@
 #include "core/engine.h"
 #include "core/initialize/batch_stream.h"
 #include "core/monitor/monitor.h"
+#include "core/zero/partitioned_init.h"
 #include "parallel/communicator.h"
 #include "parallel/env.h"
 
@@ -51,6 +56,11 @@ struct Launch {
   Config config;
   std::shared_ptr<dist::Communicator> comm;
   ProgramValues program;  // what the "auto" keys still pending resolve from in initialize
+  // ZeRO stage 3: partitioned construction (core/zero/partitioned_init.h) laid out as the engine
+  // will be (this rank, the world size, reduce_bucket_size, stage3_param_persistence_threshold,
+  // the `freeze` globs); null at other stages. A model whose constructor hands its units to it
+  // is never whole on any rank; initialize() gives it to the engine, which adopts the shards.
+  std::shared_ptr<zero::PartitionedInit> partitioned;
 };
 
 Launch launch(const LaunchOptions& options);

@@ -1,30 +1,11 @@
 #include "core/zero/bucket.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/StorageImpl.h>
 
 #include "core/base/error.h"
+#include "core/zero/released_storage.h"
 
 namespace zt::zero {
-
-namespace {
-
-// Stage 3 frees a full buffer's bytes while autograd keeps its parameters (views of it): the
-// storage itself loses its data pointer, so sizes stay visible and nothing is reallocated
-// behind autograd's back (the refill restores exactly the values forward used).
-void release_storage(const at::Tensor& t) {
-  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
-  s->set_nbytes(0);
-}
-
-void refill_storage(const at::Tensor& t, size_t nbytes) {
-  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));
-  s->set_nbytes(nbytes);
-}
-
-}  // namespace
 
 Bucket::Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& options)
     : layout_(std::move(layout)), unit_(unit), options_(options) {
@@ -38,10 +19,30 @@ Bucket::Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& option
              e.param.scalar_type(), " on ", e.param.device(), ", ", first.name, " is ",
              first.param.scalar_type(), " on ", first.param.device());
   }
-  const at::TensorOptions popt = first.param.options().requires_grad(false);
-  params_ = at::empty({layout_.padded_numel()}, popt);
+  params_ = at::empty({layout_.padded_numel()}, first.param.options().requires_grad(false));
   layout_.bind_parameters(params_);
-  const at::TensorOptions gopt = popt.dtype(options_.grad_dtype);
+  allocate_grads();
+}
+
+Bucket::Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& options, at::Tensor flat,
+               at::Tensor shard)
+    : layout_(std::move(layout)), unit_(unit), options_(options), adopted_(true) {
+  ZT_INTERNAL_ASSERT(options_.stage == 3, "only stage 3 adopts partitioned buffers");
+  ZT_INTERNAL_ASSERT(flat.numel() == layout_.padded_numel(), "adopted flat buffer of ",
+                     flat.numel(), " elements for a layout of ", layout_.padded_numel());
+  stepped_ = layout_.shard_range(options_.rank);
+  params_ = std::move(flat);
+  if (shard.defined()) {
+    ZT_INTERNAL_ASSERT(shard.numel() == stepped_.size(), "adopted shard of ", shard.numel(),
+                       " elements for a slice of ", stepped_.size());
+    param_shard_ = std::move(shard);
+    gathered_ = false;
+  }
+  allocate_grads();
+}
+
+void Bucket::allocate_grads() {
+  const at::TensorOptions gopt = params_.options().dtype(options_.grad_dtype);
   if (options_.stage <= 1) {
     grad_full_ = at::zeros({layout_.padded_numel()}, gopt);
   } else {
@@ -57,7 +58,7 @@ at::Tensor Bucket::param_target() const {
 }
 
 void Bucket::keep_shard() {
-  if (options_.stage != 3) return;
+  if (options_.stage != 3 || !gathered_) return;
   at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
   if (param_shard_.defined()) {
     param_shard_.copy_(own);  // in place: checkpoints and the optimizer hold this tensor
@@ -67,6 +68,12 @@ void Bucket::keep_shard() {
 }
 
 void Bucket::cast_params(at::ScalarType dtype) {
+  if (!gathered_) {  // partitioned construction: the next gather fills the new buffer
+    params_ = empty_released(layout_.padded_numel(), params_.options().dtype(dtype));
+    view_released(layout_, params_);
+    param_shard_ = param_shard_.to(dtype);
+    return;
+  }
   at::Tensor flat = params_.to(dtype);
   layout_.bind_parameters(flat);
   params_ = flat;

@@ -51,10 +51,17 @@ class Bucket {
  public:
   // Lays the parameters out and makes them views of one new flat buffer (their values kept).
   Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& options);
+  // Stage 3, after partitioned construction (partitioned_init.h): adopts the flat buffer the
+  // parameters are already views of, released (with this rank's `shard`, (shard,)) or, for a
+  // persistent bucket, full (`shard` undefined: keep_shard() takes it). Values are not read.
+  Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& options, at::Tensor flat,
+         at::Tensor shard);
 
   const dist::FlatLayout& layout() const { return layout_; }
   size_t unit() const { return unit_; }
   bool persistent() const { return options_.persistent; }
+  // Built by the adopting constructor: every rank built the same values, nothing to broadcast.
+  bool from_partitioned_construction() const { return adopted_; }
   // The range of the flat buffer this rank steps (see the file comment).
   dist::Range stepped() const { return stepped_; }
 
@@ -65,9 +72,10 @@ class Bucket {
   // (stages 1-2) or the resident shard (stage 3).
   at::Tensor param_target() const;
   // Stage 3: the resident shard takes the owned slice of the full parameters (after the initial
-  // broadcast, and when a gathered scope writes back).
+  // broadcast, and when a gathered scope writes back); no-op while released.
   void keep_shard();
-  // Rebinds the parameters to a copy of the buffer in `dtype` (16-bit compute).
+  // Rebinds the parameters to a copy of the buffer in `dtype` (16-bit compute); a released buffer
+  // stays released (only its shard is converted).
   void cast_params(at::ScalarType dtype);
   // Stages 1-2 and stage-3 persistent buffers: after the step, every rank's updated slice is
   // all-gathered into the full buffer. No-op where the full buffer is not kept.
@@ -104,6 +112,8 @@ class Bucket {
   int64_t grad_bytes() const;
 
  private:
+  void allocate_grads();
+
   dist::FlatLayout layout_;
   size_t unit_;
   BucketOptions options_;
@@ -111,6 +121,7 @@ class Bucket {
 
   at::Tensor params_, param_shard_;
   bool gathered_ = true;
+  bool adopted_ = false;
   dist::WorkPtr gather_work_;
 
   at::Tensor grad_full_, grad_shard_, staging_;

@@ -95,8 +95,7 @@ void ShardedStep::init_masters() {
     nvme_->for_each_chunk(
         all_slots(),
         [&](NvmeOptimizerSwapper::Chunk& c) {
-          const dist::Range r = buckets_[c.slot]->stepped();
-          c.master.copy_(buckets_[c.slot]->params().narrow(0, r.begin + c.begin, c.numel));
+          c.master.copy_(buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel));
           for (auto& s : c.states) s.zero_();
         },
         /*read=*/false, /*write_back=*/true);
@@ -105,8 +104,8 @@ void ShardedStep::init_masters() {
   const bool separate = options_.offload_optimizer || options_.compute_dtype != at::kFloat;
   if (!separate) return;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const dist::Range r = buckets_[b]->stepped();
-    at::Tensor src = buckets_[b]->params().narrow(0, r.begin, r.size());
+    // The stepped range: at stage 3 the resident shard (a released buffer holds no values).
+    at::Tensor src = buckets_[b]->param_target();
     at::TensorOptions mopt = at::TensorOptions()
                                  .dtype(at::kFloat)
                                  .device(master_device(src.device(), options_.offload_optimizer));

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/base/error.h"
+#include "core/zero/partitioned_init.h"
 
 namespace zt::zero {
 
@@ -39,28 +40,44 @@ UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& un
   return plan;
 }
 
+std::vector<dist::FlatLayout> lay_out_unit(
+    const std::vector<std::pair<std::string, at::Tensor>>& params, int64_t reduce_bucket_size,
+    int world) {
+  std::vector<std::pair<std::string, at::Tensor>> reversed(params.rbegin(), params.rend());
+  std::vector<at::Tensor> tensors;
+  for (auto& p : reversed) tensors.push_back(p.second);
+  std::vector<dist::FlatLayout> layouts;
+  size_t first = 0;
+  for (size_t count : dist::plan_buckets(tensors, reduce_bucket_size)) {
+    layouts.emplace_back(std::vector<std::pair<std::string, at::Tensor>>(
+                             reversed.begin() + first, reversed.begin() + first + count),
+                         world);
+    first += count;
+  }
+  return layouts;
+}
+
 std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
                                                   BucketOptions options,
-                                                  int64_t persistence_threshold) {
+                                                  int64_t persistence_threshold,
+                                                  PartitionedInit* partitioned) {
   std::vector<std::unique_ptr<Bucket>> buckets;
   for (size_t u = 0; u < plan.units.size(); ++u) {
     Unit& unit = *plan.units[u];
-    std::vector<std::pair<std::string, at::Tensor>> params(unit.params.rbegin(),
-                                                           unit.params.rend());
-    std::vector<at::Tensor> tensors;
-    for (auto& p : params) tensors.push_back(p.second);
-    size_t first = 0;
-    for (size_t count : dist::plan_buckets(tensors, reduce_bucket_size)) {
-      std::vector<std::pair<std::string, at::Tensor>> group(params.begin() + first,
-                                                            params.begin() + first + count);
-      first += count;
-      dist::FlatLayout layout(std::move(group), options.world);
+    for (auto& layout : lay_out_unit(unit.params, reduce_bucket_size, options.world)) {
       BucketOptions o = options;
       o.persistent = options.stage == 3 && layout.numel() < persistence_threshold;
-      buckets.push_back(std::make_unique<Bucket>(std::move(layout), u, o));
+      PartitionedBuffer* built = partitioned ? partitioned->adopt(layout, o.persistent) : nullptr;
+      if (built != nullptr) {
+        buckets.push_back(std::make_unique<Bucket>(std::move(layout), u, o, std::move(built->flat),
+                                                   std::move(built->shard)));
+      } else {
+        buckets.push_back(std::make_unique<Bucket>(std::move(layout), u, o));
+      }
       unit.buckets.push_back(buckets.size() - 1);
     }
   }
+  if (partitioned) partitioned->check_all_adopted();
   return buckets;
 }
 

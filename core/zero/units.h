@@ -38,10 +38,23 @@ struct UnitPlan {
 // units is an error naming it).
 UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& unit_names);
 
+// The flat-buffer layouts of one unit: `params` (trainable, registration order) reversed and cut
+// into groups of at most reduce_bucket_size elements (dist::plan_buckets), each padded to `world`.
+// make_buckets and partitioned construction (partitioned_init.h) both lay units out with it.
+std::vector<dist::FlatLayout> lay_out_unit(
+    const std::vector<std::pair<std::string, at::Tensor>>& params, int64_t reduce_bucket_size,
+    int world);
+
+class PartitionedInit;
+
 // Cuts every unit's parameters into buckets (filling unit.buckets). `options.persistent` is
 // decided per bucket: stage 3 keeps buckets below persistence_threshold elements gathered.
+// With `partitioned` (stage 3, the model built through it), a bucket adopts the flat buffer and
+// shard built at construction; a parameter partitioned there but laid out differently here is an
+// error naming it.
 std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
                                                   BucketOptions options,
-                                                  int64_t persistence_threshold);
+                                                  int64_t persistence_threshold,
+                                                  PartitionedInit* partitioned = nullptr);
 
 }  // namespace zt::zero

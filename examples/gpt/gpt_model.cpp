@@ -7,24 +7,32 @@
 
 namespace zt::examples {
 
-GptImpl::GptImpl(const GptShape& shape) : shape_(shape) {
+GptImpl::GptImpl(const GptShape& shape, zero::PartitionedInit* partitioned) : shape_(shape) {
   wte = register_module("wte", torch::nn::Embedding(shape.vocab_size, shape.d_model));
   wpe = register_module("wpe", torch::nn::Embedding(shape.max_seq_len, shape.d_model));
-  blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t i = 0; i < shape.n_layer; ++i) blocks->push_back(GptBlock(shape));
   ln_f =
       register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({shape.d_model})));
   if (shape.dropout > 0) drop = register_module("drop", torch::nn::Dropout(shape.dropout));
-  init_weights();
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  init_weights(*this, "");  // the root: no block exists yet
+  if (partitioned) partitioned->add_root(*this);
+  for (int64_t i = 0; i < shape.n_layer; ++i) {
+    GptBlock block(shape);
+    const std::string name = "blocks." + std::to_string(i);
+    init_weights(*block, name);
+    blocks->push_back(block);
+    if (partitioned) partitioned->add_unit(name, *block);
+  }
 }
 
 // GPT-2's initialisation: N(0, 0.02) weights, zero biases, and the projections that write into
 // the residual stream scaled by 1/sqrt(2 n_layer) so its variance does not grow with depth.
-void GptImpl::init_weights() {
+// `prefix`: the module's name in the model ("" for the model itself).
+void GptImpl::init_weights(torch::nn::Module& module, const std::string& prefix) const {
   torch::NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * shape_.n_layer);
-  for (auto& p : named_parameters()) {
-    const std::string& name = p.key();
+  for (auto& p : module.named_parameters()) {
+    const std::string name = prefix.empty() ? p.key() : prefix + "." + p.key();
     torch::Tensor& t = p.value();
     if (name.find("ln") != std::string::npos) continue;  // LayerNorm: ones and zeros already
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {

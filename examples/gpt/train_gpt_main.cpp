@@ -201,8 +201,10 @@ int train(int argc, char** argv) {
   StepPeak peak(a.measure_memory);
   Launch launch = zt::launch(cli, gpt_program_values(a.steps));
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
-  // The model's vocabulary must cover the shard's ids.
-  Gpt model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()));
+  // The model's vocabulary must cover the shard's ids. At stage 3 it is built partitioned (no
+  // rank holds it whole), unless pretrained weights are loaded into the whole model first.
+  Gpt model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()),
+            a.init_from.empty() ? launch.partitioned.get() : nullptr);
   log_model(*model);
   if (!a.init_from.empty()) init_from(*model, a);
   const BatchStreamOptions batches{.max_length = model->shape().max_seq_len,

@@ -85,6 +85,12 @@ optim::OptimizerSpec ShardedStep::spec_for(const c10::Device& param_device) cons
     spec.adamw_mode = spec.type == "AdamW";
     spec.type = "FusedAdam";
     spec.cuda_launcher = cuda::require_symbol(optim::kFusedAdamSymbol, "Adam on a GPU shard");
+  } else if (param_device.is_cpu() && adam) {
+    // A CPU shard steps Adam/AdamW with the fused SIMD pass (the same update, adam_formula.h),
+    // as the GPU one takes the fused kernel: LibTorch's per-group ATen ops make several passes
+    // over memory (bench/peers large: 196 ms per step at stage 0, against CpuAdam's ~30 ms).
+    spec.adamw_mode = spec.type == "AdamW";
+    spec.type = "CpuAdam";
   }
   return spec;
 }

@@ -42,7 +42,10 @@ SupervisorOptions fast_options() {
 // Sends fd 1 and 2 to files while alive, so a test can read what the supervisor printed.
 class CaptureConsole {
  public:
-  CaptureConsole() : out_path_(::testing::TempDir() + "zt_sup_out"), err_path_(out_path_ + "_err") {
+  // Per process: ctest runs these tests in parallel processes.
+  CaptureConsole()
+      : out_path_(::testing::TempDir() + "zt_sup_out_" + std::to_string(getpid())),
+        err_path_(out_path_ + "_err") {
     fflush(stdout);
     fflush(stderr);
     saved_out_ = dup(1);

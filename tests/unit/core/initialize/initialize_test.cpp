@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <string>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -24,7 +25,8 @@ std::shared_ptr<const data::TokenDataset> ramp_shard() {
       for (int i = 0; i < n; ++i) tokens.push_back(1 + (n * 7 + i) % 99);
       w.add(tokens);
     }
-    const std::string p = ::testing::TempDir() + "zt_initialize_ramp.ztt";
+    const std::string p =
+        ::testing::TempDir() + "zt_initialize_ramp_" + std::to_string(getpid()) + ".ztt";
     w.write(p);
     return p;
   }();
@@ -32,7 +34,9 @@ std::shared_ptr<const data::TokenDataset> ramp_shard() {
 }
 
 std::string write_config(const std::string& name, const std::string& yaml) {
-  const std::string path = ::testing::TempDir() + "zt_initialize_" + name + ".yaml";
+  // Per process: ctest runs this binary's tests in parallel processes.
+  const std::string path =
+      ::testing::TempDir() + "zt_initialize_" + name + "_" + std::to_string(getpid()) + ".yaml";
   std::ofstream(path) << yaml;
   return path;
 }

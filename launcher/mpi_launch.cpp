@@ -41,7 +41,6 @@ constexpr const char* kShimRedirects = "ZTRUN_MPI_REDIRECTS";
 constexpr const char* kShimTermTimeout = "ZTRUN_MPI_TERM_TIMEOUT";
 constexpr const char* kShimMonitorInterval = "ZTRUN_MPI_MONITOR_INTERVAL";
 constexpr const char* kShimGroupsFile = "ZTRUN_MPI_GROUPS_FILE";
-constexpr const char* kOmpiYieldWhenIdle = "OMPI_MCA_mpi_yield_when_idle";
 // mpirun stops a job by SIGTERM to every process and SIGKILL after odls_base_sigkill_timeout
 // (1 s), a wait it takes in full even when all have gone: raising it to --term-timeout made every
 // failure take that long (12 s instead of 1 s in ztrun_launch_test). So under mpi the ranks get
@@ -216,12 +215,6 @@ int launch_mpi(const LaunchOptions& o, const std::string& mpirun) {
     const std::string failure_file = records.path() + "/failure_" + std::to_string(attempt);
     const std::string groups_file = records.path() + "/groups_" + std::to_string(attempt);
     EnvMap env = node_env;
-    // A rank's MPI progress thread shares the cores with its OMP_NUM_THREADS compute threads
-    // (cores / local ranks), and OpenMPI busy-polls inside a collective: without yielding it took
-    // about a third of the rank's CPU and the main job ran at 0.6x the native launch (2727 against
-    // 4332 tokens/s, 40 steps, load ~6); yielding, 1.2-1.6x (5215 and 6792). --env or the
-    // environment may still set it.
-    env.emplace(kOmpiYieldWhenIdle, "1");
     env[zt::env::kMasterAddr] = o.master_addr;
     env[zt::env::kMasterPort] = std::to_string(o.master_port);
     env[kShimWorld] = std::to_string(o.world_size());

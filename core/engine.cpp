@@ -67,6 +67,12 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   bo.grad_dtype = options_.grad_accum_dtype;
   bo.comm_dtype = options_.communication_dtype.value_or(options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;
+  using ParamDevice = ParamOffloadOptions::Device;
+  ZT_CHECK(options_.offload_param.device == ParamDevice::kNone || options_.stage == 3,
+           "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
+           options_.stage);
+  bo.host_shard = options_.offload_param.device != ParamDevice::kNone;
+  bo.pin_shard = options_.offload_param.pin_memory;
   if (partitioned && partitioned->empty()) partitioned.reset();
   if (partitioned) {
     check_partitioned(partitioned->options());
@@ -78,6 +84,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       std::make_unique<zero::ShardedStep>(options_, buckets_, *comm_, clock_, post_scale);
   broadcast_initial_state();
   cast_model_to_compute_dtype();
+  move_param_shards_to_nvme();
   gather_ = std::make_unique<zero::ParamGather>(
       plan_, buckets_, *comm_, clock_, options_.stage == 3, options_.stage3_prefetch_bucket_size);
   grad_sync_ =
@@ -130,6 +137,44 @@ void Engine::broadcast_initial_state() {
   for (auto& w : works) w->wait();
   for (auto& b : buckets_) b->keep_shard();
   sharded_step_->init_masters();
+}
+
+// offload_param nvme: the shards of the flat buffers move to files (nvme_params.h), except the
+// first max_in_cpu elements, which stay in host memory (DeepSpeed's max_in_cpu: a prefix of the
+// flat buffers in order), and the persistent buffers, which stay gathered.
+void Engine::move_param_shards_to_nvme() {
+  const ParamOffloadOptions& po = options_.offload_param;
+  const bool cpu_model = buckets_.empty() || buckets_.front()->params().is_cpu();
+  if (po.device == ParamOffloadOptions::Device::kCpu && cpu_model) {
+    ZT_LOG_INFO(
+        "offload_param cpu: the model is on the CPU, so its shards are in host memory "
+        "already (the same code path gathers them to a GPU model)");
+  }
+  if (po.device != ParamOffloadOptions::Device::kNvme) return;
+  std::vector<int64_t> numels(buckets_.size(), 0);
+  int64_t in_cpu = 0, on_nvme = 0;
+  bool cpu_full = false;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b]->persistent()) continue;
+    const int64_t n = buckets_[b]->stepped().size();
+    if (!cpu_full && in_cpu + n <= po.max_in_cpu) {
+      in_cpu += n;
+      continue;
+    }
+    cpu_full = true;
+    numels[b] = n;
+    on_nvme += n;
+  }
+  ZT_LOG_INFO("offload_param nvme: ", on_nvme, " parameter elements of this rank on NVMe, ", in_cpu,
+              " in host memory (max_in_cpu ", po.max_in_cpu, ")");
+  if (on_nvme == 0) return;
+  param_swapper_ =
+      std::make_unique<zero::NvmeParamSwapper>(po, rank_, options_.compute_dtype, numels);
+  at::NoGradGuard no_grad;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (numels[b] > 0) buckets_[b]->move_shard_to(param_swapper_.get(), b);
+  }
+  param_swapper_->wait_writes();
 }
 
 // fp16/bf16: the flat buffers (and with them the parameters) become 16-bit copies of the fp32
@@ -259,13 +304,17 @@ MemoryReport Engine::memory() const {
   for (const auto& b : buckets_) {
     const int64_t full = b->full_param_bytes();
     const bool sharded = options_.stage == 3 && !b->persistent();
-    m.param_bytes += sharded ? full / world_ : full;
+    if (!b->shard_on_nvme()) m.param_bytes += sharded ? full / world_ : full;
     m.grad_bytes += b->grad_bytes();
   }
   m.optimizer_state_bytes = sharded_step_->optimizer_state_bytes();
   m.master_bytes = sharded_step_->master_bytes();
   m.nvme_bytes = sharded_step_->nvme_bytes();
   m.nvme_buffer_bytes = sharded_step_->nvme_buffer_bytes();
+  if (param_swapper_) {
+    m.nvme_bytes += param_swapper_->nvme_bytes();
+    m.nvme_buffer_bytes += param_swapper_->buffer_bytes();
+  }
   if (gather_) {
     m.gathered_param_bytes = gather_->gathered_bytes();
     m.peak_gathered_param_bytes = gather_->peak_gathered_bytes();
@@ -295,7 +344,8 @@ void Engine::sync_params_from_masters() {
       b->publish_params(*comm_, clock_);
     } else if (b->persistent() || b->gathered()) {  // resident full buffers take the new shards
       at::Tensor full = b->params();
-      comm_->all_gather(b->param_shard(), full)->wait();
+      comm_->all_gather(b->checkout_target(/*read=*/true), full)->wait();
+      b->checkin_target(/*written=*/false);
     }
   }
 }

@@ -38,7 +38,9 @@
 //
 // On a GPU (the model's parameters on CUDA, the nccl backend): the flat buffers, gradients, fp32
 // masters and optimizer state stay on the device (FusedAdam for Adam/AdamW), except with
-// optimizer offload, where masters and state live in pinned host memory (core/zero/host_offload.h).
+// optimizer offload, where masters and state live in pinned host memory (core/zero/host_offload.h),
+// and with offload_param, where the stage-3 shards live in host memory or files (bucket.h,
+// nvme_params.h) and are copied to the device just before their all-gather.
 // Collectives run on the communicator's own stream, and Work::wait() only makes LibTorch's
 // current (compute) stream wait for them, so the host never blocks on communication:
 //
@@ -66,6 +68,7 @@
 #include "core/precision/loss_scaler.h"
 #include "core/zero/bucket.h"
 #include "core/zero/grad_sync.h"
+#include "core/zero/nvme_params.h"
 #include "core/zero/param_gather.h"
 #include "core/zero/partitioned_init.h"
 #include "core/zero/sharded_step.h"
@@ -180,6 +183,7 @@ class Engine {
   void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();
   void broadcast_initial_state();
+  void move_param_shards_to_nvme();
   void on_bucket_complete(size_t bucket);
   void finish_backward();
   void log_breakdown();
@@ -192,6 +196,7 @@ class Engine {
 
   // The ZeRO parts (core/zero/), in the order they are built; each refers to buckets_.
   zero::UnitPlan plan_;
+  std::unique_ptr<zero::NvmeParamSwapper> param_swapper_;  // offload_param nvme: shard files
   std::vector<std::unique_ptr<zero::Bucket>> buckets_;
   zero::WaitClock clock_;
   std::unique_ptr<zero::ParamGather> gather_;

@@ -38,6 +38,25 @@ struct NvmeOptimizerOptions {
   bool enabled() const { return !path.empty(); }
 };
 
+// offload_param (stage 3; ZeRO-Infinity's parameter offload): where the 16-bit parameter shards
+// live between uses (core/zero/bucket.h, core/zero/nvme_params.h).
+//   kNone  with the model (on its device)
+//   kCpu   in host memory (pinned with pin_memory when the model is on a GPU); on a CPU model that
+//          is where they are anyway
+//   kNvme  in files under nvme_path, except the first max_in_cpu elements (flat buffers in order),
+//          which stay in host memory as with kCpu; read ahead of use through buffer_count buffers
+//          of at most buffer_size elements, written back after the step
+struct ParamOffloadOptions {
+  enum class Device { kNone, kCpu, kNvme };
+  Device device = Device::kNone;
+  std::string nvme_path;
+  int64_t buffer_count = 5;
+  int64_t buffer_size = 100'000'000;
+  int64_t max_in_cpu = 1'000'000'000;
+  bool pin_memory = false;
+  aio::AioOptions aio;
+};
+
 struct EngineOptions {
   int stage = 0;
   int gradient_accumulation_steps = 1;
@@ -48,6 +67,7 @@ struct EngineOptions {
   bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
   // With offload_optimizer: master and state on NVMe instead of in host memory (CpuAdam only).
   NvmeOptimizerOptions nvme_optimizer;
+  ParamOffloadOptions offload_param;  // stage 3 only
   // Compute dtype of the model: fp32, or fp16/bf16 with an fp32 master of the owned slice. The
   // engine casts the model's floating parameters and buffers; inputs are the caller's.
   at::ScalarType compute_dtype = at::kFloat;

@@ -79,6 +79,17 @@ std::function<double(int64_t)> schedule_from(const SchedulerConfig& s, double ba
   return [sched](int64_t step) { return sched->lr_at(step - 1); };
 }
 
+// DeepSpeed's `aio` block, shared by optimizer and parameter offload to NVMe.
+aio::AioOptions aio_options(const Config& c) {
+  aio::AioOptions a;
+  a.block_size = c.aio.block_size;
+  a.queue_depth = c.aio.queue_depth;
+  a.thread_count = c.aio.thread_count;
+  a.single_submit = c.aio.single_submit;
+  a.overlap_events = c.aio.overlap_events;
+  return a;
+}
+
 }  // namespace
 
 EngineOptions engine_options_from_config(const Config& c, std::vector<std::string> units) {
@@ -98,10 +109,20 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.stage3_prefetch_bucket_size = z.stage3_prefetch_bucket_size;
   o.stage3_param_persistence_threshold = z.stage3_param_persistence_threshold;
   o.stage3_gather_16bit_weights_on_model_save = z.stage3_gather_16bit_weights_on_model_save;
-  // check_config refuses it too; a Config built in code must not slip through either.
-  ZT_CHECK(z.offload_param.device == OffloadDevice::kNone,
-           "zero_optimization.offload_param.device = ", to_string(z.offload_param.device),
-           ": parameter offload is not implemented yet");
+  // Below stage 3 check_config warns that the block is ignored, as DeepSpeed ignores it.
+  if (z.offload_param.device != OffloadDevice::kNone && z.stage == 3) {
+    ParamOffloadOptions& p = o.offload_param;
+    p.device = z.offload_param.device == OffloadDevice::kNvme ? ParamOffloadOptions::Device::kNvme
+                                                              : ParamOffloadOptions::Device::kCpu;
+    ZT_CHECK(p.device != ParamOffloadOptions::Device::kNvme || !z.offload_param.nvme_path.empty(),
+             "zero_optimization.offload_param.nvme_path: required when device is nvme");
+    p.nvme_path = z.offload_param.nvme_path;
+    p.buffer_count = z.offload_param.buffer_count;
+    p.buffer_size = z.offload_param.buffer_size;
+    p.max_in_cpu = z.offload_param.max_in_cpu;
+    p.pin_memory = z.offload_param.pin_memory;
+    p.aio = aio_options(c);
+  }
   o.offload_optimizer = z.offload_optimizer.device != OffloadDevice::kNone;
   // Below stage 1 check_config warns that the block is ignored, as DeepSpeed ignores it.
   if (z.offload_optimizer.device == OffloadDevice::kNvme && z.stage >= 1) {
@@ -113,11 +134,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     n.buffer_count = z.offload_optimizer.buffer_count;
     n.pipeline_read = z.offload_optimizer.pipeline_read;
     n.pipeline_write = z.offload_optimizer.pipeline_write;
-    n.aio.block_size = c.aio.block_size;
-    n.aio.queue_depth = c.aio.queue_depth;
-    n.aio.thread_count = c.aio.thread_count;
-    n.aio.single_submit = c.aio.single_submit;
-    n.aio.overlap_events = c.aio.overlap_events;
+    n.aio = aio_options(c);
   }
   if (c.fp16.enabled) {
     o.compute_dtype = at::kHalf;

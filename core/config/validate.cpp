@@ -61,12 +61,10 @@ class Validator {
     if (params) {
       at_least<int64_t>(path + ".buffer_size", o.buffer_size, 0);
       at_least<int64_t>(path + ".max_in_cpu", o.max_in_cpu, 0);
-      // Ignoring it would keep every parameter on the device: a different memory footprint
-      // from the one the file asks for.
-      check(path + ".device", o.device == OffloadDevice::kNone, "parameter offload (to ",
-            to_string(o.device),
-            ") is not implemented yet; zerotorch keeps parameters on the training device "
-            "(set device to none or remove the block)");
+      if (o.device == OffloadDevice::kNvme) {
+        at_least<int64_t>(path + ".buffer_count", o.buffer_count, 1);
+        at_least<int64_t>(path + ".buffer_size", o.buffer_size, 1);
+      }
     } else {
       check(path + ".ratio", o.ratio >= 0.0 && o.ratio <= 1.0, "must be in [0, 1], got ", o.ratio);
       // DeepSpeed: partial offload only at stage 3; zerotorch has none.

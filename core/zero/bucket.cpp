@@ -1,8 +1,11 @@
 #include "core/zero/bucket.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "core/base/error.h"
+#include "core/zero/nvme_params.h"
 #include "core/zero/released_storage.h"
 
 namespace zt::zero {
@@ -57,27 +60,78 @@ at::Tensor Bucket::param_target() const {
   return params_.narrow(0, stepped_.begin, stepped_.size());
 }
 
+namespace {
+
+// Where a stage-3 shard of `params` lives: the parameters' device, or host memory with
+// offload_param (pinned when asked and the parameters are on a GPU, so copies can be async).
+at::TensorOptions shard_options(const at::Tensor& params, const BucketOptions& o) {
+  at::TensorOptions t = params.options();
+  if (!o.host_shard || params.is_cpu()) return t;
+  return t.device(at::kCPU).pinned_memory(o.pin_shard);
+}
+
+// A copy of `shard` in `dtype` where shard_options puts it.
+at::Tensor shard_copy(const at::Tensor& shard, const at::Tensor& params, const BucketOptions& o,
+                      at::ScalarType dtype) {
+  at::Tensor out = at::empty({shard.numel()}, shard_options(params, o).dtype(dtype));
+  out.copy_(shard);
+  return out;
+}
+
+}  // namespace
+
 void Bucket::keep_shard() {
   if (options_.stage != 3 || !gathered_) return;
   at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
-  if (param_shard_.defined()) {
+  if (swapper_) {
+    swapper_->acquire(swap_slot_, /*read=*/false).copy_(own);
+    swapper_->release(swap_slot_, /*write_back=*/true);
+  } else if (param_shard_.defined()) {
     param_shard_.copy_(own);  // in place: checkpoints and the optimizer hold this tensor
   } else {
-    param_shard_ = own.clone();
+    param_shard_ = shard_copy(own, params_, options_, params_.scalar_type());
   }
+}
+
+void Bucket::move_shard_to(NvmeParamSwapper* swapper, size_t slot) {
+  ZT_INTERNAL_ASSERT(options_.stage == 3 && !options_.persistent && param_shard_.defined(),
+                     "only a stage-3 shard moves to NVMe");
+  swapper_ = swapper;
+  swap_slot_ = slot;
+  swapper_->acquire(slot, /*read=*/false).copy_(param_shard_);
+  swapper_->release(slot, /*write_back=*/true);
+  param_shard_ = at::Tensor();
+}
+
+at::Tensor Bucket::checkout_target(bool read) {
+  if (!swapper_) return param_target();
+  at::Tensor t = swapper_->acquire(swap_slot_, read);
+  // The padding past the last parameter belongs to no parameter and is never stepped; zeros, as
+  // in the flat buffer, so the file's bytes do not depend on what the buffer held before.
+  const int64_t pad_begin = std::max<int64_t>(layout_.numel() - stepped_.begin, 0);
+  if (!read && pad_begin < t.numel()) t.narrow(0, pad_begin, t.numel() - pad_begin).zero_();
+  return t;
+}
+
+void Bucket::checkin_target(bool written) {
+  if (swapper_) swapper_->release(swap_slot_, written);
+}
+
+void Bucket::prefetch_shard() {
+  if (swapper_ && !gathered_ && !gather_work_) swapper_->prefetch(swap_slot_);
 }
 
 void Bucket::cast_params(at::ScalarType dtype) {
   if (!gathered_) {  // partitioned construction: the next gather fills the new buffer
     params_ = empty_released(layout_.padded_numel(), params_.options().dtype(dtype));
     view_released(layout_, params_);
-    param_shard_ = param_shard_.to(dtype);
+    param_shard_ = shard_copy(param_shard_, params_, options_, dtype);
     return;
   }
   at::Tensor flat = params_.to(dtype);
   layout_.bind_parameters(flat);
   params_ = flat;
-  if (param_shard_.defined()) param_shard_ = param_shard_.to(dtype);
+  if (param_shard_.defined()) param_shard_ = shard_copy(param_shard_, params_, options_, dtype);
 }
 
 void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
@@ -96,7 +150,20 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm) {
   if (gathered_ || gather_work_) return 0;
   const int64_t nbytes = full_param_bytes();
   refill_storage(params_, static_cast<size_t>(nbytes));
-  gather_work_ = comm.all_gather(param_shard_, params_);
+  if (swapper_ || param_shard_.device() != params_.device()) {
+    // Offloaded shard: into this rank's slice of the full buffer first, then an in-place
+    // all-gather (the swap buffer is free again at once).
+    at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
+    if (swapper_) {
+      own.copy_(swapper_->acquire(swap_slot_, /*read=*/true));
+      swapper_->release(swap_slot_, /*write_back=*/false);
+    } else {
+      own.copy_(param_shard_, /*non_blocking=*/true);
+    }
+    gather_work_ = comm.all_gather(own, params_);
+  } else {
+    gather_work_ = comm.all_gather(param_shard_, params_);
+  }
   return nbytes;
 }
 

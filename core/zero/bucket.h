@@ -12,7 +12,8 @@
 // Shapes per rank (N ranks, padded = N * shard, D compute dtype, A gradient accumulation dtype,
 // C communication dtype):
 //   params      (padded,) D  every parameter is a view of it; stage 3: storage released between
-//   uses param_shard (shard,)  D  stage 3 only: this rank's slice, always resident grad_full
+//   uses param_shard (shard,)  D  stage 3 only: this rank's slice, always resident (in host memory
+//   with offload_param, in a file with offload_param nvme: nvme_params.h) grad_full
 //   (padded,) A  stages 0-1: the window's full gradient, reduced on the boundary grad_shard
 //   (shard,)  A  stages 2-3: the window's reduced slice staging     (padded,) A  stages 2-3: this
 //   micro-step's gradients until reduce-scattered
@@ -45,7 +46,13 @@ struct BucketOptions {
   double pre_reduce_scale = 1.0;
   // Stage 3: buffers below this many elements stay gathered (never released).
   bool persistent = false;
+  // Stage 3, offload_param: the resident shard lives in host memory (pinned when pin_shard and
+  // the parameters are on a GPU). On a CPU model it is there anyway.
+  bool host_shard = false;
+  bool pin_shard = false;
 };
+
+class NvmeParamSwapper;
 
 class Bucket {
  public:
@@ -72,8 +79,21 @@ class Bucket {
   // (stages 1-2) or the resident shard (stage 3).
   at::Tensor param_target() const;
   // Stage 3: the resident shard takes the owned slice of the full parameters (after the initial
-  // broadcast, and when a gathered scope writes back); no-op while released.
+  // broadcast, and when a gathered scope writes back); no-op while released. A shard on NVMe is
+  // written to its file.
   void keep_shard();
+  // Stage 3, offload_param nvme: the shard moves to `slot` of `swapper` (written there now) and is
+  // no longer held in memory; every later read goes through the swapper.
+  void move_shard_to(NvmeParamSwapper* swapper, size_t slot);
+  bool shard_on_nvme() const { return swapper_ != nullptr; }
+  // The stepped range's values for the optimizer (and checkpoint loads) to read and write:
+  // param_target(), or for a shard on NVMe a host buffer holding it until checkin_target (read
+  // from the file when `read`; otherwise only its padding is set and the caller writes the rest).
+  // written: the values changed (a shard on NVMe goes back to its file).
+  at::Tensor checkout_target(bool read);
+  void checkin_target(bool written);
+  // Stage 3, offload_param nvme: starts reading the shard ahead of its gather (no-op otherwise).
+  void prefetch_shard();
   // Rebinds the parameters to a copy of the buffer in `dtype` (16-bit compute); a released buffer
   // stays released (only its shard is converted).
   void cast_params(at::ScalarType dtype);
@@ -120,6 +140,8 @@ class Bucket {
   dist::Range stepped_;
 
   at::Tensor params_, param_shard_;
+  NvmeParamSwapper* swapper_ = nullptr;  // offload_param nvme: where the shard lives
+  size_t swap_slot_ = 0;
   bool gathered_ = true;
   bool adopted_ = false;
   dist::WorkPtr gather_work_;

@@ -1,15 +1,8 @@
 #include "core/zero/nvme_optimizer.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 
-#include "core/base/env_vars.h"
+#include "core/aio/swap_directory.h"
 #include "core/base/error.h"
 #include "core/base/logging.h"
 
@@ -17,15 +10,6 @@ namespace zt::zero {
 namespace {
 
 constexpr const char* kKey = "zero_optimization.offload_optimizer.nvme_path";
-
-// Ranks of this machine, which share nvme_path's filesystem.
-int64_t ranks_on_this_machine() {
-  for (const char* name : {env::kLocalWorldSize, env::kOmpiLocalSize}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && std::atoll(v) > 0) return std::atoll(v);
-  }
-  return 1;
-}
 
 int64_t region_bytes(int64_t numel) {
   return aio::align_up(numel * static_cast<int64_t>(sizeof(float)));
@@ -59,27 +43,27 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, 
       largest = std::max(largest, chunk_bytes(n, states));
     }
   }
-  check_path(needed);
+  dir_ = std::make_unique<aio::SwapDirectory>(kKey, options_.path, "optimizer", rank_, needed,
+                                              "NVMe optimizer offload");
   try {
     open_files_and_buffers(largest);
   } catch (...) {
-    chunks_.clear();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    chunks_.clear();  // closes the files before the directory goes
+    dir_.reset();
     throw;
   }
   ZT_LOG_INFO("NVMe optimizer offload: ", chunks_.size(), " chunk file(s), ", needed, " bytes in ",
-              dir_, ", streamed through ", buffers_.size(), " buffer(s) of ", largest, " bytes (",
-              aio_->uses_io_uring() ? "io_uring" : "pread/pwrite",
+              dir_->path(), ", streamed through ", buffers_.size(), " buffer(s) of ", largest,
+              " bytes (", aio_->uses_io_uring() ? "io_uring" : "pread/pwrite",
               chunks_.empty() || chunks_.front().file->direct() ? ", O_DIRECT" : ", buffered", ")");
 }
 
 void NvmeOptimizerSwapper::open_files_and_buffers(int64_t largest) {
   for (auto& c : chunks_) {
-    c.file = std::make_unique<aio::AioFile>(dir_ + "/buffer" + std::to_string(c.slot) + "_chunk" +
-                                                std::to_string(c.begin / options_.sub_group_size) +
-                                                ".swp",
-                                            /*create=*/true);
+    c.file = std::make_unique<aio::AioFile>(
+        dir_->path() + "/buffer" + std::to_string(c.slot) + "_chunk" +
+            std::to_string(c.begin / options_.sub_group_size) + ".swp",
+        /*create=*/true);
   }
   aio_ = std::make_unique<aio::AioHandle>(options_.aio);
   const int64_t count = std::min<int64_t>(
@@ -95,42 +79,8 @@ NvmeOptimizerSwapper::~NvmeOptimizerSwapper() {
     } catch (const std::exception&) {  // already reported by the step that started it
     }
   }
-  chunks_.clear();  // closes the files
-  std::error_code ec;
-  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-}
-
-// Exists, is a directory, takes a new directory (writable, also for root on a read-only
-// filesystem), and has room: each failure is one line naming the path and the bytes needed.
-void NvmeOptimizerSwapper::check_path(int64_t needed) {
-  const std::string& p = options_.path;
-  struct stat st {};
-  ZT_CHECK(::stat(p.c_str(), &st) == 0, kKey, " ", p, " does not exist (", std::strerror(errno),
-           "); NVMe optimizer offload needs ", needed, " bytes there for this rank");
-  ZT_CHECK(S_ISDIR(st.st_mode), kKey, " ", p, " is not a directory; NVMe optimizer offload needs ",
-           needed, " bytes in a directory there for this rank");
-  dir_ = (std::filesystem::path(p) / ("zerotorch_optimizer_rank" + std::to_string(rank_) + "_pid" +
-                                      std::to_string(::getpid())))
-             .string();
-  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
-    const int err = errno;
-    dir_.clear();
-    ZT_THROW(kKey, " ", p, " is not writable (", std::strerror(err),
-             "); NVMe optimizer offload needs ", needed, " bytes there for this rank");
-  }
-  struct statvfs fs {};
-  ZT_CHECK(::statvfs(p.c_str(), &fs) == 0, kKey, " ", p,
-           ": statvfs failed: ", std::strerror(errno));
-  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
-  const int64_t ranks = ranks_on_this_machine();
-  if (free_bytes < needed * ranks) {
-    ::rmdir(dir_.c_str());
-    dir_.clear();
-  }
-  ZT_CHECK(free_bytes >= needed * ranks, kKey, " ", p,
-           " is too small: NVMe optimizer offload needs ", needed * ranks, " bytes (", needed,
-           " per rank x ", ranks, " rank(s) on this machine), the filesystem has ", free_bytes,
-           " free");
+  chunks_.clear();  // closes the files before the directory goes
+  dir_.reset();
 }
 
 int64_t NvmeOptimizerSwapper::nvme_bytes() const {

@@ -33,6 +33,7 @@
 #include "core/aio/aio_file.h"
 #include "core/aio/aio_handle.h"
 #include "core/aio/aligned_buffer.h"
+#include "core/aio/swap_directory.h"
 #include "core/engine_options.h"
 
 namespace zt::zero {
@@ -69,7 +70,7 @@ class NvmeOptimizerSwapper {
   const std::vector<std::string>& state_names() const { return state_names_; }
   int64_t nvme_bytes() const;    // bytes of this rank's files
   int64_t buffer_bytes() const;  // host bytes of the swap buffers
-  const std::string& directory() const { return dir_; }
+  const std::string& directory() const { return dir_->path(); }
   // Bytes a chunk of numel elements takes in its file (and in a swap buffer).
   static int64_t chunk_bytes(int64_t numel, int64_t states);
 
@@ -80,14 +81,13 @@ class NvmeOptimizerSwapper {
     int64_t numel;
     std::unique_ptr<aio::AioFile> file;
   };
-  void check_path(int64_t needed);
   void open_files_and_buffers(int64_t largest);
   Chunk views(const ChunkFile& c, const aio::AlignedBuffer& buf) const;
 
   NvmeOptimizerOptions options_;
   int rank_;
   std::vector<std::string> state_names_;
-  std::string dir_;
+  std::unique_ptr<aio::SwapDirectory> dir_;
   std::vector<std::vector<size_t>> chunks_of_slot_;  // slot -> indices into chunks_
   std::vector<ChunkFile> chunks_;
   std::unique_ptr<aio::AioHandle> aio_;

@@ -74,12 +74,17 @@ void ParamGather::gather_unit(size_t u, bool wait) {
 void ParamGather::prefetch_after(size_t u, int direction) {
   int64_t budget = prefetch_numel_;
   const int64_t declared = static_cast<int64_t>(root());
-  for (int64_t v = static_cast<int64_t>(u) + direction; v >= 0 && v < declared && budget > 0;
-       v += direction) {
+  int64_t v = static_cast<int64_t>(u) + direction;
+  for (; v >= 0 && v < declared && budget > 0; v += direction) {
     for (size_t b : plan_.units[static_cast<size_t>(v)]->buckets) {
       budget -= buckets_[b]->layout().padded_numel();
       gather_bucket(b, false);
     }
+  }
+  // Shards on NVMe: the units after those start reading from their files, as far as free swap
+  // buffers reach (nvme_params.h), so their all-gathers find them in memory.
+  for (; v >= 0 && v < declared; v += direction) {
+    for (size_t b : plan_.units[static_cast<size_t>(v)]->buckets) buckets_[b]->prefetch_shard();
   }
 }
 

@@ -75,6 +75,54 @@ void ShardedStep::make_nvme_swapper() {
 
 ShardedStep::~ShardedStep() = default;
 
+namespace {
+
+// The stepped range of each slot while its chunks stream (copy_masters_to_params,
+// copy_params_to_masters, nvme_step): a slot is checked out at its first chunk and checked in when
+// the next slot starts or close() runs, so a parameter shard on NVMe is in one host buffer at a
+// time (core/zero/bucket.h: checkout_target).
+class ChunkTargets {
+ public:
+  ChunkTargets(std::vector<std::unique_ptr<Bucket>>& buckets, bool read, bool written)
+      : buckets_(buckets), read_(read), written_(written) {}
+  // After an error mid-stream: the buffer goes back without writing (the file keeps its values).
+  ~ChunkTargets() {
+    if (open_ < 0) return;
+    try {
+      buckets_[static_cast<size_t>(open_)]->checkin_target(/*written=*/false);
+    } catch (const std::exception&) {
+    }
+  }
+  ChunkTargets(const ChunkTargets&) = delete;
+  ChunkTargets& operator=(const ChunkTargets&) = delete;
+
+  // The chunk's part of its slot's target, for use inside the chunk's callback.
+  at::Tensor of(const NvmeOptimizerSwapper::Chunk& c) {
+    if (open_ != static_cast<int64_t>(c.slot)) {
+      close();
+      target_ = buckets_[c.slot]->checkout_target(read_);
+      open_ = static_cast<int64_t>(c.slot);
+    }
+    return target_.narrow(0, c.begin, c.numel);
+  }
+  // Checks the open slot in (written back when the stream writes).
+  void close() {
+    if (open_ < 0) return;
+    const size_t slot = static_cast<size_t>(open_);
+    open_ = -1;
+    target_ = at::Tensor();
+    buckets_[slot]->checkin_target(written_);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Bucket>>& buckets_;
+  bool read_, written_;
+  int64_t open_ = -1;
+  at::Tensor target_;
+};
+
+}  // namespace
+
 // Adam/AdamW stepping a shard on a GPU is the plugin's fused kernel (one launch per buffer
 // instead of ~10 ATen kernels per parameter group), as DeepSpeed picks FusedAdam; the formula is
 // the same. With offload the shard is stepped on the host by the configured optimizer.
@@ -107,7 +155,9 @@ void ShardedStep::init_masters() {
         /*read=*/false, /*write_back=*/true);
     return;
   }
-  const bool separate = options_.offload_optimizer || options_.compute_dtype != at::kFloat;
+  // A shard on NVMe is not a tensor the optimizer could keep stepping as its master.
+  const bool separate = options_.offload_optimizer || options_.compute_dtype != at::kFloat ||
+                        options_.offload_param.device == ParamOffloadOptions::Device::kNvme;
   if (!separate) return;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     // The stepped range: at stage 3 the resident shard (a released buffer holds no values).
@@ -136,31 +186,33 @@ at::Tensor ShardedStep::master(size_t b) const {
 
 void ShardedStep::copy_masters_to_params() {
   if (nvme_) {
+    ChunkTargets targets(buckets_, /*read=*/false, /*written=*/true);
     nvme_->for_each_chunk(
-        all_slots(),
-        [&](NvmeOptimizerSwapper::Chunk& c) {
-          buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel).copy_(c.master);
-        },
+        all_slots(), [&](NvmeOptimizerSwapper::Chunk& c) { targets.of(c).copy_(c.master); },
         /*read=*/true, /*write_back=*/false);
+    targets.close();
     return;
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (slots_[b].master.defined()) buckets_[b]->param_target().copy_(slots_[b].master);
+    if (!slots_[b].master.defined()) continue;
+    buckets_[b]->checkout_target(/*read=*/false).copy_(slots_[b].master);
+    buckets_[b]->checkin_target(/*written=*/true);
   }
 }
 
 void ShardedStep::copy_params_to_masters() {
   if (nvme_) {
+    ChunkTargets targets(buckets_, /*read=*/true, /*written=*/false);
     nvme_->for_each_chunk(
-        all_slots(),
-        [&](NvmeOptimizerSwapper::Chunk& c) {
-          c.master.copy_(buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel));
-        },
+        all_slots(), [&](NvmeOptimizerSwapper::Chunk& c) { c.master.copy_(targets.of(c)); },
         /*read=*/true, /*write_back=*/true);
+    targets.close();
     return;
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (slots_[b].master.defined()) slots_[b].master.copy_(buckets_[b]->param_target());
+    if (!slots_[b].master.defined()) continue;
+    slots_[b].master.copy_(buckets_[b]->checkout_target(/*read=*/true));
+    buckets_[b]->checkin_target(/*written=*/false);
   }
 }
 
@@ -289,7 +341,7 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
     at::Tensor g = buckets_[b]->owned_grad();
     if (!g.defined()) continue;
     const auto ranges = groups(b, lr, grad_scale);
-    at::Tensor target = buckets_[b]->param_target();
+    at::Tensor target = buckets_[b]->checkout_target(/*read=*/false);
     if (slot.master.defined()) {
       at::Tensor g32 = g.to(at::TensorOptions().dtype(at::kFloat).device(slot.master.device()));
       if (target.scalar_type() != at::kFloat && target.device() == slot.master.device()) {
@@ -302,6 +354,7 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
       at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
       slot.optimizer->step(target, g32, ranges);
     }
+    buckets_[b]->checkin_target(/*written=*/true);
     buckets_[b]->publish_params(comm_, clock_);
   }
   return out;
@@ -321,8 +374,19 @@ void ShardedStep::offload_step(double grad_scale, double lr) {
   for (size_t b : stepped) {
     Slot& slot = slots_[b];
     at::Tensor g32 = host_offload_->wait_grad(b);
-    at::Tensor target = buckets_[b]->param_target();
+    at::Tensor target = buckets_[b]->checkout_target(/*read=*/false);
     const auto ranges = groups(b, lr, grad_scale);
+    if (target.is_cpu()) {
+      // offload_param: the shard lives in host memory or a file, so the step writes it there.
+      if (target.scalar_type() == at::kFloat) {
+        slot.optimizer->step(slot.master, g32, ranges);
+        target.copy_(slot.master);
+      } else {
+        slot.optimizer->step(slot.master, g32, ranges, &target);
+      }
+      buckets_[b]->checkin_target(/*written=*/true);
+      continue;
+    }
     if (target.scalar_type() == at::kFloat) {
       slot.optimizer->step(slot.master, g32, ranges);
       at::Tensor staging = host_offload_->param_staging(b, slot.master.numel(), at::kFloat);
@@ -356,6 +420,7 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
   // none waits in a collective for a rank that left.
   std::string failure;
   try {
+    ChunkTargets targets(buckets_, /*read=*/false, /*written=*/true);
     nvme_->for_each_chunk(
         stepped,
         [&](NvmeOptimizerSwapper::Chunk& c) {
@@ -372,7 +437,7 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
           slot.optimizer->load_state_dict({{"step", step_tensor(step_before[c.slot])},
                                            {"exp_avg", c.states[0]},
                                            {"exp_avg_sq", c.states[1]}});
-          at::Tensor target = buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel);
+          at::Tensor target = targets.of(c);
           if (target.scalar_type() != at::kFloat) {
             slot.optimizer->step(c.master, g32, ranges, &target);
           } else {
@@ -384,6 +449,7 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
           c.states[1].copy_(state.at("exp_avg_sq"));
         },
         /*read=*/true, /*write_back=*/true);
+    targets.close();
   } catch (const Error& e) {
     failure = e.message();
   } catch (const std::exception& e) {

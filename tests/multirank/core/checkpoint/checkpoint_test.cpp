@@ -412,7 +412,8 @@ TEST(CrossRun, LoadReshardedAndContinue) {
 }  // namespace
 
 // offload_optimizer.device nvme (core/zero/nvme_optimizer.h): master and Adam state stream
-// between the swap files and the checkpoint chunk by chunk. Resuming gives the same losses and
+// between the swap files and the checkpoint chunk by chunk (at stage 3 with the parameter shards on
+// NVMe as well: a load writes them back to their files). Resuming gives the same losses and
 // parameters bit for bit; the checkpoint is the same format as CPU offload's, so it loads there
 // (and CPU offload's loads with NVMe); another bucket layout takes the resharding path.
 namespace nvme_resume {
@@ -428,6 +429,12 @@ zt::EngineOptions nvme_options(ModelKind kind, int stage, torch::ScalarType dtyp
     o.nvme_optimizer.sub_group_size = 33;
     o.nvme_optimizer.buffer_count = 3;
     o.nvme_optimizer.pipeline_read = o.nvme_optimizer.pipeline_write = true;
+    if (stage == 3) {  // the 16-bit parameter shards in files too (core/zero/nvme_params.h)
+      o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
+      o.offload_param.nvme_path = d.string();
+      o.offload_param.max_in_cpu = 0;
+      o.offload_param.buffer_count = 2;
+    }
   }
   return o;
 }

@@ -444,6 +444,96 @@ TEST(EngineNvmeOffload, OptimizerStateOnNvmeIsBitIdenticalToCpuOffload) {
   g_comm->barrier()->wait();  // no rank starts the next test's swap files before the listing
 }
 
+// Parameter offload (offload_param, stage 3; core/zero/nvme_params.h) against CPU optimizer
+// offload with the shards in memory: the shards only move (to files or host memory) between the
+// step that writes them and the all-gather that reads them, so parameters and losses must be
+// bit-identical after 5 steps, with every parameter shard on NVMe, with part of them kept in host
+// memory (max_in_cpu), with the optimizer state on NVMe too, and without optimizer offload.
+TEST(EngineNvmeOffload, ParametersOnNvmeAreBitIdenticalToInMemoryShards) {
+  const std::string dir = scratch();
+  using Device = zt::ParamOffloadOptions::Device;
+  auto params_on_nvme = [&](int64_t max_in_cpu, int64_t buffers) {
+    return [=](zt::EngineOptions& o) {
+      o.offload_param.device = Device::kNvme;
+      o.offload_param.nvme_path = dir;
+      o.offload_param.max_in_cpu = max_in_cpu;
+      o.offload_param.buffer_count = buffers;
+      o.offload_param.buffer_size = 1000;
+    };
+  };
+  struct Variant {
+    const char* name;
+    std::function<void(zt::EngineOptions&)> adjust;
+    bool all_on_nvme;
+  };
+  const std::vector<Variant> variants = {
+      {"params nvme, 2 buffers", params_on_nvme(0, 2), true},
+      {"params nvme, 1 buffer, first 150 elements in host memory", params_on_nvme(150, 1), false},
+      {"params and optimizer nvme",
+       [&](zt::EngineOptions& o) {
+         params_on_nvme(0, 5)(o);
+         o.nvme_optimizer.path = dir;
+         o.nvme_optimizer.sub_group_size = 37;
+         o.nvme_optimizer.buffer_count = 3;
+         o.nvme_optimizer.pipeline_read = o.nvme_optimizer.pipeline_write = true;
+       },
+       true},
+      {"params nvme, no optimizer offload",
+       [&](zt::EngineOptions& o) {
+         params_on_nvme(0, 3)(o);
+         o.offload_optimizer = false;
+         o.optimizer.type = "AdamW";
+       },
+       true},
+      {"params cpu", [&](zt::EngineOptions& o) { o.offload_param.device = Device::kCpu; }, false},
+  };
+  for (ModelKind kind : {ModelKind::kMlp, ModelKind::kTransformer}) {
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      zt::MemoryReport in_memory;
+      const Trace want = train_offloaded(kind, 3, dtype, nullptr, &in_memory);
+      for (const Variant& v : variants) {
+        const std::string what = std::string(kind == ModelKind::kMlp ? "mlp " : "transformer ") +
+                                 c10::toString(dtype) + " " + v.name;
+        zt::MemoryReport mem;
+        const Trace got = train_offloaded(kind, 3, dtype, v.adjust, &mem);
+        expect_bit_identical(got, want, what);
+        if (v.all_on_nvme) {
+          // No shard in memory; each one's file is page-rounded.
+          EXPECT_EQ(mem.param_bytes, 0) << what;
+          EXPECT_GE(mem.nvme_bytes, in_memory.param_bytes) << what;
+          EXPECT_GT(mem.nvme_buffer_bytes, 0) << what;
+        }
+      }
+    }
+  }
+  g_comm->barrier()->wait();
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    ADD_FAILURE() << "swap directory left behind: " << e.path();
+  }
+  g_comm->barrier()->wait();
+}
+
+// Too small a swap buffer for the largest shard is one line naming offload_param.buffer_size.
+TEST(EngineNvmeOffload, ParameterShardLargerThanBufferSizeIsAnError) {
+  auto model = make_model(ModelKind::kMlp);
+  zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
+  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
+  o.offload_param.nvme_path = scratch();
+  o.offload_param.max_in_cpu = 0;
+  o.offload_param.buffer_size = 10;
+  std::string msg;
+  try {
+    zt::Engine engine(model, o, g_comm);
+  } catch (const zt::Error& e) {
+    msg = e.message();
+  }
+  EXPECT_EQ(msg.rfind("zero_optimization.offload_param.buffer_size 10 is smaller than the largest "
+                      "parameter shard on NVMe",
+                      0),
+            0u)
+      << msg;
+}
+
 // A bad nvme_path stops the engine while it is built, before any collective or step, on every
 // rank, with one line naming the path and the bytes needed.
 TEST(EngineNvmeOffload, MissingNvmePathStopsBeforeTraining) {

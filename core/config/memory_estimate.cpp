@@ -49,24 +49,47 @@ std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t param
   const int64_t grad_bytes = a * (stage >= 2 ? sharded : params);
   const int64_t stepped = stage == 0 ? params : sharded;
   std::vector<MemoryEstimate> out;
-  for (OffloadDevice d : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
-    MemoryEstimate e;
-    e.optimizer_offload = d;
-    // The fp32 master is separate with 16-bit compute or any offload; fp32 parameters are their
-    // own master otherwise.
-    const int64_t m = half || d != OffloadDevice::kNone ? 4 : 0;
-    const int64_t opt = (m + s) * stepped;
-    e.device_bytes = param_bytes + grad_bytes + (d == OffloadDevice::kNone ? opt : 0);
-    if (d == OffloadDevice::kCpu) e.host_bytes = opt;
-    if (d == OffloadDevice::kNvme) {
-      e.nvme_bytes = opt;
-      const int64_t chunk = std::min<int64_t>(std::max<int64_t>(z.sub_group_size, 1), stepped);
-      const int64_t chunks = (stepped + chunk - 1) / chunk;
-      e.host_bytes =
-          std::min<int64_t>(std::max<int64_t>(z.offload_optimizer.buffer_count, 1), chunks) *
-          (m + s) * chunk;
+  // Parameter offload exists at stage 3 only.
+  std::vector<OffloadDevice> param_choices = {OffloadDevice::kNone};
+  if (stage == 3) param_choices = {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme};
+  for (OffloadDevice pd : param_choices) {
+    for (OffloadDevice d : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+      MemoryEstimate e;
+      e.param_offload = pd;
+      e.optimizer_offload = d;
+      // The fp32 master is separate with 16-bit compute, any optimizer offload, or parameters on
+      // NVMe; fp32 parameters are their own master otherwise.
+      const int64_t m = half || d != OffloadDevice::kNone || pd == OffloadDevice::kNvme ? 4 : 0;
+      const int64_t opt = (m + s) * stepped;
+      e.device_bytes = grad_bytes + (d == OffloadDevice::kNone ? opt : 0);
+      if (d == OffloadDevice::kCpu) e.host_bytes = opt;
+      if (d == OffloadDevice::kNvme) {
+        e.nvme_bytes = opt;
+        const int64_t chunk = std::min<int64_t>(std::max<int64_t>(z.sub_group_size, 1), stepped);
+        const int64_t chunks = (stepped + chunk - 1) / chunk;
+        e.host_bytes =
+            std::min<int64_t>(std::max<int64_t>(z.offload_optimizer.buffer_count, 1), chunks) *
+            (m + s) * chunk;
+      }
+      if (pd == OffloadDevice::kNone) {
+        e.device_bytes += param_bytes;
+      } else if (pd == OffloadDevice::kCpu) {
+        e.host_bytes += param_bytes;
+      } else {
+        // The first max_in_cpu elements stay in host memory; the rest stream through
+        // buffer_count buffers (a shard each, at most buffer_size elements).
+        const OffloadConfig& o = z.offload_param;
+        const int64_t in_cpu = std::min<int64_t>(std::max<int64_t>(o.max_in_cpu, 0), sharded);
+        const int64_t on_disk = sharded - in_cpu;
+        e.host_bytes += p * in_cpu;
+        if (on_disk > 0) {
+          e.nvme_bytes += p * on_disk;
+          e.host_bytes += std::max<int64_t>(o.buffer_count, 1) * p *
+                          std::min<int64_t>(std::max<int64_t>(o.buffer_size, 1), on_disk);
+        }
+      }
+      out.push_back(e);
     }
-    out.push_back(e);
   }
   return out;
 }
@@ -81,14 +104,16 @@ std::vector<std::string> memory_estimate_lines(const Config& c, int64_t params, 
                                                : "fp32",
                               " compute", half ? " + fp32 master" : "",
                               " (padding and stage-3 units in flight come on top):"));
+  const ZeroConfig& z = c.zero_optimization;
+  const OffloadDevice own_param = z.stage == 3 ? z.offload_param.device : OffloadDevice::kNone;
   for (const MemoryEstimate& e : estimate_model_states(c, params, world_size)) {
-    const bool mine = e.optimizer_offload == c.zero_optimization.offload_optimizer.device;
-    lines.push_back(detail::str("  offload_optimizer ", to_string(e.optimizer_offload), ": device ",
-                                gib(e.device_bytes), ", host ", gib(e.host_bytes), ", nvme ",
-                                gib(e.nvme_bytes), mine ? "   <- this config" : ""));
-  }
-  if (c.zero_optimization.offload_param.device != OffloadDevice::kNone) {
-    lines.push_back("  offload_param: not implemented, not estimated");
+    const bool mine =
+        e.optimizer_offload == z.offload_optimizer.device && e.param_offload == own_param;
+    lines.push_back(detail::str(
+        "  ", z.stage == 3 ? std::string("offload_param ") + to_string(e.param_offload) + ", " : "",
+        "offload_optimizer ", to_string(e.optimizer_offload), ": device ", gib(e.device_bytes),
+        ", host ", gib(e.host_bytes), ", nvme ", gib(e.nvme_bytes),
+        mine ? "   <- this config" : ""));
   }
   return lines;
 }

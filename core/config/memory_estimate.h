@@ -10,7 +10,10 @@
 //                                                           (16-bit compute or offload), S = the
 //                                                           optimizer's state (Adam 8)
 // The optimizer part sits on the device without offload, in host memory with device cpu, and on
-// NVMe with device nvme, where host memory holds buffer_count chunk buffers instead. On a
+// NVMe with device nvme, where host memory holds buffer_count chunk buffers instead. At stage 3
+// the parameter shards likewise (offload_param): on the device, in host memory (cpu), or on NVMe
+// past the first max_in_cpu elements, with offload_param.buffer_count buffers of at most
+// buffer_size elements in host memory (nvme; the master is then always separate). On a
 // CPU-only machine the device is host memory too. Padding (fewer than N elements per flat
 // buffer) and stage 3's gathered units in flight come on top.
 
@@ -23,14 +26,17 @@
 namespace zt {
 
 struct MemoryEstimate {
+  OffloadDevice param_offload = OffloadDevice::kNone;  // stage 3 only
   OffloadDevice optimizer_offload = OffloadDevice::kNone;
-  int64_t device_bytes = 0;  // parameters, gradients, and the optimizer part without offload
-  int64_t host_bytes = 0;    // optimizer part (cpu) or NVMe swap buffers (nvme)
-  int64_t nvme_bytes = 0;    // optimizer part (nvme)
+  int64_t device_bytes = 0;  // gradients, and parameters and optimizer part without offload
+  int64_t host_bytes = 0;    // offloaded parts (cpu) or NVMe swap buffers (nvme)
+  int64_t nvme_bytes = 0;    // parts offloaded to nvme
 };
 
-// One estimate per optimizer offload choice (none, cpu, nvme), for `params` trainable elements
-// with the config's stage, precision, gradient dtype, optimizer, sub_group_size and buffer_count.
+// One estimate per optimizer offload choice (none, cpu, nvme), and at stage 3 per parameter
+// offload choice too (parameter-major: param none x {none, cpu, nvme}, param cpu x ..., param
+// nvme x ...), for `params` trainable elements with the config's stage, precision, gradient
+// dtype, optimizer, sub_group_size, buffer counts and sizes, and offload_param.max_in_cpu.
 std::vector<MemoryEstimate> estimate_model_states(const Config& config, int64_t params,
                                                   int world_size);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config/config.h"
+#include "core/config/engine_config.h"
 #include "core/config/hjson.h"
 #include "tests/unit/core/config/trainer_defaults.h"
 
@@ -87,11 +88,11 @@ TEST(DeepSpeedSyntax, LegacyCpuOffloadFlags) {
   EXPECT_TRUE(has_line_starting(r.warnings, "zero_optimization.cpu_offload: deprecated"));
   EXPECT_TRUE(
       has_line_starting(r.warnings, "zero_optimization.cpu_offload_use_pin_memory: deprecated"));
-  // cpu_offload_param: parameter offload, which zerotorch refuses (not silently ignored).
+  // cpu_offload_param: parameter offload to the CPU.
   ConfigReport p = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
     "cpu_offload_param": true}})");
-  EXPECT_TRUE(has_line_starting(p.errors, "zero_optimization.offload_param.device:"))
-      << all(p.errors);
+  ASSERT_TRUE(p.errors.empty()) << all(p.errors);
+  EXPECT_EQ(p.config->zero_optimization.offload_param.device, OffloadDevice::kCpu);
   // The plural is not DeepSpeed's name: an unknown key in a strict block.
   ConfigReport plural = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
     "cpu_offload_params": true}})");
@@ -190,15 +191,39 @@ TEST(DeepSpeedSyntax, OptimizersWeDoNotHaveNameWhatWeHave) {
   EXPECT_EQ(lamb.config->optimizer->max_coeff, 0.3);
 }
 
-TEST(DeepSpeedSyntax, OffloadParamIsAClearError) {
+// offload_param (zero/offload_config.py's DeepSpeedZeroOffloadParamConfig): every key reaches the
+// engine; below stage 3 DeepSpeed never reads it, and zerotorch says so once.
+TEST(DeepSpeedSyntax, OffloadParamReachesTheEngine) {
   ConfigReport r = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+    "offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "pin_memory": true,
+      "buffer_count": 6, "buffer_size": 2e8, "max_in_cpu": 1e8}},
+    "aio": {"block_size": 262144, "queue_depth": 16}})");
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  const zt::EngineOptions o = zt::engine_options_from_config(*r.config);
+  EXPECT_EQ(o.offload_param.device, zt::ParamOffloadOptions::Device::kNvme);
+  EXPECT_EQ(o.offload_param.nvme_path, "/local_nvme");
+  EXPECT_TRUE(o.offload_param.pin_memory);
+  EXPECT_EQ(o.offload_param.buffer_count, 6);
+  EXPECT_EQ(o.offload_param.buffer_size, 200000000);
+  EXPECT_EQ(o.offload_param.max_in_cpu, 100000000);
+  EXPECT_EQ(o.offload_param.aio.block_size, 262144);
+  EXPECT_EQ(o.offload_param.aio.queue_depth, 16);
+  EXPECT_FALSE(o.offload_optimizer);
+
+  ConfigReport cpu = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
     "offload_param": {"device": "cpu", "pin_memory": true}}})");
-  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
-  EXPECT_EQ(r.errors[0].rfind("zero_optimization.offload_param.device: parameter offload (to cpu) "
-                              "is not implemented yet",
-                              0),
-            0u)
-      << r.errors[0];
+  ASSERT_TRUE(cpu.errors.empty()) << all(cpu.errors);
+  EXPECT_EQ(zt::engine_options_from_config(*cpu.config).offload_param.device,
+            zt::ParamOffloadOptions::Device::kCpu);
+
+  ConfigReport stage2 = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
+    "offload_param": {"device": "cpu"}}})");
+  ASSERT_TRUE(stage2.errors.empty()) << all(stage2.errors);
+  EXPECT_TRUE(has_line_starting(stage2.warnings, "zero_optimization.offload_param.device: cpu "
+                                                 "offload is ignored at zero_optimization.stage 2"))
+      << all(stage2.warnings);
+  EXPECT_EQ(zt::engine_options_from_config(*stage2.config).offload_param.device,
+            zt::ParamOffloadOptions::Device::kNone);
 }
 
 using zt::config_test::trainer_defaults;

@@ -21,7 +21,7 @@ TEST(MemoryEstimate, Stage3Bf16MatchesTheTablePerOffloadChoice) {
       "zero_optimization: {stage: 3, sub_group_size: 1e7, offload_optimizer: {device: nvme, "
       "nvme_path: /x, buffer_count: 4}}");
   const auto e = estimate_model_states(c, psi, 2);
-  ASSERT_EQ(e.size(), 3u);
+  ASSERT_EQ(e.size(), 9u);  // offload_param {none, cpu, nvme} x offload_optimizer {none, cpu, nvme}
   const int64_t half = psi / 2;
   EXPECT_EQ(e[0].device_bytes, (2 + 4 + 12) * half);  // no offload: 18 Ψ / N
   EXPECT_EQ(e[0].host_bytes + e[0].nvme_bytes, 0);
@@ -30,11 +30,40 @@ TEST(MemoryEstimate, Stage3Bf16MatchesTheTablePerOffloadChoice) {
   EXPECT_EQ(e[2].device_bytes, (2 + 4) * half);  // nvme: 12 Ψ / N on disk
   EXPECT_EQ(e[2].nvme_bytes, 12 * half);
   EXPECT_EQ(e[2].host_bytes, 4 * 12 * 10'000'000);  // 4 buffers of one 1e7-element chunk
+  // offload_param cpu: the 2 Ψ / N of shards move to host memory.
+  EXPECT_EQ(e[5].device_bytes, 4 * half);
+  EXPECT_EQ(e[5].host_bytes, 2 * half + 4 * 12 * 10'000'000);
+  // offload_param nvme (defaults: max_in_cpu 1e9 keeps all 343M shard elements in host memory).
+  EXPECT_EQ(e[8].nvme_bytes, 12 * half);
+  EXPECT_EQ(e[8].host_bytes, 2 * half + 4 * 12 * 10'000'000);
   const auto lines = memory_estimate_lines(c, psi, 2);
-  ASSERT_EQ(lines.size(), 4u);
-  EXPECT_NE(lines[3].find("offload_optimizer nvme"), std::string::npos) << lines[3];
+  ASSERT_EQ(lines.size(), 10u);
+  EXPECT_NE(lines[3].find("offload_param none, offload_optimizer nvme"), std::string::npos)
+      << lines[3];
   EXPECT_NE(lines[3].find("<- this config"), std::string::npos) << lines[3];
   EXPECT_EQ(lines[1].find("<- this config"), std::string::npos) << lines[1];
+}
+
+// ZeRO-Infinity for the 2B target: every shard on NVMe (max_in_cpu 0) leaves only the fp32
+// gradients (4 Ψ / N) and the swap buffers in memory.
+TEST(MemoryEstimate, Stage3ParametersOnNvmePastMaxInCpu) {
+  const int64_t psi = 2'000'000'000;
+  Config c = with(
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "zero_optimization: {stage: 3, sub_group_size: 1e8, offload_optimizer: {device: nvme, "
+      "nvme_path: /x, buffer_count: 3}, offload_param: {device: nvme, nvme_path: /x, "
+      "buffer_count: 4, buffer_size: 5e7, max_in_cpu: 1e8}}");
+  const auto e = estimate_model_states(c, psi, 2);
+  ASSERT_EQ(e.size(), 9u);
+  const int64_t half = psi / 2;
+  const MemoryEstimate& all = e[8];  // params nvme, optimizer nvme
+  EXPECT_EQ(all.device_bytes, 4 * half);
+  EXPECT_EQ(all.nvme_bytes, 12 * half + 2 * (half - 100'000'000));
+  EXPECT_EQ(all.host_bytes, int64_t{3} * 12 * 100'000'000 + 2 * 100'000'000 + 4 * 2 * 50'000'000);
+  const auto lines = memory_estimate_lines(c, psi, 2);
+  EXPECT_NE(lines[9].find("offload_param nvme, offload_optimizer nvme"), std::string::npos)
+      << lines[9];
+  EXPECT_NE(lines[9].find("<- this config"), std::string::npos) << lines[9];
 }
 
 // fp32 without offload: the parameters are the master (K = 8); stages 0-2 keep full parameters,

@@ -47,7 +47,7 @@ TEST(ZtConfigTool, ValidPrintsResolvedJsonAndExitsZero) {
   EXPECT_NE(r.out.find("\"stage\": 3"), std::string::npos);
 }
 
-// --params: model-state bytes per rank for each optimizer offload choice, on stderr.
+// --params: model-state bytes per rank for each offload choice, on stderr.
 TEST(ZtConfigTool, ParamsPrintsTheMemoryEstimate) {
   ToolRun r = zt_config("validate " + kConfigs + "offload_nvme.json --world-size 2 --params 2e9");
   EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -56,8 +56,8 @@ TEST(ZtConfigTool, ParamsPrintsTheMemoryEstimate) {
             std::string::npos)
       << r.err;
   // bf16, stage 3, Adam: 6 GB per rank in memory without offload's 12 GB, which go to NVMe.
-  EXPECT_NE(r.err.find("offload_optimizer nvme: device 5.59 GiB, host 0.45 GiB, nvme 11.18 GiB   "
-                       "<- this config"),
+  EXPECT_NE(r.err.find("offload_param none, offload_optimizer nvme: device 5.59 GiB, host 0.45 "
+                       "GiB, nvme 11.18 GiB   <- this config"),
             std::string::npos)
       << r.err;
 }

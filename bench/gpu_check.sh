@@ -8,7 +8,9 @@
 #   2. runs the GPU checks (tests/gpu): first NCCL with one rank alone, then the kernels against
 #      their CPU references and the engine on CUDA against torch AdamW;
 #   3. trains GPT-2 124M: zerotorch bf16 and fp16 at ZeRO stage 0, 2, 3 and 2 + optimizer
-#      offload, and the plain PyTorch eager baseline (autocast, fused AdamW) in each dtype;
+#      offload (bf16 also stage 3 + optimizer offload with the parameter shards in pinned host
+#      memory and on NVMe, offload_param cpu/nvme), and the plain PyTorch eager baseline
+#      (autocast, fused AdamW) in each dtype;
 #   4. prints one table (bench/gpu/gpu_report.py): checks, every run's status, then tokens/s, MFU
 #      (6 * params * tokens/s over 989 TFLOPS, the H100/H200 SXM dense bf16 peak;
 #      ZT_PEAK_TFLOPS overrides) and peak memory.
@@ -174,8 +176,8 @@ cat "$res/checks_rest.jsonl" >>"$res/checks.jsonl" 2>/dev/null
 # ---- 3. GPT-2 124M ------------------------------------------------------------------------------
 common=(--batch "$batch" --seq 1024 --steps "$steps" --warmup 3 --peak-tflops "$peak"
         --json "$res/bench.jsonl")
-zt_row() {  # dtype stage [--offload]
-  local name="zt_$1_stage$2${3:+_offload}"
+zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]]
+  local name="zt_$1_stage$2${3:+_offload}${4:+_param_$4}"
   if [ "$nccl_ok" = 0 ]; then
     log "skip $name: the one-rank NCCL check did not pass"
     status "$name" "skipped: NCCL check did not pass"
@@ -183,6 +185,7 @@ zt_row() {  # dtype stage [--offload]
     return
   fi
   run "$name" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" ${3:+--offload} \
+    ${4:+--offload-param "$4"} \
     --comm-timeout-s 60 "${common[@]}" && tail -1 "$res/$name.log"
 }
 eager_row() {  # dtype
@@ -198,6 +201,8 @@ else
   zt_row bf16 3
   zt_row bf16 2
   zt_row bf16 2 offload
+  zt_row bf16 3 offload cpu
+  zt_row bf16 3 offload nvme
   eager_row fp16
   zt_row fp16 0
   zt_row fp16 3

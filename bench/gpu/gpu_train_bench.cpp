@@ -2,8 +2,12 @@
 // GPT example's model, examples/gpt) on random tokens on one GPU through zt::Engine with the
 // nccl backend, and reports tokens/s, model FLOPs utilisation and peak memory as one JSON line.
 //
-//   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--batch 16] [--seq 1024] [--steps 10]
-//                [--warmup 3] [--peak-tflops 989] [--comm-timeout-s 60] [--json FILE]
+//   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--offload-param cpu|nvme] [--batch 16]
+//                [--seq 1024] [--steps 10] [--warmup 3] [--peak-tflops 989]
+//                [--comm-timeout-s 60] [--json FILE]
+//
+// --offload-param (stage 3): the 16-bit shards in pinned host memory (cpu) or in files under the
+// system's temp directory (nvme, every shard: max_in_cpu 0), copied to the GPU per unit.
 //
 // --comm-timeout-s bounds NCCL initialisation and every collective (the library default is 30
 // minutes): bench/gpu_check.sh must see a hung run fail inside its window, not at its time limit.
@@ -17,6 +21,7 @@
 // torch.cuda.max_memory_allocated).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -36,6 +41,7 @@ struct Args {
   std::string dtype = "bf16";
   int stage = 0;
   bool offload = false;
+  std::string offload_param;  // "", "cpu" or "nvme"
   int64_t batch = 16;
   int64_t seq = 1024;
   int steps = 10;
@@ -59,6 +65,8 @@ Args parse(int argc, char** argv) {
       a.stage = std::stoi(value());
     else if (k == "--offload")
       a.offload = true;
+    else if (k == "--offload-param")
+      a.offload_param = value();
     else if (k == "--batch")
       a.batch = std::stoll(value());
     else if (k == "--seq")
@@ -78,6 +86,9 @@ Args parse(int argc, char** argv) {
   }
   ZT_CHECK(a.dtype == "bf16" || a.dtype == "fp16" || a.dtype == "fp32",
            "--dtype must be bf16, fp16 or fp32, got ", a.dtype);
+  ZT_CHECK(a.offload_param.empty() || a.offload_param == "cpu" || a.offload_param == "nvme",
+           "--offload-param must be cpu or nvme, got ", a.offload_param);
+  ZT_CHECK(a.offload_param.empty() || a.stage == 3, "--offload-param needs --stage 3");
   ZT_CHECK(a.steps >= 1 && a.warmup >= 1, "--steps and --warmup must be >= 1");
   ZT_CHECK(a.comm_timeout_s >= 1, "--comm-timeout-s must be >= 1, got ", a.comm_timeout_s);
   return a;
@@ -104,6 +115,13 @@ int run(int argc, char** argv) {
   o.offload_optimizer = a.offload;
   o.compute_dtype = a.dtype == "bf16" ? at::kBFloat16 : a.dtype == "fp16" ? at::kHalf : at::kFloat;
   o.optimizer.type = a.offload ? "CpuAdam" : "AdamW";
+  if (!a.offload_param.empty()) {
+    o.offload_param.device = a.offload_param == "cpu" ? zt::ParamOffloadOptions::Device::kCpu
+                                                      : zt::ParamOffloadOptions::Device::kNvme;
+    o.offload_param.pin_memory = true;
+    o.offload_param.nvme_path = std::filesystem::temp_directory_path().string();
+    o.offload_param.max_in_cpu = 0;
+  }
   o.hyper.lr = 3e-4;
   o.hyper.weight_decay = 0.1;
   o.hyper.beta2 = 0.95;
@@ -142,8 +160,9 @@ int run(int argc, char** argv) {
 
   const double tokens_per_s = static_cast<double>(a.batch * a.seq * a.steps) / seconds;
   const double mfu = 6.0 * static_cast<double>(params) * tokens_per_s / (a.peak_tflops * 1e12);
-  const std::string name =
-      "zt " + a.dtype + " stage " + std::to_string(a.stage) + (a.offload ? " + offload" : "");
+  const std::string name = "zt " + a.dtype + " stage " + std::to_string(a.stage) +
+                           (a.offload ? " + offload" : "") +
+                           (a.offload_param.empty() ? "" : " + param " + a.offload_param);
   char line[1024];
   std::snprintf(line, sizeof line,
                 "{\"name\":\"%s\",\"impl\":\"zerotorch\",\"dtype\":\"%s\",\"stage\":%d,"

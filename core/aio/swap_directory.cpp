@@ -25,17 +25,16 @@ int64_t ranks_on_this_machine() {
 
 }  // namespace
 
-SwapDirectory::SwapDirectory(const std::string& key, const std::string& p,
-                             const std::string& what, int rank, int64_t needed,
-                             const std::string& purpose) {
+SwapDirectory::SwapDirectory(const std::string& key, const std::string& p, const std::string& what,
+                             int rank, int64_t needed, const std::string& purpose) {
   struct stat st {};
   ZT_CHECK(::stat(p.c_str(), &st) == 0, key, " ", p, " does not exist (", std::strerror(errno),
            "); ", purpose, " needs ", needed, " bytes there for this rank");
   ZT_CHECK(S_ISDIR(st.st_mode), key, " ", p, " is not a directory; ", purpose, " needs ", needed,
            " bytes in a directory there for this rank");
   const std::string dir =
-      (std::filesystem::path(p) / ("zerotorch_" + what + "_rank" + std::to_string(rank) + "_pid" +
-                                   std::to_string(::getpid())))
+      (std::filesystem::path(p) /
+       ("zerotorch_" + what + "_rank" + std::to_string(rank) + "_pid" + std::to_string(::getpid())))
           .string();
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     const int err = errno;

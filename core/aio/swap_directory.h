@@ -20,8 +20,8 @@ class SwapDirectory {
  public:
   // key: the config key that named path (for messages); what: the directory's kind ("optimizer",
   // "params"); purpose: what needs the bytes, for messages ("NVMe optimizer offload").
-  SwapDirectory(const std::string& key, const std::string& path, const std::string& what,
-                int rank, int64_t needed_bytes, const std::string& purpose);
+  SwapDirectory(const std::string& key, const std::string& path, const std::string& what, int rank,
+                int64_t needed_bytes, const std::string& purpose);
   ~SwapDirectory();
   SwapDirectory(const SwapDirectory&) = delete;
   SwapDirectory& operator=(const SwapDirectory&) = delete;

@@ -49,7 +49,10 @@ void Bucket::allocate_grads() {
   if (options_.stage <= 1) {
     grad_full_ = at::zeros({layout_.padded_numel()}, gopt);
   } else {
-    grad_shard_ = at::zeros({layout_.shard_numel()}, gopt);
+    // Never read before the window's first reduce-scatter writes it (shard_has_grad_), so it is
+    // not zeroed: its pages stay untouched (and off the resident set) until the first backward,
+    // which keeps them out of the peak of building and casting a model that barely fits.
+    grad_shard_ = at::empty({layout_.shard_numel()}, gopt);
   }
   pending_ = static_cast<int>(layout_.entries().size());
 }
@@ -271,15 +274,14 @@ at::Tensor Bucket::owned_grad() const {
   switch (options_.stage) {
     case 0: return grad_full_;
     case 1: return reduced_;
-    default: return grad_shard_;
+    default: return shard_has_grad_ ? grad_shard_ : at::Tensor();
   }
 }
 
 void Bucket::zero_grads() {
   ZT_INTERNAL_ASSERT(!grad_work_, "zero_grads with a gradient reduction in flight");
   if (grad_full_.defined()) grad_full_.zero_();
-  if (grad_shard_.defined()) grad_shard_.zero_();
-  shard_has_grad_ = false;
+  shard_has_grad_ = false;  // the next reduce-scatter overwrites grad_shard_ (no zeroing pass)
   reduced_ = at::Tensor();
   staging_ = at::Tensor();
 }

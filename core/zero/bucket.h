@@ -125,7 +125,8 @@ class Bucket {
   void finish_grad_sync(WaitClock& clock);
   // Rearms the per-micro-step bookkeeping after backward.
   void next_micro_step();
-  // The reduced gradient of the stepped range (undefined before the window's sync at stage 1).
+  // The reduced gradient of the stepped range; undefined before the window's first sync at
+  // stages 1-3 (stages 2-3 do not zero their shard buffer: the first reduce-scatter overwrites it).
   at::Tensor owned_grad() const;
   // Drops the window's gradients.
   void zero_grads();

@@ -46,7 +46,8 @@ NvmeParamSwapper::NvmeParamSwapper(const ParamOffloadOptions& options, int rank,
     const int64_t count =
         std::min<int64_t>(options_.buffer_count, std::max<int64_t>(1, static_cast<int64_t>(files)));
     buffers_.resize(static_cast<size_t>(count));
-    for (auto& b : buffers_) b.memory = aio::AlignedBuffer(file_bytes(std::max<int64_t>(largest, 1)));
+    for (auto& b : buffers_)
+      b.memory = aio::AlignedBuffer(file_bytes(std::max<int64_t>(largest, 1)));
   } catch (...) {
     slots_.clear();  // closes the files before the directory goes
     dir_.reset();
@@ -94,8 +95,8 @@ int NvmeParamSwapper::take_buffer(bool may_wait) {
     int best = -1;
     for (size_t i = 0; i < buffers_.size(); ++i) {
       if (buffers_[i].state != s) continue;
-      if (best < 0 || (newest ? buffers_[i].age > buffers_[best].age
-                              : buffers_[i].age < buffers_[best].age)) {
+      if (best < 0 ||
+          (newest ? buffers_[i].age > buffers_[best].age : buffers_[i].age < buffers_[best].age)) {
         best = static_cast<int>(i);
       }
     }

@@ -64,9 +64,6 @@ void ShardedStep::make_nvme_swapper() {
            "zero_optimization.offload_optimizer.device nvme steps with CPUAdam (optimizer type "
            "Adam or AdamW); optimizer ",
            options_.optimizer.type, " is not supported there");
-  ZT_CHECK(host_offload_ == nullptr,
-           "zero_optimization.offload_optimizer.device nvme with the model on a GPU is not "
-           "implemented yet; use device cpu there");
   std::vector<int64_t> numels;
   for (auto& b : buckets_) numels.push_back(b->stepped().size());
   nvme_ = std::make_unique<NvmeOptimizerSwapper>(options_.nvme_optimizer, comm_.rank(), numels,
@@ -328,12 +325,12 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
     clip = options_.gradient_clipping / (out.grad_norm + 1e-6);
   }
   const double grad_scale = inv * clip;
-  if (host_offload_) {
-    offload_step(grad_scale, lr);
-    return out;
-  }
   if (nvme_) {
     nvme_step(grad_scale, lr);
+    return out;
+  }
+  if (host_offload_) {
+    offload_step(grad_scale, lr);
     return out;
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -405,7 +402,10 @@ void ShardedStep::offload_step(double grad_scale, double lr) {
 // NVMe optimizer offload (core/zero/nvme_optimizer.h): the chunks of every stepped range stream
 // through the swap buffers; each is stepped by its bucket's CpuAdam with the chunk's m and v
 // loaded for the step and stored back after it, so the arithmetic per element is the same as a
-// step over the whole range in host memory (bit for bit).
+// step over the whole range in host memory (bit for bit). With the model on a GPU each gradient
+// chunk is copied to the host before its step and the updated parameters go back to the device
+// shard after it (synchronous copies: the disk, not PCIe, sets the pace here); a shard in host
+// memory or on NVMe (offload_param) takes the 16-bit copy straight from the optimizer's pass.
 void ShardedStep::nvme_step(double grad_scale, double lr) {
   std::vector<size_t> stepped;
   std::vector<int64_t> step_before(buckets_.size(), 0);
@@ -416,6 +416,7 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
     step_before[b] = slots_[b].optimizer->step_count();
   }
   auto step_tensor = [](int64_t n) { return at::scalar_tensor(n, at::kLong); };
+  const at::TensorOptions host_float = at::TensorOptions().dtype(at::kFloat).device(at::kCPU);
   // An I/O error on one rank stops every rank: the ranks vote before anything is published, so
   // none waits in a collective for a rank that left.
   std::string failure;
@@ -426,7 +427,8 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
         [&](NvmeOptimizerSwapper::Chunk& c) {
           Slot& slot = slots_[c.slot];
           at::Tensor g = buckets_[c.slot]->owned_grad().narrow(0, c.begin, c.numel);
-          at::Tensor g32 = g.scalar_type() == at::kFloat ? g : g.to(at::kFloat);
+          // CpuAdam steps the host chunk: a GPU model's gradient chunk comes to the host first.
+          at::Tensor g32 = g.is_cpu() && g.scalar_type() == at::kFloat ? g : g.to(host_float);
           // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
           std::vector<optim::GroupRange> ranges;
           for (optim::GroupRange r : groups(c.slot, lr, grad_scale)) {
@@ -438,7 +440,7 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
                                            {"exp_avg", c.states[0]},
                                            {"exp_avg_sq", c.states[1]}});
           at::Tensor target = targets.of(c);
-          if (target.scalar_type() != at::kFloat) {
+          if (target.scalar_type() != at::kFloat && target.is_cpu()) {
             slot.optimizer->step(c.master, g32, ranges, &target);
           } else {
             slot.optimizer->step(c.master, g32, ranges);

@@ -1,7 +1,11 @@
 #include "tests/gpu/gpu_checks.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
+#include <string>
+#include <unistd.h>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -267,10 +271,23 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+// offload: the optimizer on the host (CpuAdam); param: where stage-3 shards live (offload_param:
+// "", "cpu" or "nvme"); nvme_optimizer: master and Adam state in files (offload_optimizer nvme).
 struct EngineCase {
   int stage;
   bool offload;
+  std::string param = "";
+  bool nvme_optimizer = false;
 };
+
+// Scratch space for the NVMe cases: a directory of this process under the system's temp dir.
+std::string nvme_scratch() {
+  const std::string d =
+      (std::filesystem::temp_directory_path() / ("zt_gpu_check_nvme_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(d);
+  return d;
+}
 
 std::vector<std::pair<torch::Tensor, torch::Tensor>> batches(int count) {
   torch::manual_seed(5);
@@ -297,10 +314,25 @@ EngineOptions engine_options(int stage, bool offload, at::ScalarType dtype) {
 
 void check_engine_equivalence() {
   const auto data = batches(4);
-  for (EngineCase c : {EngineCase{0, false}, EngineCase{1, false}, EngineCase{2, false},
-                       EngineCase{3, false}, EngineCase{2, true}, EngineCase{3, true}}) {
-    const std::string what =
-        "engine stage " + std::to_string(c.stage) + (c.offload ? " + offload" : "");
+  // Parameter offload (issue 19): the shards in pinned host memory or in files, gathered to the
+  // GPU per unit; and the optimizer's master and state on NVMe with the model on the GPU.
+  const std::vector<EngineCase> cases = {{0, false},
+                                         {1, false},
+                                         {2, false},
+                                         {3, false},
+                                         {2, true},
+                                         {3, true},
+                                         {3, true, "cpu"},
+                                         {3, false, "cpu"},
+                                         {3, true, "nvme"},
+                                         {3, true, "", true},
+                                         {3, true, "nvme", true}};
+  const std::string scratch = nvme_scratch();
+  for (const EngineCase& c : cases) {
+    const std::string what = "engine stage " + std::to_string(c.stage) +
+                             (c.offload ? " + offload" : "") +
+                             (c.param.empty() ? "" : " + param " + c.param) +
+                             (c.nvme_optimizer ? " + nvme optimizer" : "");
     torch::manual_seed(4);
     Mlp model;
     Mlp reference;
@@ -314,7 +346,19 @@ void check_engine_equivalence() {
     reference->to(kGpu);
     torch::optim::AdamW ref_opt(reference->parameters(),
                                 torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
-    Engine engine(model.ptr(), engine_options(c.stage, c.offload, at::kFloat), nccl_one_rank());
+    EngineOptions o = engine_options(c.stage, c.offload, at::kFloat);
+    if (!c.param.empty()) {
+      o.offload_param.device =
+          c.param == "cpu" ? ParamOffloadOptions::Device::kCpu : ParamOffloadOptions::Device::kNvme;
+      o.offload_param.pin_memory = true;
+      o.offload_param.nvme_path = scratch;
+      o.offload_param.max_in_cpu = 0;
+    }
+    if (c.nvme_optimizer) {
+      o.nvme_optimizer.path = scratch;
+      o.nvme_optimizer.sub_group_size = 700;
+    }
+    Engine engine(model.ptr(), o, nccl_one_rank());
     for (const auto& batch : data) {
       const torch::Tensor& x = batch.first;
       const torch::Tensor& y = batch.second;
@@ -335,6 +379,7 @@ void check_engine_equivalence() {
       expect_close(what + " parameter " + p.key(), got[p.key()], p.value(), 1e-4, 1e-5);
     }
   }
+  std::filesystem::remove_all(scratch);
 }
 
 void check_engine_half() {

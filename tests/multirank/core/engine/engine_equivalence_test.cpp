@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -532,6 +533,34 @@ TEST(EngineNvmeOffload, ParameterShardLargerThanBufferSizeIsAnError) {
                       0),
             0u)
       << msg;
+}
+
+// A parameter shard file that lost its bytes: the gather that reads it names the file and the
+// offset. Every rank truncates its own file, so every rank stops at the same read (one rank alone
+// would leave the others in the all-gather: a real job stops them through the fatal-exit path).
+TEST(EngineNvmeOffload, ParameterShardReadErrorNamesTheFile) {
+  auto model = make_model(ModelKind::kMlp);
+  zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
+  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
+  o.offload_param.nvme_path = scratch();
+  o.offload_param.max_in_cpu = 0;
+  o.offload_param.buffer_count = 1;
+  zt::Engine engine(model, o, g_comm);
+  const std::string dir =
+      std::filesystem::path(scratch()) / ("zerotorch_params_rank" + std::to_string(g_comm->rank()) +
+                                          "_pid" + std::to_string(::getpid()));
+  const std::string bad = dir + "/buffer0.swp";
+  ASSERT_TRUE(std::filesystem::exists(bad)) << bad;
+  std::filesystem::resize_file(bad, 0);
+  auto [x, y] = global_batch(ModelKind::kMlp, 0);
+  std::string msg;
+  try {
+    engine.forward([&] { return torch::mse_loss(run_model(*model, ModelKind::kMlp, x), y); });
+  } catch (const zt::Error& e) {
+    msg = e.message();
+  }
+  EXPECT_NE(msg.find("read of " + bad + " at offset 0"), std::string::npos) << msg;
+  g_comm->barrier()->wait();
 }
 
 // A bad nvme_path stops the engine while it is built, before any collective or step, on every

@@ -219,8 +219,9 @@ TEST(DeepSpeedSyntax, OffloadParamReachesTheEngine) {
   ConfigReport stage2 = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
     "offload_param": {"device": "cpu"}}})");
   ASSERT_TRUE(stage2.errors.empty()) << all(stage2.errors);
-  EXPECT_TRUE(has_line_starting(stage2.warnings, "zero_optimization.offload_param.device: cpu "
-                                                 "offload is ignored at zero_optimization.stage 2"))
+  EXPECT_TRUE(has_line_starting(stage2.warnings,
+                                "zero_optimization.offload_param.device: cpu "
+                                "offload is ignored at zero_optimization.stage 2"))
       << all(stage2.warnings);
   EXPECT_EQ(zt::engine_options_from_config(*stage2.config).offload_param.device,
             zt::ParamOffloadOptions::Device::kNone);

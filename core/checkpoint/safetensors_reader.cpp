@@ -1,7 +1,12 @@
 #include "core/checkpoint/safetensors_reader.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <ATen/ATen.h>
@@ -28,6 +33,7 @@ at::ScalarType SafetensorsReader::dtype_of(const std::string& name) {
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   ZT_CHECK(std::filesystem::is_regular_file(path), "safetensors file ", path, " does not exist");
   const uint64_t file_size = std::filesystem::file_size(path);
+  file_size_ = file_size;
   ZT_CHECK(file_size >= 8, path, ": not a safetensors file (", file_size, " bytes)");
   in_ = std::make_unique<ckpt::RecordReader>(path);
   const uint64_t header_len = in_->u64();
@@ -78,7 +84,9 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
 }
 
-SafetensorsReader::~SafetensorsReader() = default;
+SafetensorsReader::~SafetensorsReader() {
+  if (mapped_ != nullptr) ::munmap(mapped_, file_size_);
+}
 
 const SafetensorsReader::Entry& SafetensorsReader::entry(const std::string& name) const {
   auto it = index_.find(name);
@@ -91,6 +99,34 @@ at::Tensor SafetensorsReader::read(const std::string& name) const {
   at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
   if (e.end > e.begin) in_->read_at(data_offset_ + e.begin, t.data_ptr(), e.end - e.begin);
   return t;
+}
+
+at::Tensor SafetensorsReader::map(const std::string& name) const {
+  const Entry& e = entry(name);
+  const uint64_t offset = data_offset_ + e.begin;
+  if (e.end == e.begin || offset % c10::elementSize(e.dtype) != 0) return read(name);
+  if (mapped_ == nullptr) {
+    const int fd = ::open(path_.c_str(), O_RDONLY);
+    ZT_CHECK(fd >= 0, "safetensors file ", path_, " cannot be opened: ", std::strerror(errno));
+    void* p = ::mmap(nullptr, file_size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);  // the mapping keeps the file
+    ZT_CHECK(p != MAP_FAILED, "safetensors file ", path_,
+             " cannot be mapped: ", std::strerror(err));
+    mapped_ = p;
+  }
+  // from_blob without a deleter: the tensor does not own the mapping, the reader does.
+  return at::from_blob(static_cast<char*>(mapped_) + offset, e.shape,
+                       at::TensorOptions().dtype(e.dtype));
+}
+
+void SafetensorsReader::drop_pages(const std::string& name) const {
+  const Entry& e = entry(name);
+  if (mapped_ == nullptr || e.end == e.begin) return;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t lo = (data_offset_ + e.begin) / page * page;
+  const uint64_t hi = std::min(file_size_, (data_offset_ + e.end + page - 1) / page * page);
+  ::madvise(static_cast<char*>(mapped_) + lo, hi - lo, MADV_DONTNEED);  // advice: never fails here
 }
 
 }  // namespace zt

@@ -61,7 +61,11 @@ void PartitionedInit::add_unit(const std::string& name, torch::nn::Module& unit)
     ZT_CHECK(!added_.count(key_of(p.value())) && !owner_.count(key_of(p.value())),
              "partitioned construction: parameter ", full, " was added twice");
     added_.insert(key_of(p.value()));
-    if (trainable(full, p.value())) params.emplace_back(full, p.value());
+    if (trainable(full, p.value())) {
+      params.emplace_back(full, p.value());
+    } else {
+      whole_.emplace_back(full, p.value());
+    }
   }
   partition(name, std::move(params));
 }
@@ -71,10 +75,15 @@ void PartitionedInit::add_root(torch::nn::Module& model) {
   root_added_ = true;
   std::vector<std::pair<std::string, at::Tensor>> params;
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {
-    if (added_.count(key_of(p.value())) || !trainable(p.key(), p.value())) continue;
-    params.emplace_back(p.key(), p.value());
+    if (added_.count(key_of(p.value()))) continue;
+    if (trainable(p.key(), p.value())) {
+      params.emplace_back(p.key(), p.value());
+    } else {
+      whole_.emplace_back(p.key(), p.value());
+    }
   }
   for (const auto& p : params) added_.insert(key_of(p.second));
+  for (const auto& p : whole_) added_.insert(key_of(p.second));
   partition("", std::move(params));
 }
 
@@ -120,6 +129,28 @@ void PartitionedInit::partition(const std::string& unit,
     resident_bytes_ += held.numel() * static_cast<int64_t>(held.element_size());
     for (const auto& e : layout.entries()) owner_[key_of(e.param)] = buffers_.size();
     buffers_.push_back(std::move(b));
+  }
+}
+
+void PartitionedInit::load(ShardWeightSource& source) {
+  at::NoGradGuard no_grad;
+  for (PartitionedBuffer& b : buffers_) {
+    ZT_CHECK(!b.adopted, "partitioned construction: load after the engine adopted the buffer of ",
+             b.layout.entries().front().name, "; load before creating the engine");
+    // A persistent buffer is held whole (flat), any other as this rank's slice (shard).
+    const dist::Range own = b.persistent ? dist::Range{0, b.layout.padded_numel()}
+                                         : b.layout.shard_range(options_.rank);
+    const at::Tensor& held = b.persistent ? b.flat : b.shard;
+    for (const auto& e : b.layout.entries()) {
+      const dist::Range r = dist::intersect(e.range, own);
+      source.fill(e.name, e.param.sizes(), r.empty() ? 0 : r.begin - e.range.begin,
+                  held.narrow(0, r.empty() ? 0 : r.begin - own.begin, r.size()));
+    }
+  }
+  for (const auto& [name, p] : whole_) {
+    at::Tensor flat = p.detach().reshape({-1});  // a view for a contiguous parameter
+    source.fill(name, p.sizes(), 0, flat);
+    if (!flat.is_alias_of(p)) p.detach().copy_(flat.view(p.sizes()));
   }
 }
 

@@ -11,6 +11,7 @@
 //     auto block = blocks->push_back(Block(...));   // constructed and initialised: full values
 //     parts.add_unit("blocks." + i, *block);       // slice kept, the rest freed
 //   }
+//   parts.load(pretrained);                    // optional: values from a ShardWeightSource
 //   zt::Engine engine(model, options, comm, parts_ptr);  // adopts the slices: no broadcast
 //
 // Every rank runs the same constructor with the same seed, so the RNG stream is consumed
@@ -27,9 +28,14 @@
 //              bytes (released_storage.h), which drops the module's own allocation.
 //              A persistent buffer (fewer than persistence_threshold elements) stays whole.
 //
+//   load:      each shard's (and persistent buffer's) elements overwritten in place from a
+//              ShardWeightSource, parameter by parameter; nothing is allocated here, so the peak
+//              is the shards plus what the source holds for one call (SafetensorsWeights: nothing
+//              but the file's mapped pages).
+//
 // Parameters that do not require gradients, or that the config's `freeze` globs match, are left
-// as they are (the engine keeps frozen parameters whole on every rank). A partitioned parameter's
-// values cannot be read until the engine gathers its unit.
+// as they are (the engine keeps frozen parameters whole on every rank; load fills them whole). A
+// partitioned parameter's values cannot be read until the engine gathers its unit.
 
 #include <cstdint>
 #include <string>
@@ -41,6 +47,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "core/zero/shard_weight_source.h"
 #include "parallel/communicator.h"
 #include "parallel/flat_buffer.h"
 
@@ -79,6 +86,13 @@ class PartitionedInit {
   // The model's trainable parameters built so far that belong to no unit added before: the
   // engine's root unit. Call it once every root parameter exists (before the units, or after).
   void add_root(torch::nn::Module& model);
+  // Once the model is built, every rank, before the engine: overwrites the values built with
+  // `source`'s, this rank's range of each flat buffer (the whole of a persistent one) and the
+  // frozen parameters left whole. Every parameter is asked for, in construction order, with an
+  // empty range where this rank holds none of it (shard_weight_source.h). The values are then
+  // what a whole model loaded from `source` holds, and check_same_on_every_rank still checks the
+  // values constructed, not these.
+  void load(ShardWeightSource& source);
 
   // ---- the engine's side (units.h: make_buckets) ----
   // The buffer laid out as `layout` (the same parameters in the same order), marked adopted;
@@ -109,6 +123,8 @@ class PartitionedInit {
   // Parameter (TensorImpl) -> index into buffers_.
   std::unordered_map<const void*, size_t> owner_;
   std::unordered_set<const void*> added_;  // every parameter of units added so far
+  // Parameters added but left whole (not trainable), for load.
+  std::vector<std::pair<std::string, at::Tensor>> whole_;
   int64_t largest_unit_bytes_ = 0;
   int64_t resident_bytes_ = 0;
   bool root_added_ = false;

@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <set>
 #include <sstream>
 #include <vector>
 #include <yaml-cpp/yaml.h>
@@ -12,7 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "core/base/error.h"
-#include "core/checkpoint/safetensors_reader.h"
+#include "core/checkpoint/safetensors_set.h"
 #include "core/checkpoint/safetensors_writer.h"
 
 namespace zt::examples {
@@ -218,33 +217,21 @@ HfGpt2 read_hf_gpt2(const std::string& dir) {
            "model directory)");
   HfGpt2 r;
   r.shape = gpt_shape_from_hf_config((d / "config.json").string());
-  std::vector<std::string> files;
-  if (fs::is_regular_file(d / "model.safetensors")) {
-    files.push_back((d / "model.safetensors").string());
-  } else {
-    const fs::path index = d / "model.safetensors.index.json";
-    ZT_CHECK(fs::is_regular_file(index), dir,
-             " has neither model.safetensors nor model.safetensors.index.json");
-    const YAML::Node map = load_json(index.string())["weight_map"];
-    ZT_CHECK(map && map.IsMap(), index.string(), ": no weight_map object");
-    std::set<std::string> seen;
-    for (const auto& kv : map) {
-      const std::string f = kv.second.as<std::string>();
-      if (seen.insert(f).second) files.push_back((d / f).string());
-    }
-  }
+  const SafetensorsSet files(dir);  // one file, or the index's shards: each tensor in one file
   at::Tensor lm_head;
-  for (const std::string& f : files) {
-    SafetensorsReader reader(f);
-    for (const auto& e : reader.entries()) {
+  for (const auto& reader : files.files()) {
+    for (const auto& e : reader->entries()) {
       bool transposed = false;
       const std::string ours = gpt_name_from_hf(e.name, &transposed);
       if (ours.empty()) {
-        if (e.name == "lm_head.weight") lm_head = reader.read(e.name);
+        if (e.name == "lm_head.weight") lm_head = reader->read(e.name);
         continue;
       }
-      ZT_CHECK(!r.values.count(ours), f, ": tensor '", e.name, "' appears twice");
-      at::Tensor v = reader.read(e.name);
+      ZT_CHECK(at::isFloatingType(e.dtype), reader->path(), ": tensor '", e.name, "' is ", e.dtype,
+               "; GPT-2 weights are floating point (F32, BF16, F16, F64)");
+      ZT_CHECK(!r.values.count(ours), reader->path(), ": tensor '", e.name, "' gives parameter ",
+               ours, " a second time");
+      at::Tensor v = reader->read(e.name);
       r.values[ours] = transposed ? v.t().contiguous() : v;
     }
   }

@@ -7,6 +7,7 @@
 #include "core/base/error.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/format.h"
+#include "core/checkpoint/safetensors_weights.h"
 #include "core/config/config.h"
 #include "examples/gpt/gpt_config.h"
 
@@ -61,6 +62,49 @@ PretrainedGpt read_pretrained_gpt(const std::string& path, const std::string& ta
     return {hf.shape, std::move(hf.values), path + " (Hugging Face GPT-2)"};
   }
   return read_checkpoint(path, tag, weights);
+}
+
+bool streams_into_shards(const std::string& path) {
+  return fs::is_regular_file(fs::path(path) / "config.json");
+}
+
+std::string load_pretrained_shards(const std::string& dir, const GptShape& model,
+                                   zero::PartitionedInit& parts) {
+  ZT_CHECK(streams_into_shards(dir), dir, " has no config.json (not a Hugging Face model ",
+           "directory); only those load into a model built partitioned");
+  const std::string source = dir + " (Hugging Face GPT-2)";
+  check_same_architecture(
+      model, {gpt_shape_from_hf_config((fs::path(dir) / "config.json").string()), {}, source});
+  const SafetensorsSet files(dir);
+  // GPT-2's names, with or without the "transformer." prefix (the original GPT-2 files have
+  // none), as read_hf_gpt2 accepts them.
+  SafetensorsWeights weights(files, [&files](const std::string& ours) {
+    StoredTensor s;
+    s.name = hf_gpt2_name(ours, &s.transposed);
+    const std::string bare = s.name.substr(std::string("transformer.").size());
+    if (files.find(s.name) == nullptr && files.find(bare) != nullptr) s.name = bare;
+    return s;
+  });
+  parts.load(weights);
+  // What carries no weight of ours (the tied head, attention-mask buffers) may be left over.
+  weights.check_all_used([](const std::string& tensor) {
+    try {
+      bool transposed = false;
+      return gpt_name_from_hf(tensor, &transposed).empty();
+    } catch (const Error&) {
+      return false;  // not a GPT-2 weight: reported by check_all_used, naming the file
+    }
+  });
+  // The tied head, compared in the files (mapped: page cache, no copy) as read_hf_gpt2 does.
+  if (const SafetensorsReader* head = files.find("lm_head.weight")) {
+    const std::string wte =
+        files.find("transformer.wte.weight") != nullptr ? "transformer.wte.weight" : "wte.weight";
+    ZT_CHECK(head->map("lm_head.weight").equal(files.find(wte)->map(wte)), head->path(),
+             ": lm_head.weight differs from ", wte, "; the GPT example's head is tied");
+  }
+  return detail::str("init from ", source, ": loaded ", weights.parameters_filled(),
+                     " parameters into this rank's shards from ", files.files().size(),
+                     " file(s), reading only their ranges");
 }
 
 void check_same_architecture(const GptShape& model, const PretrainedGpt& p) {

@@ -184,13 +184,30 @@ void log_model(const GptImpl& model) {
               s.vocab_size, ", ", model.num_parameters(), " parameters");
 }
 
-// Pretrained weights into the whole model, before zt::initialize shards it: every parameter
-// must be found, with its shape (load_by_name.h).
-void init_from(GptImpl& model, const Args& a) {
+// The model, with --init-from's weights when given. At stage 3 (`partitioned` set) it is built
+// partitioned, and a Hugging Face directory is read straight into this rank's shards
+// (pretrained.h: load_pretrained_shards); a checkpoint directory is consolidated, so the model is
+// built whole to take it (load_by_name.h: every parameter found, with its shape) and zt::initialize
+// shards it. Every parameter must be found, with its shape, either way.
+Gpt build_model(const GptShape& shape, zero::PartitionedInit* partitioned, const Args& a) {
+  if (a.init_from.empty() || (partitioned && streams_into_shards(a.init_from))) {
+    Gpt model(shape, partitioned);
+    log_model(*model);
+    if (!a.init_from.empty()) ZT_LOG_INFO(load_pretrained_shards(a.init_from, shape, *partitioned));
+    return model;
+  }
+  if (partitioned) {
+    ZT_LOG_INFO("init from ", a.init_from, ": a zerotorch checkpoint loads into the whole ",
+                "model, so it is built whole on every rank (only a Hugging Face directory loads ",
+                "into shards)");
+  }
+  Gpt model(shape, nullptr);
+  log_model(*model);
   PretrainedGpt p = read_pretrained_gpt(a.init_from, a.init_tag);
-  check_same_architecture(model.shape(), p);
-  LoadReport r = load_by_name(model, p.values, {});
+  check_same_architecture(model->shape(), p);
+  LoadReport r = load_by_name(*model, p.values, {});
   ZT_LOG_INFO("init from ", p.source, ": ", r.summary());
+  return model;
 }
 
 int train(int argc, char** argv) {
@@ -202,11 +219,10 @@ int train(int argc, char** argv) {
   Launch launch = zt::launch(cli, gpt_program_values(a.steps));
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   // The model's vocabulary must cover the shard's ids. At stage 3 it is built partitioned (no
-  // rank holds it whole), unless pretrained weights are loaded into the whole model first.
-  Gpt model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()),
-            a.init_from.empty() ? launch.partitioned.get() : nullptr);
-  log_model(*model);
-  if (!a.init_from.empty()) init_from(*model, a);
+  // rank holds it whole), unless a checkpoint's weights are loaded into the whole model first.
+  Gpt model =
+      build_model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()),
+                  launch.partitioned.get(), a);
   const BatchStreamOptions batches{.max_length = model->shape().max_seq_len,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),

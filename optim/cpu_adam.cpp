@@ -127,6 +127,17 @@ std::map<std::string, at::Tensor> CpuAdam::state_dict() const {
   return s;
 }
 
+void CpuAdam::adopt_state(at::Tensor exp_avg, at::Tensor exp_avg_sq) {
+  for (const at::Tensor* t : {&exp_avg, &exp_avg_sq}) {
+    ZT_CHECK(t->is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous() &&
+                 t->numel() == exp_avg.numel(),
+             "CpuAdam::adopt_state: the state must be contiguous CPU fp32 of one size, got ",
+             t->scalar_type(), " on ", t->device(), " with ", t->numel(), " elements");
+  }
+  exp_avg_ = std::move(exp_avg);
+  exp_avg_sq_ = std::move(exp_avg_sq);
+}
+
 void CpuAdam::load_state_dict(const std::map<std::string, at::Tensor>& state) {
   load_step(state);
   exp_avg_ = exp_avg_sq_ = at::Tensor();

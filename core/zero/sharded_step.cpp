@@ -11,6 +11,7 @@
 #include "core/zero/host_offload.h"
 #include "core/zero/nvme_optimizer.h"
 #include "optim/clip.h"
+#include "optim/cpu_adam.h"
 #include "optim/fused_adam_launch.h"
 
 namespace zt::zero {
@@ -436,9 +437,18 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
             r.end = std::min(r.end, c.begin + c.numel) - c.begin;
             if (r.begin < r.end) ranges.push_back(r);
           }
-          slot.optimizer->load_state_dict({{"step", step_tensor(step_before[c.slot])},
-                                           {"exp_avg", c.states[0]},
-                                           {"exp_avg_sq", c.states[1]}});
+          // CpuAdam steps the chunk's m and v where they lie in the swap buffer (no copy in or
+          // out); a wrapper (SWA) loads copies. Either way the optimizer lets go of them after
+          // the chunk, so it never holds more than one chunk's state.
+          auto* adam = dynamic_cast<optim::CpuAdam*>(slot.optimizer.get());
+          const at::Tensor step_now = step_tensor(step_before[c.slot]);
+          if (adam) {
+            adam->load_state_dict({{"step", step_now}});
+            adam->adopt_state(c.states[0], c.states[1]);
+          } else {
+            slot.optimizer->load_state_dict(
+                {{"step", step_now}, {"exp_avg", c.states[0]}, {"exp_avg_sq", c.states[1]}});
+          }
           at::Tensor target = targets.of(c);
           if (target.scalar_type() != at::kFloat && target.is_cpu()) {
             slot.optimizer->step(c.master, g32, ranges, &target);
@@ -446,9 +456,12 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
             slot.optimizer->step(c.master, g32, ranges);
             target.copy_(c.master);
           }
-          const auto state = slot.optimizer->state_dict();
-          c.states[0].copy_(state.at("exp_avg"));
-          c.states[1].copy_(state.at("exp_avg_sq"));
+          if (!adam) {
+            const auto state = slot.optimizer->state_dict();
+            c.states[0].copy_(state.at("exp_avg"));
+            c.states[1].copy_(state.at("exp_avg_sq"));
+          }
+          slot.optimizer->load_state_dict({{"step", step_now}});
         },
         /*read=*/true, /*write_back=*/true);
     targets.close();

@@ -583,6 +583,27 @@ TEST(EngineNvmeOffload, MissingNvmePathStopsBeforeTraining) {
   EXPECT_NE(msg.find(" bytes there for this rank"), std::string::npos) << msg;
 }
 
+// The same for offload_param's nvme_path: one line naming the key, the path and the bytes.
+TEST(EngineNvmeOffload, MissingParamNvmePathStopsBeforeTraining) {
+  auto model = make_model(ModelKind::kMlp);
+  zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
+  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
+  o.offload_param.nvme_path = scratch() + "/missing_params";
+  o.offload_param.max_in_cpu = 0;
+  std::string msg;
+  try {
+    zt::Engine engine(model, o, g_comm);
+  } catch (const zt::Error& e) {
+    msg = e.message();
+  }
+  EXPECT_EQ(msg.rfind("zero_optimization.offload_param.nvme_path " + o.offload_param.nvme_path +
+                          " does not exist",
+                      0),
+            0u)
+      << msg;
+  EXPECT_NE(msg.find("NVMe parameter offload needs "), std::string::npos) << msg;
+}
+
 // A swap file that loses its bytes mid-run on the last rank: that rank names the file and the
 // offset, every other rank stops too (a vote, not a hang in the next collective).
 TEST(EngineNvmeOffload, IoErrorOnOneRankStopsEveryRank) {

@@ -6,9 +6,9 @@
 //
 //   <nvme_path>/zerotorch_params_rank<r>_pid<p>/buffer<b>.swp   [ shard (n,) compute dtype | pad ]
 //
-// The shards move through buffer_count host buffers of buffer_size elements each (DeepSpeed's
-// offload_param.buffer_count / buffer_size; a shard must fit one buffer, else an error naming
-// buffer_size). A buffer is one of
+// The shards move through buffer_count host buffers (DeepSpeed's offload_param.buffer_count),
+// each the size of the largest shard, which must be within buffer_size elements (DeepSpeed's
+// offload_param.buffer_size; else an error naming it). A buffer is one of
 //
 //   free      nothing in it
 //   reading   a read-ahead of slot b in flight (prefetch)
@@ -28,7 +28,7 @@
 // host memory while the elements kept so far stay within max_in_cpu; the rest live in files. The
 // engine decides and hands only the NVMe ones here.
 //
-// Memory: buffer_count * buffer_size * element size in RAM instead of the shards' bytes.
+// Memory: buffer_count * the largest shard's bytes in RAM instead of the shards' bytes.
 
 #include <cstdint>
 #include <memory>

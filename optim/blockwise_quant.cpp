@@ -72,10 +72,20 @@ QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
           code < 255 ? mid_[code] : std::numeric_limits<float>::infinity();
     }
   }
+  for (int i = 0; i < 256; ++i) {
+    uint32_t map_bits, mid_bits;
+    std::memcpy(&map_bits, &map_[i], 4);
+    std::memcpy(&mid_bits, &mid_[i], 4);
+    for (int p = 0; p < 4; ++p) {
+      map_planes_[256 * p + i] = static_cast<uint8_t>(map_bits >> (8 * p));
+      mid_planes_[256 * p + i] = static_cast<uint8_t>(mid_bits >> (8 * p));
+    }
+  }
 }
 
 kernels::QuantTables QuantCodec::tables() const {
-  return {map_.data(), mid_.data(), table_.data(), max_steps_, thresholds_.data()};
+  return {map_.data(),        mid_.data(),        table_.data(),     max_steps_,
+          thresholds_.data(), map_planes_.data(), mid_planes_.data()};
 }
 
 uint8_t QuantCodec::encode_by_bisection(float x) const {

@@ -57,6 +57,8 @@ class QuantCodec {
   std::array<uint8_t, 65536 + 3> table_;
   int32_t max_steps_ = 0;
   std::vector<float> thresholds_;  // kernels::QuantTables::bucket_thresholds
+  // kernels::QuantTables::map_planes and mid_planes: [4][256] bytes each.
+  std::array<uint8_t, 1024> map_planes_, mid_planes_;
 };
 
 // Quantizes x[0, n) block by block into codes[0, n) and absmax[0, ceil(n / block)).

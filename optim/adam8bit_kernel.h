@@ -4,8 +4,8 @@
 // permutes; adam8bit.cpp picks it over the plain AVX-512 build where the CPU has it), each in its
 // own translation unit with its own -m flags (optim/CMakeLists.txt). Those files include nothing
 // but this header (and through it adam_formula.h, whose inline code they never call),
-// <immintrin.h> and their ISA's shared header (avx2_tail.h, adam8bit_avx512_passes.h: internal
-// linkage only).
+// <immintrin.h> and headers of internal-linkage code for them (avx2_tail.h,
+// adam8bit_avx512_passes.h, adam8bit_prefetch.h).
 //
 // One block, four passes over data that stays in L1 (block_size 2048: 16 KiB of scratch):
 //   1. decode m and v into fp32 scratch: map[code] * absmax (one rounding);
@@ -22,7 +22,7 @@
 // The SIMD builds do each pass with vector loads, gathers and register look-ups and give the
 // scalar build's bytes bit for bit (tests/unit/optim/adam8bit_test.cpp): no fused multiply-add
 // anywhere (their files compile with -ffp-contract=off), the same per-element operations, and max
-// is exact. Passes 1 and 4 are bound by instructions and pass 2 by memory, so the AVX-512 builds
+// is exact. Passes 1 and 4 are bound by instructions and pass 2 by memory, so the SIMD builds
 // prefetch the next block's inputs during 1 and 4 (Adam8bitNext).
 
 #include <cstdint>

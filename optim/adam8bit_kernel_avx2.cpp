@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "optim/adam8bit_kernel.h"
+#include "optim/adam8bit_prefetch.h"
 #include "optim/avx2_tail.h"
 
 namespace zt::optim::kernels {
@@ -29,10 +30,17 @@ void decode8(const uint8_t* codes, const QuantTables& t, __m256 scale, float* ou
   _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_i32gather_ps(t.map, load_codes(codes), 4), scale));
 }
 
-void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax, float* out) {
+// Each iteration also prefetches a line of the next block (the four 8-element table loops reach
+// its 12 bytes per element).
+void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax, float* out,
+            NextBlockPrefetch& pf) {
   const __m256 scale = _mm256_set1_ps(absmax);
   for_each_8(
-      0, n, [&](int64_t k) { decode8(codes + k, t, scale, out + k); },
+      0, n,
+      [&](int64_t k) {
+        pf.step(1);
+        decode8(codes + k, t, scale, out + k);
+      },
       [&](int64_t k, int64_t left) {
         uint8_t c[8] = {};
         float o[8];
@@ -143,10 +151,15 @@ void encode8(const float* x, __m256 scale, const QuantTables& t, uint8_t* codes)
   _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), _mm256_castsi256_si128(ordered));
 }
 
-void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes) {
+void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes,
+            NextBlockPrefetch& pf) {
   const __m256 scale = _mm256_set1_ps(inv);
   for_each_8(
-      0, n, [&](int64_t k) { encode8(x + k, scale, t, codes + k); },
+      0, n,
+      [&](int64_t k) {
+        pf.step(1);
+        encode8(x + k, scale, t, codes + k);
+      },
       [&](int64_t k, int64_t left) {
         float in[8] = {};
         uint8_t out[8];
@@ -159,8 +172,9 @@ void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t*
 }  // namespace
 
 void adam8bit_block_avx2(const Adam8bitBlock& a) {
-  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch);
-  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch);
+  NextBlockPrefetch pf(a.next);
+  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch, pf);
+  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch, pf);
   for (int32_t s = 0; s < a.num_segments; ++s) {
     if (a.segments[s].c.l2_weight_decay != 0) {
       update<true>(a, a.segments[s]);
@@ -172,8 +186,8 @@ void adam8bit_block_avx2(const Adam8bitBlock& a) {
   absmax(a, &mmax, &vmax);
   *a.m_absmax = mmax;
   *a.v_absmax = vmax;
-  encode(a.m_scratch, a.n, mmax > 0 ? 1 / mmax : 0, a.m_tables, a.m_code);
-  encode(a.v_scratch, a.n, vmax > 0 ? 1 / vmax : 0, a.v_tables, a.v_code);
+  encode(a.m_scratch, a.n, mmax > 0 ? 1 / mmax : 0, a.m_tables, a.m_code, pf);
+  encode(a.v_scratch, a.n, vmax > 0 ? 1 / vmax : 0, a.v_tables, a.v_code, pf);
 }
 
 }  // namespace zt::optim::kernels

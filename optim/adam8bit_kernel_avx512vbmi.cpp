@@ -66,8 +66,21 @@ constexpr ByteIndex pack_index(int q0) {
   return r;
 }
 
+// The same in natural order: byte 16 q + i is the low byte of int i of register q.
+constexpr ByteIndex natural_pack_index(int q0) {
+  ByteIndex r{};
+  for (int pos = 0; pos < 64; ++pos) {
+    const int q = pos / 16, i = pos % 16;
+    if (q == q0) r.b[pos] = static_cast<uint8_t>(4 * i);
+    if (q == q0 + 1) r.b[pos] = static_cast<uint8_t>(64 + 4 * i);
+  }
+  return r;
+}
+
 constexpr ByteIndex kLaneOrder = lane_order(), kPack01 = pack_index(0), kPack23 = pack_index(2);
-constexpr __mmask64 kQ23 = 0xff00ff00ff00ff00ull;  // lane-order bytes of registers 2 and 3
+constexpr ByteIndex kNaturalPack01 = natural_pack_index(0), kNaturalPack23 = natural_pack_index(2);
+constexpr __mmask64 kQ23 = 0xff00ff00ff00ff00ull;         // lane-order bytes of registers 2 and 3
+constexpr __mmask64 kNaturalQ23 = 0xffffffff00000000ull;  // natural-order ones
 
 __m512i load64(const ByteIndex& index) {
   return _mm512_load_si512(index.b);
@@ -136,6 +149,7 @@ void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t*
   const __m512 scale = _mm512_set1_ps(inv);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i pack01 = load64(kPack01), pack23 = load64(kPack23);
+  const __m512i natural01 = load64(kNaturalPack01), natural23 = load64(kNaturalPack23);
   for (int64_t k = 0; k < n; k += 64) {
     pf.step(kPrefetchLines);
     __mmask16 msk[4];
@@ -166,14 +180,15 @@ void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t*
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) code[q] = _mm512_mask_add_epi32(code[q], up[q], code[q], one);
     }
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m128i bytes = _mm512_cvtepi32_epi8(code[q]);  // the low bytes
-      if (msk[q] == kAll) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + k + 16 * q), bytes);
-      } else {
-        _mm_mask_storeu_epi8(codes + k + 16 * q, msk[q], bytes);
-      }
+    // The ints' low bytes, 64 in natural order, stored at once.
+    const __m512i bytes =
+        _mm512_mask_blend_epi8(kNaturalQ23, _mm512_permutex2var_epi8(code[0], natural01, code[1]),
+                               _mm512_permutex2var_epi8(code[2], natural23, code[3]));
+    const __mmask64 km = tail64(n - k);
+    if (km == ~__mmask64{0}) {
+      _mm512_storeu_si512(codes + k, bytes);
+    } else {
+      _mm512_mask_storeu_epi8(codes + k, km, bytes);
     }
   }
 }

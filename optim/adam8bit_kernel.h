@@ -15,10 +15,12 @@
 //   3. the new absmax of m (of |m|) and of v; NaN is skipped, as std::max(acc, NaN) keeps acc.
 //      The AVX-512 builds take it during pass 2 when the segments tile the block;
 //   4. encode m * (1 / absmax) and v * (1 / absmax) with the block-wise codec (blockwise_quant.h):
-//      the code of the top 16 bits' bucket, then up past the midpoints x exceeds. The AVX2 build
-//      counts those midpoints from per-bucket thresholds (the bucket's next midpoints), so every
-//      look-up is indexed by the bucket alone and none waits for another; the AVX-512 builds look
-//      mid[code] up in registers.
+//      the code of the top 16 bits' bucket, then up past the midpoints x exceeds. When no bucket
+//      holds two midpoints (max_steps == 1: the dynamic maps), the SIMD builds gather the bucket's
+//      code and step threshold in one int (QuantTables::bucket_step) and step on an integer
+//      compare of x's low bits. Otherwise the AVX2 build counts the midpoints from per-bucket
+//      thresholds (the bucket's next midpoints), so every look-up is indexed by the bucket alone
+//      and none waits for another, and the AVX-512 builds look mid[code] up in registers.
 // The SIMD builds do each pass with vector loads, gathers and register look-ups and give the
 // scalar build's bytes bit for bit (tests/unit/optim/adam8bit_test.cpp): no fused multiply-add
 // anywhere (their files compile with -ffp-contract=off), the same per-element operations, and max
@@ -42,6 +44,13 @@ struct QuantTables {
   // [max_steps][65536]: threshold j of bucket h is mid[bucket_code[h] + j], or +inf past mid[254];
   // the code of x is bucket_code[h] + the number of thresholds below x (ordered compare).
   const float* bucket_thresholds;
+  // [65536] when max_steps == 1 (else null): bucket h's code in bits 0-7 and, in bits 16-31, the
+  // threshold of its one step: x in bucket h steps past mid[code] iff key(x) > threshold, key(x)
+  // the low 16 bits of x, inverted for negative x (there a larger magnitude is a smaller value).
+  // A bucket holds at most one midpoint when max_steps == 1, and mid[code] >= the bucket's
+  // smallest value, so x > mid[code] only when that midpoint is in x's bucket; the threshold is
+  // its key then, and 0xffff (never exceeded) otherwise or at code 255.
+  const uint32_t* bucket_step;
   // [4][256]: byte p of map[i] and of mid[i] at [p][i] (little-endian), the byte planes the
   // AVX-512 VBMI build looks values up in, 64 codes per byte permute.
   const uint8_t* map_planes;

@@ -151,20 +151,47 @@ void encode8(const float* x, __m256 scale, const QuantTables& t, uint8_t* codes)
   _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), _mm256_castsi256_si128(ordered));
 }
 
+// The same when every bucket holds at most one midpoint (QuantTables::bucket_step, the dynamic
+// maps): one gather gives the bucket's code and its step threshold, and the step is an integer
+// compare on x's low 16 bits (key and threshold are below 2^16, so the signed compare serves).
+void encode8_one_step(const float* x, __m256 scale, const QuantTables& t, uint8_t* codes) {
+  const __m256i bits = _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(x), scale));
+  const __m256i entry = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.bucket_step),
+                                               _mm256_srli_epi32(bits, 16), 4);
+  // key(x): the low 16 bits, inverted where x is negative (arithmetic shift of the sign).
+  const __m256i key = _mm256_and_si256(_mm256_xor_si256(bits, _mm256_srai_epi32(bits, 31)),
+                                       _mm256_set1_epi32(0xffff));
+  const __m256i up = _mm256_cmpgt_epi32(key, _mm256_srli_epi32(entry, 16));  // -1 where it steps
+  const __m256i code =
+      _mm256_and_si256(_mm256_sub_epi32(entry, up), _mm256_set1_epi32(0xff));  // the low byte
+  const __m256i w = _mm256_packus_epi32(code, code);
+  const __m256i b = _mm256_packus_epi16(w, w);
+  const __m256i ordered = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), _mm256_castsi256_si128(ordered));
+}
+
 void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes,
             NextBlockPrefetch& pf) {
   const __m256 scale = _mm256_set1_ps(inv);
+  const bool one_step = t.bucket_step != nullptr;
+  auto encode8_any = [&](const float* in, uint8_t* out) {
+    if (one_step) {
+      encode8_one_step(in, scale, t, out);
+    } else {
+      encode8(in, scale, t, out);
+    }
+  };
   for_each_8(
       0, n,
       [&](int64_t k) {
         pf.step(1);
-        encode8(x + k, scale, t, codes + k);
+        encode8_any(x + k, codes + k);
       },
       [&](int64_t k, int64_t left) {
         float in[8] = {};
         uint8_t out[8];
         std::memcpy(in, x + k, static_cast<size_t>(left) * sizeof(float));
-        encode8(in, scale, t, out);
+        encode8_any(in, out);
         std::memcpy(codes + k, out, static_cast<size_t>(left));
       });
 }

@@ -72,6 +72,20 @@ QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
           code < 255 ? mid_[code] : std::numeric_limits<float>::infinity();
     }
   }
+  if (max_steps_ == 1) {
+    bucket_step_.resize(65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const int code = table_[h];
+      uint32_t threshold = 0xffff;
+      if (code < 255) {
+        uint32_t mid_bits;
+        std::memcpy(&mid_bits, &mid_[code], 4);
+        if (mid_bits >> 16 == h)
+          threshold = (h & 0x8000u) ? ~mid_bits & 0xffffu : mid_bits & 0xffffu;
+      }
+      bucket_step_[h] = static_cast<uint32_t>(code) | threshold << 16;
+    }
+  }
   for (int i = 0; i < 256; ++i) {
     uint32_t map_bits, mid_bits;
     std::memcpy(&map_bits, &map_[i], 4);
@@ -84,8 +98,10 @@ QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
 }
 
 kernels::QuantTables QuantCodec::tables() const {
-  return {map_.data(),        mid_.data(),        table_.data(),     max_steps_,
-          thresholds_.data(), map_planes_.data(), mid_planes_.data()};
+  return {map_.data(),        mid_.data(),
+          table_.data(),      max_steps_,
+          thresholds_.data(), bucket_step_.empty() ? nullptr : bucket_step_.data(),
+          map_planes_.data(), mid_planes_.data()};
 }
 
 uint8_t QuantCodec::encode_by_bisection(float x) const {

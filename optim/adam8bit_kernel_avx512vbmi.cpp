@@ -1,7 +1,9 @@
 // AVX-512 VBMI build of Adam8bit's block pass (adam8bit_kernel.h; compiled with -mavx512f
 // -mavx512bw -mavx512vl -mavx512vbmi -ffp-contract=off): the AVX-512 build (its update and absmax
 // passes are shared: adam8bit_avx512_passes.h) with the two table-bound passes, decode and encode,
-// done 64 elements at a time on byte planes.
+// done 64 elements at a time: decode looks the map up on byte planes; encode gathers the bucket
+// entries (QuantTables::bucket_step) for the dynamic maps, and for other maps looks the midpoints
+// up on byte planes in its step loop. The 64 codes are packed and stored with byte permutes.
 //
 // A 256-entry float table is held as its 4 byte planes (QuantTables::map_planes, mid_planes),
 // each 4 registers of 64 bytes. Looking 64 codes up in one plane is two 128-entry byte permutes

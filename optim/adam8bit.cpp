@@ -53,7 +53,11 @@ Adam8bit::Adam8bit(const OptimizerSpec& spec)
       unsigned_codec_(dynamic_map(false)),
       path_(parse_simd_path(spec.simd)) {
   switch (path_) {
-    case SimdPath::kAvx512: block_kernel_ = &kernels::adam8bit_block_avx512; break;
+    case SimdPath::kAvx512:
+      // VBMI (byte permutes) is a separate CPUID bit: Zen 4 and Ice Lake on have it, Skylake-X not.
+      block_kernel_ = __builtin_cpu_supports("avx512vbmi") ? &kernels::adam8bit_block_avx512vbmi
+                                                           : &kernels::adam8bit_block_avx512;
+      break;
     case SimdPath::kAvx2: block_kernel_ = &kernels::adam8bit_block_avx2; break;
     default: block_kernel_ = &kernels::adam8bit_block_scalar; break;
   }
@@ -214,6 +218,16 @@ void Adam8bit::step(at::Tensor& master, const at::Tensor& grad,
         a.v_tables = vt;
         a.m_scratch = m.data();
         a.v_scratch = v.data();
+        if (b + 1 < be) {  // this thread's next block
+          const int64_t nlo = hi, nhi = std::min(n, nlo + block_);
+          a.next.param = p + nlo;
+          a.next.grad = g + nlo;
+          a.next.m_code = mq + nlo;
+          a.next.v_code = vq + nlo;
+          a.next.half_out =
+              half.data == nullptr ? nullptr : static_cast<const uint16_t*>(half.data) + nlo;
+          a.next.n = nhi - nlo;
+        }
         kernel(a);
       }
     });

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "optim/adam8bit_kernel.h"
+#include "optim/adam8bit_prefetch.h"
 #include "optim/avx2_tail.h"
 
 namespace zt::optim::kernels {
@@ -29,10 +30,17 @@ void decode8(const uint8_t* codes, const QuantTables& t, __m256 scale, float* ou
   _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_i32gather_ps(t.map, load_codes(codes), 4), scale));
 }
 
-void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax, float* out) {
+// Each iteration also prefetches a line of the next block (the four 8-element table loops reach
+// its 12 bytes per element).
+void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax, float* out,
+            NextBlockPrefetch& pf) {
   const __m256 scale = _mm256_set1_ps(absmax);
   for_each_8(
-      0, n, [&](int64_t k) { decode8(codes + k, t, scale, out + k); },
+      0, n,
+      [&](int64_t k) {
+        pf.step(1);
+        decode8(codes + k, t, scale, out + k);
+      },
       [&](int64_t k, int64_t left) {
         uint8_t c[8] = {};
         float o[8];
@@ -143,15 +151,47 @@ void encode8(const float* x, __m256 scale, const QuantTables& t, uint8_t* codes)
   _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), _mm256_castsi256_si128(ordered));
 }
 
-void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes) {
+// The same when every bucket holds at most one midpoint (QuantTables::bucket_step, the dynamic
+// maps): one gather gives the bucket's code and its step threshold, and the step is an integer
+// compare on x's low 16 bits (key and threshold are below 2^16, so the signed compare serves).
+void encode8_one_step(const float* x, __m256 scale, const QuantTables& t, uint8_t* codes) {
+  const __m256i bits = _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(x), scale));
+  const __m256i entry = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.bucket_step),
+                                               _mm256_srli_epi32(bits, 16), 4);
+  // key(x): the low 16 bits, inverted where x is negative (arithmetic shift of the sign).
+  const __m256i key = _mm256_and_si256(_mm256_xor_si256(bits, _mm256_srai_epi32(bits, 31)),
+                                       _mm256_set1_epi32(0xffff));
+  const __m256i up = _mm256_cmpgt_epi32(key, _mm256_srli_epi32(entry, 16));  // -1 where it steps
+  const __m256i code =
+      _mm256_and_si256(_mm256_sub_epi32(entry, up), _mm256_set1_epi32(0xff));  // the low byte
+  const __m256i w = _mm256_packus_epi32(code, code);
+  const __m256i b = _mm256_packus_epi16(w, w);
+  const __m256i ordered = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), _mm256_castsi256_si128(ordered));
+}
+
+void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes,
+            NextBlockPrefetch& pf) {
   const __m256 scale = _mm256_set1_ps(inv);
+  const bool one_step = t.bucket_step != nullptr;
+  auto encode8_any = [&](const float* in, uint8_t* out) {
+    if (one_step) {
+      encode8_one_step(in, scale, t, out);
+    } else {
+      encode8(in, scale, t, out);
+    }
+  };
   for_each_8(
-      0, n, [&](int64_t k) { encode8(x + k, scale, t, codes + k); },
+      0, n,
+      [&](int64_t k) {
+        pf.step(1);
+        encode8_any(x + k, codes + k);
+      },
       [&](int64_t k, int64_t left) {
         float in[8] = {};
         uint8_t out[8];
         std::memcpy(in, x + k, static_cast<size_t>(left) * sizeof(float));
-        encode8(in, scale, t, out);
+        encode8_any(in, out);
         std::memcpy(codes + k, out, static_cast<size_t>(left));
       });
 }
@@ -159,8 +199,9 @@ void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t*
 }  // namespace
 
 void adam8bit_block_avx2(const Adam8bitBlock& a) {
-  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch);
-  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch);
+  NextBlockPrefetch pf(a.next);
+  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch, pf);
+  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch, pf);
   for (int32_t s = 0; s < a.num_segments; ++s) {
     if (a.segments[s].c.l2_weight_decay != 0) {
       update<true>(a, a.segments[s]);
@@ -172,8 +213,8 @@ void adam8bit_block_avx2(const Adam8bitBlock& a) {
   absmax(a, &mmax, &vmax);
   *a.m_absmax = mmax;
   *a.v_absmax = vmax;
-  encode(a.m_scratch, a.n, mmax > 0 ? 1 / mmax : 0, a.m_tables, a.m_code);
-  encode(a.v_scratch, a.n, vmax > 0 ? 1 / vmax : 0, a.v_tables, a.v_code);
+  encode(a.m_scratch, a.n, mmax > 0 ? 1 / mmax : 0, a.m_tables, a.m_code, pf);
+  encode(a.v_scratch, a.n, vmax > 0 ? 1 / vmax : 0, a.v_tables, a.v_code, pf);
 }
 
 }  // namespace zt::optim::kernels

@@ -1,37 +1,16 @@
 // AVX-512 build of Adam8bit's block pass (adam8bit_kernel.h; compiled with -mavx512f -mavx512bw
-// -mavx512vl -ffp-contract=off): 16 elements per iteration, table look-ups as gathers, the tail
-// of each pass masked. No multiply-add is fused, so every element rounds as the scalar build.
+// -mavx512vl -ffp-contract=off): 16 elements per iteration, table look-ups as register permutes
+// (Table256) and the bucket gather, the tail of each pass masked; update and absmax shared with
+// the VBMI build (adam8bit_avx512_passes.h). No multiply-add is fused, so every element rounds as
+// the scalar build.
 #include <immintrin.h>
 
+#include "optim/adam8bit_avx512_passes.h"
 #include "optim/adam8bit_kernel.h"
 
 namespace zt::optim::kernels {
 
 namespace {
-
-constexpr __mmask16 kAll = 0xffff;
-
-__mmask16 tail(int64_t left) {
-  return left >= 16 ? kAll : static_cast<__mmask16>((1u << left) - 1);
-}
-
-// 16 codes -> 16 int32 indices (masked-off lanes read nothing and are 0).
-__m512i load_codes(const uint8_t* p, __mmask16 k) {
-  return _mm512_cvtepu8_epi32(k == kAll ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                        : _mm_maskz_loadu_epi8(k, p));
-}
-
-__m512 load(const float* p, __mmask16 k) {
-  return k == kAll ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p);
-}
-
-void store(float* p, __mmask16 k, __m512 x) {
-  if (k == kAll) {
-    _mm512_storeu_ps(p, x);
-  } else {
-    _mm512_mask_storeu_ps(p, k, x);
-  }
-}
 
 // A 256-entry float table held in 16 registers: a look-up by code is 8 two-register permutes and
 // 7 blends on the code's top 3 bits, about 2.5x faster than a 16-lane gather on AMD Zen.
@@ -52,82 +31,29 @@ struct Table256 {
   }
 };
 
-// Pass 1: scratch = map[code] * absmax.
-void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax, float* out) {
+// Pass 1: scratch = map[code] * absmax. Each iteration also prefetches a line of the next block
+// (the four 16-element table loops reach its 12 bytes per element).
+void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax, float* out,
+            NextBlockPrefetch& pf) {
   const Table256 map(t.map);
   const __m512 scale = _mm512_set1_ps(absmax);
   for (int64_t k = 0; k < n; k += 16) {
+    pf.step(1);
     const __mmask16 m = tail(n - k);
     store(out + k, m, _mm512_mul_ps(map[load_codes(codes + k, m)], scale));
   }
 }
 
-// Pass 2 on one segment: adam_update<false>, one rounding per operation.
-template <bool kL2>
-void update(const Adam8bitBlock& a, const BlockSegment& seg) {
-  const AdamConstants& c = seg.c;
-  const __m512 b1 = _mm512_set1_ps(c.beta1), omb1 = _mm512_set1_ps(c.one_minus_beta1);
-  const __m512 b2 = _mm512_set1_ps(c.beta2), omb2 = _mm512_set1_ps(c.one_minus_beta2);
-  const __m512 eps = _mm512_set1_ps(c.eps), nss = _mm512_set1_ps(c.neg_step_size);
-  const __m512 ibc2 = _mm512_set1_ps(c.inv_sqrt_bc2), decay = _mm512_set1_ps(c.decay_factor);
-  const __m512 l2 = _mm512_set1_ps(c.l2_weight_decay), gs = _mm512_set1_ps(c.grad_scale);
-  const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-  const __m512i qnan = _mm512_set1_epi32(0x7fc0);
-  uint16_t* half = static_cast<uint16_t*>(a.half_out);
-  for (int64_t k = seg.begin; k < seg.end; k += 16) {
-    const __mmask16 msk = tail(seg.end - k);
-    __m512 p = _mm512_mul_ps(load(a.param + k, msk), decay);
-    __m512 g = _mm512_mul_ps(load(a.grad + k, msk), gs);
-    if (kL2) g = _mm512_add_ps(_mm512_mul_ps(l2, p), g);
-    const __m512 m =
-        _mm512_add_ps(_mm512_mul_ps(omb1, g), _mm512_mul_ps(load(a.m_scratch + k, msk), b1));
-    const __m512 v = _mm512_add_ps(_mm512_mul_ps(omb2, _mm512_mul_ps(g, g)),
-                                   _mm512_mul_ps(load(a.v_scratch + k, msk), b2));
-    const __m512 denom = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(v), ibc2), eps);
-    p = _mm512_add_ps(_mm512_mul_ps(nss, _mm512_div_ps(m, denom)), p);
-    store(a.param + k, msk, p);
-    store(a.m_scratch + k, msk, m);
-    store(a.v_scratch + k, msk, v);
-    if (a.half_kind == HalfKind::kNone) continue;
-    __m256i h;
-    if (a.half_kind == HalfKind::kFloat16) {
-      h = _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else {
-      const __m512i bits = _mm512_castps_si512(p);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-      const __m512i r =
-          _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, round_bias), lsb), 16);
-      h = _mm512_cvtepi32_epi16(
-          _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q), qnan));
-    }
-    if (msk == kAll) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(half + k), h);
-    } else {
-      _mm256_mask_storeu_epi16(half + k, msk, h);
-    }
-  }
-}
-
-// Pass 3: max(|m|) and max(v); max_ps(x, acc) returns acc when x is NaN, as std::max(acc, x).
-void absmax(const Adam8bitBlock& a, float* m_out, float* v_out) {
-  __m512 mmax = _mm512_setzero_ps(), vmax = _mm512_setzero_ps();
-  for (int64_t k = 0; k < a.n; k += 16) {
-    const __mmask16 msk = tail(a.n - k);
-    mmax = _mm512_max_ps(_mm512_abs_ps(load(a.m_scratch + k, msk)), mmax);
-    vmax = _mm512_max_ps(load(a.v_scratch + k, msk), vmax);
-  }
-  *m_out = _mm512_reduce_max_ps(mmax);
-  *v_out = _mm512_reduce_max_ps(vmax);
-}
-
 // Pass 4: codes of x * inv: the bucket's code (a gather: 64 Ki entries), then up past each
-// midpoint below x (register look-ups).
-void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes) {
+// midpoint below x (register look-ups); a line of the next block prefetched per iteration.
+void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes,
+            NextBlockPrefetch& pf) {
   const Table256 mid(t.mid);
   const __m512 scale = _mm512_set1_ps(inv);
   const __m512i byte = _mm512_set1_epi32(0xff);
   const __m512i one = _mm512_set1_epi32(1);
   for (int64_t k = 0; k < n; k += 16) {
+    pf.step(1);
     const __mmask16 msk = tail(n - k);
     const __m512 y = _mm512_mul_ps(load(x + k, msk), scale);
     const __m512i bucket = _mm512_srli_epi32(_mm512_castps_si512(y), 16);
@@ -147,24 +73,51 @@ void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t*
   }
 }
 
+// Pass 4 when every bucket holds at most one midpoint (QuantTables::bucket_step, the dynamic maps):
+// one gather gives the bucket's code and its step threshold, and the step is an integer compare
+// on x's low 16 bits, so no midpoint is looked up.
+void encode_one_step(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes,
+                     NextBlockPrefetch& pf) {
+  const __m512 scale = _mm512_set1_ps(inv);
+  const __m512i low16 = _mm512_set1_epi32(0xffff), one = _mm512_set1_epi32(1);
+  for (int64_t k = 0; k < n; k += 16) {
+    pf.step(1);
+    const __mmask16 msk = tail(n - k);
+    const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(load(x + k, msk), scale));
+    const __m512i entry = _mm512_i32gather_epi32(_mm512_srli_epi32(bits, 16), t.bucket_step, 4);
+    // key(x): the low 16 bits, inverted where x is negative (arithmetic shift of the sign).
+    const __m512i key =
+        _mm512_and_si512(_mm512_xor_si512(bits, _mm512_srai_epi32(bits, 31)), low16);
+    const __mmask16 up = _mm512_cmpgt_epu32_mask(key, _mm512_srli_epi32(entry, 16));
+    // The code is the low byte of each int.
+    const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_mask_add_epi32(entry, up, entry, one));
+    if (msk == kAll) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + k), bytes);
+    } else {
+      _mm_mask_storeu_epi8(codes + k, msk, bytes);
+    }
+  }
+}
+
 }  // namespace
 
 void adam8bit_block_avx512(const Adam8bitBlock& a) {
-  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch);
-  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch);
-  for (int32_t s = 0; s < a.num_segments; ++s) {
-    if (a.segments[s].c.l2_weight_decay != 0) {
-      update<true>(a, a.segments[s]);
-    } else {
-      update<false>(a, a.segments[s]);
-    }
-  }
+  NextBlockPrefetch pf(a.next);
+  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch, pf);
+  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch, pf);
   float mmax = 0, vmax = 0;
-  absmax(a, &mmax, &vmax);
-  *a.m_absmax = mmax;
-  *a.v_absmax = vmax;
-  encode(a.m_scratch, a.n, mmax > 0 ? 1 / mmax : 0, a.m_tables, a.m_code);
-  encode(a.v_scratch, a.n, vmax > 0 ? 1 / vmax : 0, a.v_tables, a.v_code);
+  update_and_absmax(a, &mmax, &vmax);
+  const float mi = mmax > 0 ? 1 / mmax : 0, vi = vmax > 0 ? 1 / vmax : 0;
+  if (a.m_tables.bucket_step != nullptr) {
+    encode_one_step(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
+  } else {
+    encode(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
+  }
+  if (a.v_tables.bucket_step != nullptr) {
+    encode_one_step(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
+  } else {
+    encode(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
+  }
 }
 
 }  // namespace zt::optim::kernels

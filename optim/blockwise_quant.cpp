@@ -72,10 +72,36 @@ QuantCodec::QuantCodec(const QuantMap& map) : map_(map) {
           code < 255 ? mid_[code] : std::numeric_limits<float>::infinity();
     }
   }
+  if (max_steps_ == 1) {
+    bucket_step_.resize(65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const int code = table_[h];
+      uint32_t threshold = 0xffff;
+      if (code < 255) {
+        uint32_t mid_bits;
+        std::memcpy(&mid_bits, &mid_[code], 4);
+        if (mid_bits >> 16 == h)
+          threshold = (h & 0x8000u) ? ~mid_bits & 0xffffu : mid_bits & 0xffffu;
+      }
+      bucket_step_[h] = static_cast<uint32_t>(code) | threshold << 16;
+    }
+  }
+  for (int i = 0; i < 256; ++i) {
+    uint32_t map_bits, mid_bits;
+    std::memcpy(&map_bits, &map_[i], 4);
+    std::memcpy(&mid_bits, &mid_[i], 4);
+    for (int p = 0; p < 4; ++p) {
+      map_planes_[256 * p + i] = static_cast<uint8_t>(map_bits >> (8 * p));
+      mid_planes_[256 * p + i] = static_cast<uint8_t>(mid_bits >> (8 * p));
+    }
+  }
 }
 
 kernels::QuantTables QuantCodec::tables() const {
-  return {map_.data(), mid_.data(), table_.data(), max_steps_, thresholds_.data()};
+  return {map_.data(),        mid_.data(),
+          table_.data(),      max_steps_,
+          thresholds_.data(), bucket_step_.empty() ? nullptr : bucket_step_.data(),
+          map_planes_.data(), mid_planes_.data()};
 }
 
 uint8_t QuantCodec::encode_by_bisection(float x) const {

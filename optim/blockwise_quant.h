@@ -56,7 +56,10 @@ class QuantCodec {
   // entries, so a 4-byte gather at the last entry stays inside.
   std::array<uint8_t, 65536 + 3> table_;
   int32_t max_steps_ = 0;
-  std::vector<float> thresholds_;  // kernels::QuantTables::bucket_thresholds
+  std::vector<float> thresholds_;      // kernels::QuantTables::bucket_thresholds
+  std::vector<uint32_t> bucket_step_;  // kernels::QuantTables::bucket_step (max_steps_ == 1)
+  // kernels::QuantTables::map_planes and mid_planes: [4][256] bytes each.
+  std::array<uint8_t, 1024> map_planes_, mid_planes_;
 };
 
 // Quantizes x[0, n) block by block into codes[0, n) and absmax[0, ceil(n / block)).

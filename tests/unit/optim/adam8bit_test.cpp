@@ -2,13 +2,18 @@
 // fp32 AdamW over 20 steps.
 #include "optim/adam8bit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "core/base/error.h"
+#include "optim/adam8bit_kernel.h"
+#include "optim/blockwise_quant.h"
 #include "optim/cpu_adam.h"
 
 namespace {
@@ -337,6 +342,212 @@ TEST(QuantCodec, MaxStepsBoundsEveryBucket) {
         EXPECT_LE(int{c.encode_by_bisection(x)} - int{t.bucket_code[h]}, c.max_steps()) << bits;
       }
     }
+  }
+}
+
+// Each build of the block pass called directly (adam8bit_kernel.h), so the AVX-512 build is run
+// even where Adam8bit would pick the VBMI one: random codes and absmax, and gradients and
+// parameters with NaN, +-inf, +-0, subnormals and 1e30 (m and v overflow, an absmax becomes inf,
+// and encode sees NaN, inf and 0 * inf), blocks of every tail width against 16 and 64, segments
+// with and without a gap, all three 16-bit copies, and a next block to prefetch (Adam8bitNext,
+// which must change nothing). Every output byte must be the scalar build's.
+TEST(Adam8bitKernel, EveryBuildEqualsTheScalarOneOnSpecialValues) {
+  using zt::optim::kernels::Adam8bitBlock;
+  using Kernel = void (*)(const Adam8bitBlock&);
+  std::vector<std::pair<std::string, Kernel>> builds;
+  if (zt::optim::simd_path_supported(zt::optim::SimdPath::kAvx2)) {
+    builds.emplace_back("avx2", &zt::optim::kernels::adam8bit_block_avx2);
+  }
+  if (zt::optim::simd_path_supported(zt::optim::SimdPath::kAvx512)) {
+    builds.emplace_back("avx512", &zt::optim::kernels::adam8bit_block_avx512);
+    if (__builtin_cpu_supports("avx512vbmi")) {
+      builds.emplace_back("avx512vbmi", &zt::optim::kernels::adam8bit_block_avx512vbmi);
+    }
+  }
+  if (builds.empty()) GTEST_SKIP() << "no SIMD build runs on this CPU";
+  const zt::optim::QuantCodec sc(zt::optim::dynamic_map(true)), uc(zt::optim::dynamic_map(false));
+  // A map with 64 values packed into [0.25, 0.26] (10 midpoints to a 16-bit bucket there), so
+  // that max_steps > 1 and the builds take their general encode (a step loop over midpoint
+  // look-ups) instead of the one-step entries of the dynamic maps.
+  zt::optim::QuantMap dense_map;
+  for (int i = 0; i < 96; ++i) {
+    const float mag = std::pow(10.0f, -6.0f + 6.0f * static_cast<float>(i) / 95.0f);
+    dense_map[i] = -mag;
+    dense_map[96 + i] = mag;
+  }
+  for (int i = 0; i < 64; ++i) dense_map[192 + i] = 0.25f + 0.01f * static_cast<float>(i) / 63.0f;
+  std::sort(dense_map.begin(), dense_map.end());
+  const zt::optim::QuantCodec dense(dense_map);
+  ASSERT_GT(dense.max_steps(), 1);
+  ASSERT_EQ(dense.tables().bucket_step, nullptr);
+  const int cluster = static_cast<int>(std::lower_bound(dense_map.begin(), dense_map.end(), 0.25f) -
+                                       dense_map.begin());
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::quiet_NaN(),
+                            inf,
+                            -inf,
+                            0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f,
+                            1e30f,
+                            -1e30f};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255), decade(-8, 2);
+  std::bernoulli_distribution special(0.02);
+  int64_t blocks_run = 0;
+  for (bool dense_codec : {false, true}) {
+    const zt::optim::QuantCodec& m_codec = dense_codec ? dense : sc;
+    const zt::optim::QuantCodec& v_codec = dense_codec ? dense : uc;
+    for (int64_t n : {2048, 2047, 1000, 129, 64, 63, 17, 16, 1}) {
+      for (int trial = 0; trial < 6; ++trial) {
+        const auto kind = static_cast<zt::optim::kernels::HalfKind>(trial % 3);
+        auto value = [&](float scale) {
+          if (special(rng)) return specials[std::uniform_int_distribution<int>(0, 9)(rng)];
+          return unit(rng) * scale * std::pow(10.0f, static_cast<float>(decade(rng)));
+        };
+        std::vector<float> param(n), grad(n);
+        std::vector<uint8_t> mq(n), vq(n);
+        for (int64_t i = 0; i < n; ++i) {
+          param[i] = value(1.0f);
+          grad[i] = trial == 5 ? unit(rng) * 1e-3f : value(1e-2f);  // 5: no special values
+          mq[i] = static_cast<uint8_t>(byte(rng));
+          vq[i] = static_cast<uint8_t>(byte(rng));
+          if (dense_codec && trial >= 3) {
+            // m and v in the packed cluster, one element at the map's top (1.0) and gradients too
+            // small to move them: after the update x = m / absmax lands all over the cluster's
+            // buckets, so encode takes up to max_steps steps.
+            mq[i] = static_cast<uint8_t>(cluster + byte(rng) % 64);
+            vq[i] = static_cast<uint8_t>(cluster + byte(rng) % 64);
+            if (i == 0) mq[i] = vq[i] = 255;
+            grad[i] = unit(rng) * 1e-12f;
+          }
+        }
+        const float m_absmax0 = trial == 1 ? 0.0f : std::fabs(unit(rng)) * 1e-2f;
+        const float v_absmax0 = trial == 2 ? 0.0f : std::fabs(unit(rng)) * 1e-4f;
+        zt::optim::GroupHyper h1, h2;
+        h1.lr = 1e-3;
+        h1.weight_decay = 0.01;
+        h2.lr = 3e-4;
+        h2.weight_decay = 0.1;
+        h2.beta2 = 0.99;
+        // Trials 0-2: two elements no segment covers (absmax reads them from scratch); 3-5: the
+        // segments tile the block (absmax taken in the update).
+        const int64_t gap = trial < 3 ? 2 : 0;
+        std::vector<zt::optim::kernels::BlockSegment> segs;
+        segs.push_back({0, n / 3, zt::optim::adam_constants(h1, trial % 2 == 0, 3)});
+        if (n / 3 + gap < n) {
+          segs.push_back({n / 3 + gap, n, zt::optim::adam_constants(h2, trial < 3, 3)});
+        }
+        struct Out {
+          std::vector<float> param;
+          std::vector<uint8_t> mq, vq;
+          std::vector<uint16_t> half;
+          float ma, va;
+        };
+        auto run = [&](Kernel kernel) {
+          Out o{param, mq, vq, std::vector<uint16_t>(n, 0xabcd), m_absmax0, v_absmax0};
+          std::vector<float> ms(n), vs(n);
+          Adam8bitBlock a{};
+          a.param = o.param.data();
+          a.grad = grad.data();
+          a.m_code = o.mq.data();
+          a.v_code = o.vq.data();
+          a.m_absmax = &o.ma;
+          a.v_absmax = &o.va;
+          a.half_out = kind == zt::optim::kernels::HalfKind::kNone ? nullptr : o.half.data();
+          a.half_kind = kind;
+          a.n = n;
+          a.segments = segs.data();
+          a.num_segments = static_cast<int32_t>(segs.size());
+          a.m_tables = m_codec.tables();
+          a.v_tables = v_codec.tables();
+          a.m_scratch = ms.data();
+          a.v_scratch = vs.data();
+          if (trial % 2 == 1)
+            a.next = {grad.data(), param.data(), mq.data(), vq.data(), mq.data(), n};
+          kernel(a);
+          return o;
+        };
+        const Out ref = run(&zt::optim::kernels::adam8bit_block_scalar);
+        for (const auto& [name, kernel] : builds) {
+          SCOPED_TRACE(name + (dense_codec ? " dense map" : " dynamic maps") + " n " +
+                       std::to_string(n) + " trial " + std::to_string(trial));
+          const Out o = run(kernel);
+          EXPECT_EQ(std::memcmp(o.param.data(), ref.param.data(), n * sizeof(float)), 0);
+          EXPECT_EQ(o.mq, ref.mq);
+          EXPECT_EQ(o.vq, ref.vq);
+          EXPECT_EQ(o.half, ref.half);
+          EXPECT_EQ(std::memcmp(&o.ma, &ref.ma, 4), 0) << o.ma << " " << ref.ma;
+          EXPECT_EQ(std::memcmp(&o.va, &ref.va, 4), 0) << o.va << " " << ref.va;
+          ++blocks_run;
+        }
+      }
+    }
+  }
+  EXPECT_GT(blocks_run, 0);
+}
+
+// The byte planes the VBMI build looks values up in are the map's and the midpoints' bytes.
+TEST(QuantCodec, BytePlanesHoldTheTablesBytes) {
+  for (bool is_signed : {true, false}) {
+    const zt::optim::QuantCodec c(zt::optim::dynamic_map(is_signed));
+    const zt::optim::kernels::QuantTables t = c.tables();
+    for (int i = 0; i < 256; ++i) {
+      uint32_t map_bits = 0, mid_bits = 0;
+      for (int p = 0; p < 4; ++p) {
+        map_bits |= uint32_t{t.map_planes[256 * p + i]} << (8 * p);
+        mid_bits |= uint32_t{t.mid_planes[256 * p + i]} << (8 * p);
+      }
+      float map, mid;
+      std::memcpy(&map, &map_bits, 4);
+      std::memcpy(&mid, &mid_bits, 4);
+      EXPECT_EQ(map, t.map[i]) << i;
+      EXPECT_EQ(std::memcmp(&mid, &t.mid[i], 4), 0) << i;
+    }
+  }
+}
+
+// The one-step encode (QuantTables::bucket_step, which the SIMD builds take for the dynamic maps)
+// equals QuantCodec::encode on every bucket: at its ends, around the midpoint it holds, and on NaN.
+TEST(QuantCodec, OneStepEntriesEncodeEveryBucket) {
+  for (bool is_signed : {true, false}) {
+    const zt::optim::QuantCodec c(zt::optim::dynamic_map(is_signed));
+    const zt::optim::kernels::QuantTables t = c.tables();
+    ASSERT_EQ(c.max_steps(), 1);  // the dynamic maps need one step at most
+    ASSERT_NE(t.bucket_step, nullptr);
+    auto one_step = [&](uint32_t bits) {
+      const uint32_t entry = t.bucket_step[bits >> 16];
+      const uint32_t key = (bits ^ ((bits & 0x80000000u) ? 0xffffffffu : 0u)) & 0xffffu;
+      return static_cast<uint8_t>((entry & 0xff) + (key > entry >> 16 ? 1 : 0));
+    };
+    int64_t bad = 0, checked = 0, stepped = 0;
+    for (uint32_t h = 0; h < 65536; ++h) {
+      std::vector<uint32_t> lows = {0u, 1u, 0x7fffu, 0xfffeu, 0xffffu};
+      const uint32_t entry = t.bucket_step[h];
+      if (entry >> 16 != 0xffff) {  // a midpoint in this bucket: probe around it
+        const uint32_t threshold = entry >> 16;
+        for (uint32_t d : {0u, 1u}) {
+          for (uint32_t key : {threshold - d, threshold + 1 + d}) {
+            if (key > 0xffff) continue;
+            lows.push_back((h & 0x8000u) ? key ^ 0xffffu : key);
+          }
+        }
+      }
+      for (uint32_t low : lows) {
+        const uint32_t bits = h << 16 | low;
+        float x;
+        std::memcpy(&x, &bits, 4);
+        const uint8_t want = c.encode(x);
+        bad += one_step(bits) != want;
+        stepped += want != (entry & 0xff);
+        ++checked;
+      }
+    }
+    EXPECT_EQ(bad, 0) << (is_signed ? "signed" : "unsigned") << " of " << checked;
+    EXPECT_GT(stepped, 100);  // the steps were exercised
   }
 }
 

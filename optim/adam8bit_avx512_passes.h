@@ -1,7 +1,8 @@
 #pragma once
 // The passes both AVX-512 builds of Adam8bit's block pass share (adam8bit_kernel_avx512.cpp,
-// adam8bit_kernel_avx512vbmi.cpp): masked loads and stores, the update (pass 2) and the absmax
-// (pass 3); they differ only in how they decode and encode. Include only from translation units
+// adam8bit_kernel_avx512vbmi.cpp): masked loads and stores, the update (pass 2), the absmax
+// (pass 3), the one-step code of pass 4 and the order of the passes; they differ only in how they
+// decode, encode with the step loop, and pack codes. Include only from translation units
 // compiled with -mavx512f -mavx512bw -mavx512vl -ffp-contract=off. Everything here has internal
 // linkage (an anonymous namespace), so no unit built without AVX-512 can end up calling this
 // ISA's copy.
@@ -123,6 +124,42 @@ inline void update_and_absmax(const Adam8bitBlock& a, float* m_out, float* v_out
   if (covered_to != a.n) absmax(a, mmax, vmax);
   *m_out = *a.m_absmax = _mm512_reduce_max_ps(mmax);
   *v_out = *a.v_absmax = _mm512_reduce_max_ps(vmax);
+}
+
+// Pass 4's one-step code (QuantTables::bucket_step) of 16 already scaled values: the gathered
+// entry's low byte is the bucket's code, its high 16 bits the step threshold; the code steps up
+// by one where key(y) (the low 16 bits, inverted where y is negative: an arithmetic shift of the
+// sign) lies above the threshold. The result's low byte of each int is the code.
+inline __m512i one_step_codes(__m512 y, const QuantTables& t) {
+  const __m512i low16 = _mm512_set1_epi32(0xffff), one = _mm512_set1_epi32(1);
+  const __m512i bits = _mm512_castps_si512(y);
+  const __m512i entry = _mm512_i32gather_epi32(_mm512_srli_epi32(bits, 16), t.bucket_step, 4);
+  const __m512i key = _mm512_and_si512(_mm512_xor_si512(bits, _mm512_srai_epi32(bits, 31)), low16);
+  const __mmask16 up = _mm512_cmpgt_epu32_mask(key, _mm512_srli_epi32(entry, 16));
+  return _mm512_mask_add_epi32(entry, up, entry, one);
+}
+
+// The four passes over one block, as both AVX-512 builds run them; they pass their own decode and
+// encodes (one-step where the map allows it, QuantTables::bucket_step).
+template <auto kDecode, auto kEncodeOneStep, auto kEncode>
+void block_passes(const Adam8bitBlock& a) {
+  // The next block's inputs are fetched across the four table-bound passes (Adam8bitNext).
+  NextBlockPrefetch pf(a.next);
+  kDecode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch, pf);
+  kDecode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch, pf);
+  float mmax = 0, vmax = 0;
+  update_and_absmax(a, &mmax, &vmax);
+  const float mi = mmax > 0 ? 1 / mmax : 0, vi = vmax > 0 ? 1 / vmax : 0;
+  if (a.m_tables.bucket_step != nullptr) {
+    kEncodeOneStep(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
+  } else {
+    kEncode(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
+  }
+  if (a.v_tables.bucket_step != nullptr) {
+    kEncodeOneStep(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
+  } else {
+    kEncode(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
+  }
 }
 
 }  // namespace

@@ -79,18 +79,12 @@ void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t*
 void encode_one_step(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes,
                      NextBlockPrefetch& pf) {
   const __m512 scale = _mm512_set1_ps(inv);
-  const __m512i low16 = _mm512_set1_epi32(0xffff), one = _mm512_set1_epi32(1);
   for (int64_t k = 0; k < n; k += 16) {
     pf.step(1);
     const __mmask16 msk = tail(n - k);
-    const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(load(x + k, msk), scale));
-    const __m512i entry = _mm512_i32gather_epi32(_mm512_srli_epi32(bits, 16), t.bucket_step, 4);
-    // key(x): the low 16 bits, inverted where x is negative (arithmetic shift of the sign).
-    const __m512i key =
-        _mm512_and_si512(_mm512_xor_si512(bits, _mm512_srai_epi32(bits, 31)), low16);
-    const __mmask16 up = _mm512_cmpgt_epu32_mask(key, _mm512_srli_epi32(entry, 16));
     // The code is the low byte of each int.
-    const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_mask_add_epi32(entry, up, entry, one));
+    const __m128i bytes =
+        _mm512_cvtepi32_epi8(one_step_codes(_mm512_mul_ps(load(x + k, msk), scale), t));
     if (msk == kAll) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + k), bytes);
     } else {
@@ -102,22 +96,7 @@ void encode_one_step(const float* x, int64_t n, float inv, const QuantTables& t,
 }  // namespace
 
 void adam8bit_block_avx512(const Adam8bitBlock& a) {
-  NextBlockPrefetch pf(a.next);
-  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch, pf);
-  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch, pf);
-  float mmax = 0, vmax = 0;
-  update_and_absmax(a, &mmax, &vmax);
-  const float mi = mmax > 0 ? 1 / mmax : 0, vi = vmax > 0 ? 1 / vmax : 0;
-  if (a.m_tables.bucket_step != nullptr) {
-    encode_one_step(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
-  } else {
-    encode(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
-  }
-  if (a.v_tables.bucket_step != nullptr) {
-    encode_one_step(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
-  } else {
-    encode(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
-  }
+  block_passes<decode, encode_one_step, encode>(a);
 }
 
 }  // namespace zt::optim::kernels

@@ -143,13 +143,27 @@ void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax,
   }
 }
 
+// The low bytes of code[0..3]'s ints, 64 in natural order, stored at once at out (only the first
+// `left` of them when fewer than 64 are left). natural01/23: load64(kNaturalPack01/23).
+inline void store_codes64(const __m512i code[4], __m512i natural01, __m512i natural23, uint8_t* out,
+                          int64_t left) {
+  const __m512i bytes =
+      _mm512_mask_blend_epi8(kNaturalQ23, _mm512_permutex2var_epi8(code[0], natural01, code[1]),
+                             _mm512_permutex2var_epi8(code[2], natural23, code[3]));
+  const __mmask64 km = tail64(left);
+  if (km == ~__mmask64{0}) {
+    _mm512_storeu_si512(out, bytes);
+  } else {
+    _mm512_mask_storeu_epi8(out, km, bytes);
+  }
+}
+
 // Pass 4 when every bucket holds at most one midpoint (QuantTables::bucket_step, the dynamic maps):
 // one gather gives the bucket's code and its step threshold, and the step is an integer compare
 // on x's low 16 bits, so no midpoint is looked up.
 void encode_one_step(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t* codes,
                      NextBlockPrefetch& pf) {
   const __m512 scale = _mm512_set1_ps(inv);
-  const __m512i low16 = _mm512_set1_epi32(0xffff), one = _mm512_set1_epi32(1);
   const __m512i natural01 = load64(kNaturalPack01), natural23 = load64(kNaturalPack23);
   for (int64_t k = 0; k < n; k += 64) {
     pf.step(kPrefetchLines);
@@ -158,23 +172,9 @@ void encode_one_step(const float* x, int64_t n, float inv, const QuantTables& t,
     for (int q = 0; q < 4; ++q) {
       // Lanes past n hold 0, whose bucket is inside the table.
       const __m512 y = _mm512_mul_ps(load(x + k + 16 * q, tail16(n - k - 16 * q)), scale);
-      const __m512i bits = _mm512_castps_si512(y);
-      const __m512i entry = _mm512_i32gather_epi32(_mm512_srli_epi32(bits, 16), t.bucket_step, 4);
-      // key(y): the low 16 bits, inverted where y is negative (arithmetic shift of the sign).
-      const __m512i key =
-          _mm512_and_si512(_mm512_xor_si512(bits, _mm512_srai_epi32(bits, 31)), low16);
-      const __mmask16 up = _mm512_cmpgt_epu32_mask(key, _mm512_srli_epi32(entry, 16));
-      code[q] = _mm512_mask_add_epi32(entry, up, entry, one);  // the code is the low byte
+      code[q] = one_step_codes(y, t);  // the code is the low byte
     }
-    const __m512i bytes =
-        _mm512_mask_blend_epi8(kNaturalQ23, _mm512_permutex2var_epi8(code[0], natural01, code[1]),
-                               _mm512_permutex2var_epi8(code[2], natural23, code[3]));
-    const __mmask64 km = tail64(n - k);
-    if (km == ~__mmask64{0}) {
-      _mm512_storeu_si512(codes + k, bytes);
-    } else {
-      _mm512_mask_storeu_epi8(codes + k, km, bytes);
-    }
+    store_codes64(code, natural01, natural23, codes + k, n - k);
   }
 }
 
@@ -217,39 +217,14 @@ void encode(const float* x, int64_t n, float inv, const QuantTables& t, uint8_t*
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) code[q] = _mm512_mask_add_epi32(code[q], up[q], code[q], one);
     }
-    // The ints' low bytes, 64 in natural order, stored at once.
-    const __m512i bytes =
-        _mm512_mask_blend_epi8(kNaturalQ23, _mm512_permutex2var_epi8(code[0], natural01, code[1]),
-                               _mm512_permutex2var_epi8(code[2], natural23, code[3]));
-    const __mmask64 km = tail64(n - k);
-    if (km == ~__mmask64{0}) {
-      _mm512_storeu_si512(codes + k, bytes);
-    } else {
-      _mm512_mask_storeu_epi8(codes + k, km, bytes);
-    }
+    store_codes64(code, natural01, natural23, codes + k, n - k);
   }
 }
 
 }  // namespace
 
 void adam8bit_block_avx512vbmi(const Adam8bitBlock& a) {
-  // The next block's inputs are fetched across the four table-bound passes (Adam8bitNext).
-  NextBlockPrefetch pf(a.next);
-  decode(a.m_code, a.n, a.m_tables, *a.m_absmax, a.m_scratch, pf);
-  decode(a.v_code, a.n, a.v_tables, *a.v_absmax, a.v_scratch, pf);
-  float mmax = 0, vmax = 0;
-  update_and_absmax(a, &mmax, &vmax);
-  const float mi = mmax > 0 ? 1 / mmax : 0, vi = vmax > 0 ? 1 / vmax : 0;
-  if (a.m_tables.bucket_step != nullptr) {
-    encode_one_step(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
-  } else {
-    encode(a.m_scratch, a.n, mi, a.m_tables, a.m_code, pf);
-  }
-  if (a.v_tables.bucket_step != nullptr) {
-    encode_one_step(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
-  } else {
-    encode(a.v_scratch, a.n, vi, a.v_tables, a.v_code, pf);
-  }
+  block_passes<decode, encode_one_step, encode>(a);
 }
 
 }  // namespace zt::optim::kernels

@@ -46,8 +46,10 @@ double sum_of_squares(const at::Tensor& flat) {
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (flat.numel() + kChunk - 1) / kChunk;
   std::vector<double> partial(chunks, 0.0);
+  // Each thread reads its chunks last to first, so the ones it read last (still in the cache)
+  // are the first an optimizer pass over the same range in the same split reads next.
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
-    for (int64_t c = cb; c < ce; ++c) {
+    for (int64_t c = ce - 1; c >= cb; --c) {
       const int64_t b = c * kChunk, e = std::min(flat.numel(), b + kChunk);
       partial[c] = kernel(x + b, e - b);
     }

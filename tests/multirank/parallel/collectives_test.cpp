@@ -10,6 +10,7 @@
 //        [gtest flags]
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -311,6 +312,25 @@ TEST(Timeout, RankThatNeverJoinsTimesOutTheOthers) {
   }
   EXPECT_TRUE(at::equal(t, at::full({1000}, static_cast<float>(w))));
   comm().barrier()->wait();
+}
+
+// Under mpirun with a power-of-two world, the runtime asks OpenMPI for recursive halving in
+// MPI_Reduce_scatter_block (parallel/mpi_runtime.cpp); other worlds keep OpenMPI's fixed rules.
+// The reductions above check that the results are the same either way.
+TEST(MpiTuning, PowerOfTwoWorldsReduceScatterByRecursiveHalving) {
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (g_backend != "mpi" || world == nullptr) GTEST_SKIP() << "not an mpirun MPI job";
+  const long n = std::strtol(world, nullptr, 10);
+  const char* algorithm = std::getenv("OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm");
+  const char* dynamic = std::getenv("OMPI_MCA_coll_tuned_use_dynamic_rules");
+  if (n >= 2 && (n & (n - 1)) == 0) {
+    ASSERT_NE(algorithm, nullptr);
+    ASSERT_NE(dynamic, nullptr);
+    EXPECT_STREQ(algorithm, "3");
+    EXPECT_STREQ(dynamic, "1");
+  } else {
+    EXPECT_EQ(algorithm, nullptr);
+  }
 }
 
 }  // namespace

@@ -107,8 +107,8 @@ void adam_avx512_impl(const AdamArgs& a) {
   }
   // Up to the first 64-byte boundary of the half copy, then 32 elements (one line) per
   // iteration, then the rest.
-  const int64_t head = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(a.half_out) % 64) %
-                                            64 / 2);
+  const int64_t head =
+      static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(a.half_out) % 64) % 64 / 2);
   adam_range<kL2>(c, a, 0, head);
   int64_t i = head;
   for (; i + 32 <= a.n; i += 32) {

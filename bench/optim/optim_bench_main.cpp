@@ -20,7 +20,7 @@
 // ATen's multi-threaded kernels: read (sum), copy (b = a), triad (a = b + s * c).
 // Bytes each row must move per parameter (what GB/s is computed from):
 //   torch_adamw, fused_adamw 28 (read p, g, m, v; write p, m, v)
-//   cpu_adam_f32 28, cpu_adam 30 (the same plus the bf16 copy), adam8bit 12 (p, g, 2 code bytes, p,
+//   cpu_adam_f32 28, cpu_adam 30 (the same plus the bf16 copy), adam8bit 18 (p, g, 2 code bytes, p,
 //   2 code bytes, the bf16 copy), torch_step 46 (norm 4, scale 8, adamw 28, copy 6), zt_step 34
 //   (norm 4, adam 30); %bw is GB/s against the triad's.
 
@@ -237,7 +237,7 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
   rows.back().simd = simd;
   rows.back().state_bytes_per_param = static_cast<double>(cpu_adam->state_bytes()) / n;
   if (adam8) {
-    rows.push_back(make_row("adam8bit", n, median(t_8bit), 12));
+    rows.push_back(make_row("adam8bit", n, median(t_8bit), 18));
     rows.back().simd = simd;
     rows.back().state_bytes_per_param = static_cast<double>(adam8->state_bytes()) / n;
   }

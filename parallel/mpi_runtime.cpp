@@ -97,12 +97,13 @@ class Runtime {
                  owns_mpi_ ? "zerotorch" : "the program", ")");
   }
 
-  // OpenMPI 4.1's fixed rules run MPI_Reduce_scatter_block on 2 ranks as a reduce to one rank
-  // and a scatter, which moves the whole buffer through rank 0. Recursive halving moves half of
-  // it once: zt_commbench here, 2 ranks, 1-4 MiB inputs (ZeRO-1/2's gradient buckets), 181 ->
-  // 105 us and 874 -> 523 us (2026-12-01). With a power-of-two world it is OpenMPI's own
-  // bandwidth-optimal choice; other sizes need an extra exchange, so they keep the fixed rules.
-  // The switch is the documented MCA pair; a user who set either parameter keeps theirs.
+  // OpenMPI 4.1's fixed rules for MPI_Reduce_scatter_block on 2 ranks time like its
+  // reduce-then-scatter algorithm (basic_linear: the whole buffer through rank 0). Recursive
+  // halving has every rank send and reduce (n - 1) / n of the buffer with a power-of-two world
+  // and a commutative op (every op here is): zt_commbench, 2 ranks, 1-4 MiB inputs (ZeRO-1/2's
+  // gradient buckets), 181 -> 105 us and 874 -> 523 us (2026-12-01). Other world sizes need an
+  // extra exchange for it and keep the fixed rules. The switch is OpenMPI's documented MCA pair;
+  // a user who set either parameter keeps theirs.
   static void prefer_recursive_halving() {
     const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
     const long n = world != nullptr ? std::strtol(world, nullptr, 10) : 0;

@@ -21,7 +21,9 @@
 #include "examples/gpt/gpt_model.h"
 #include "examples/gpt/hf_gpt2.h"
 #include "examples/gpt/pretrained.h"
+#include "tests/support/full_parameters.h"
 #include "tests/support/mpi_world.h"
+#include "tests/support/safetensors_file.h"
 
 namespace zt::examples {
 namespace {
@@ -65,14 +67,11 @@ NamedTensors pretrained_values(const GptShape& shape) {
   return v;
 }
 
-using Named = std::vector<std::pair<std::string, at::Tensor>>;
+using Named = testing::NamedTensorList;
+using testing::expect_identical;
 
 void write_file(const fs::path& path, const Named& tensors) {
-  std::vector<SafetensorsWriter::Entry> entries;
-  for (const auto& [n, t] : tensors) entries.push_back({n, t.scalar_type(), t.sizes().vec()});
-  SafetensorsWriter w(path.string(), entries);
-  for (const auto& [n, t] : tensors) w.write(n, t);
-  w.commit();
+  testing::write_safetensors(path.string(), tensors);
 }
 
 // DIR/model.safetensors's tensors in file order.
@@ -157,22 +156,6 @@ Built build_sharded(const GptShape& shape, const fs::path& dir) {
   return b;
 }
 
-std::map<std::string, torch::Tensor> full(Engine& e) {
-  std::map<std::string, torch::Tensor> out;
-  e.for_each_full_parameter(
-      [&](const std::string& n, const at::Tensor& t) { out[n] = t.detach().clone(); });
-  return out;
-}
-
-void expect_identical(const std::map<std::string, torch::Tensor>& a,
-                      const std::map<std::string, torch::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : a) {
-    ASSERT_TRUE(b.count(name)) << name;
-    EXPECT_TRUE(torch::equal(t, b.at(name))) << name << " differs";
-  }
-}
-
 void expect_same_masters(Engine& a, Engine& b) {
   auto sa = a.shard_states(), sb = b.shard_states();
   ASSERT_EQ(sa.size(), sb.size());
@@ -221,8 +204,9 @@ TEST_P(GptPretrainedShards, SameValuesAndTrainingAsWholeModelLoad) {
   });
   Built whole = build_whole(shape, dir), sharded = build_sharded(shape, dir);
   expect_same_masters(*whole.engine, *sharded.engine);  // fp32, this rank's shards
-  const auto loaded = full(*sharded.engine);            // gathered, in the compute dtype (bf16)
-  expect_identical(full(*whole.engine), loaded);
+  const auto loaded =
+      testing::full_parameters(*sharded.engine);  // gathered, in the compute dtype (bf16)
+  expect_identical(testing::full_parameters(*whole.engine), loaded);
   // And they are the file's values (a BF16 file's, widened exactly).
   for (const auto& [name, v] : values) {
     const at::Tensor expected = bf16 ? v.to(at::kBFloat16).to(at::kFloat) : v;
@@ -230,7 +214,8 @@ TEST_P(GptPretrainedShards, SameValuesAndTrainingAsWholeModelLoad) {
   }
   const std::vector<double> a = train(whole, 3), b = train(sharded, 3);
   EXPECT_EQ(a, b);
-  expect_identical(full(*whole.engine), full(*sharded.engine));
+  expect_identical(testing::full_parameters(*whole.engine),
+                   testing::full_parameters(*sharded.engine));
   expect_same_masters(*whole.engine, *sharded.engine);
 }
 

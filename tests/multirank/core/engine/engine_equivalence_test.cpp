@@ -514,13 +514,20 @@ TEST(EngineNvmeOffload, ParametersOnNvmeAreBitIdenticalToInMemoryShards) {
   g_comm->barrier()->wait();
 }
 
+// Stage 3 MLP options with every parameter shard in a file under nvme_path (no max_in_cpu
+// prefix): the setting of the NVMe parameter error tests below.
+zt::EngineOptions nvme_param_options(const std::string& nvme_path) {
+  zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
+  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
+  o.offload_param.nvme_path = nvme_path;
+  o.offload_param.max_in_cpu = 0;
+  return o;
+}
+
 // Too small a swap buffer for the largest shard is one line naming offload_param.buffer_size.
 TEST(EngineNvmeOffload, ParameterShardLargerThanBufferSizeIsAnError) {
   auto model = make_model(ModelKind::kMlp);
-  zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
-  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
-  o.offload_param.nvme_path = scratch();
-  o.offload_param.max_in_cpu = 0;
+  zt::EngineOptions o = nvme_param_options(scratch());
   o.offload_param.buffer_size = 10;
   std::string msg;
   try {
@@ -540,10 +547,7 @@ TEST(EngineNvmeOffload, ParameterShardLargerThanBufferSizeIsAnError) {
 // would leave the others in the all-gather: a real job stops them through the fatal-exit path).
 TEST(EngineNvmeOffload, ParameterShardReadErrorNamesTheFile) {
   auto model = make_model(ModelKind::kMlp);
-  zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
-  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
-  o.offload_param.nvme_path = scratch();
-  o.offload_param.max_in_cpu = 0;
+  zt::EngineOptions o = nvme_param_options(scratch());
   o.offload_param.buffer_count = 1;
   zt::Engine engine(model, o, g_comm);
   const std::string dir =
@@ -586,10 +590,7 @@ TEST(EngineNvmeOffload, MissingNvmePathStopsBeforeTraining) {
 // The same for offload_param's nvme_path: one line naming the key, the path and the bytes.
 TEST(EngineNvmeOffload, MissingParamNvmePathStopsBeforeTraining) {
   auto model = make_model(ModelKind::kMlp);
-  zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
-  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
-  o.offload_param.nvme_path = scratch() + "/missing_params";
-  o.offload_param.max_in_cpu = 0;
+  zt::EngineOptions o = nvme_param_options(scratch() + "/missing_params");
   std::string msg;
   try {
     zt::Engine engine(model, o, g_comm);

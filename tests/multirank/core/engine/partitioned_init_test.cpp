@@ -19,11 +19,14 @@
 #include "core/engine.h"
 #include "examples/common/cpu_memory_meter.h"
 #include "tests/multirank/core/engine/test_models.h"
+#include "tests/support/full_parameters.h"
 #include "tests/support/mpi_world.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using zt::testing::expect_identical;
+using zt::testing::full_parameters;
 using zt::zero::PartitionedInit;
 
 std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
@@ -100,23 +103,6 @@ Built build(bool partitioned, at::ScalarType dtype = at::kFloat, int64_t width =
   b.engine =
       std::make_unique<zt::Engine>(b.model.ptr(), engine_options(b.model, dtype), g_comm, parts);
   return b;
-}
-
-// Every parameter's full values (gathered unit by unit), by name.
-std::map<std::string, torch::Tensor> full_parameters(zt::Engine& e) {
-  std::map<std::string, torch::Tensor> out;
-  e.for_each_full_parameter(
-      [&](const std::string& n, const at::Tensor& t) { out[n] = t.detach().clone(); });
-  return out;
-}
-
-void expect_identical(const std::map<std::string, torch::Tensor>& a,
-                      const std::map<std::string, torch::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : a) {
-    ASSERT_TRUE(b.count(name)) << name;
-    EXPECT_TRUE(torch::equal(t, b.at(name))) << name << " differs";
-  }
 }
 
 // Same data on every rank's reference; each rank takes its own slice of the global batch.

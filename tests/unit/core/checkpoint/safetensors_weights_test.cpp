@@ -13,14 +13,14 @@
 #include <torch/torch.h>
 
 #include "core/base/error.h"
-#include "core/checkpoint/safetensors_writer.h"
+#include "tests/support/safetensors_file.h"
 
 namespace zt {
 namespace {
 
 namespace fs = std::filesystem;
 
-using Named = std::vector<std::pair<std::string, at::Tensor>>;
+using Named = testing::NamedTensorList;
 
 fs::path fresh_dir(const std::string& name) {
   // Per process: ctest runs this binary's tests in parallel processes.
@@ -32,11 +32,7 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 void write_file(const fs::path& path, const Named& tensors) {
-  std::vector<SafetensorsWriter::Entry> entries;
-  for (const auto& [n, t] : tensors) entries.push_back({n, t.scalar_type(), t.sizes().vec()});
-  SafetensorsWriter w(path.string(), entries);
-  for (const auto& [n, t] : tensors) w.write(n, t);
-  w.commit();
+  testing::write_safetensors(path.string(), tensors);
 }
 
 void write_index(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& map) {

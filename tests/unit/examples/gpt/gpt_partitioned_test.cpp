@@ -11,6 +11,7 @@
 #include "core/engine.h"
 #include "examples/gpt/gpt_model.h"
 #include "parallel/dist.h"
+#include "tests/support/full_parameters.h"
 
 namespace zt::examples {
 namespace {
@@ -48,13 +49,6 @@ Built build(bool partitioned) {
   return r;
 }
 
-std::map<std::string, torch::Tensor> full(Engine& e) {
-  std::map<std::string, torch::Tensor> out;
-  e.for_each_full_parameter(
-      [&](const std::string& n, const at::Tensor& t) { out[n] = t.detach().clone(); });
-  return out;
-}
-
 TEST(GptPartitioned, SameValuesAndTrainingAsWholeConstruction) {
   Built whole = build(false), parted = build(true);
   for (int step = 0; step < 3; ++step) {
@@ -72,7 +66,7 @@ TEST(GptPartitioned, SameValuesAndTrainingAsWholeConstruction) {
     }
     EXPECT_EQ(losses[0], losses[1]) << "step " << step;
   }
-  auto a = full(*whole.engine), b = full(*parted.engine);
+  auto a = testing::full_parameters(*whole.engine), b = testing::full_parameters(*parted.engine);
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
 }

@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh: the GPU proof (issues 13 and 23) in one short run on a one-GPU machine (an
-# H200 with PyTorch + CUDA in its python3, nvcc, CMake and ninja; no internet, no apt):
+# bench/gpu_check.sh: the GPU proof in one short run on a one-GPU machine (an H200 with PyTorch +
+# CUDA in its python3, nvcc, CMake and ninja; no internet, no apt). The window is short and rare,
+# so one run must show every defect at once: no failure stops the steps after it.
 #   1. configures a reduced CUDA build against that python's torch (ZT_REQUIRE_ALL_DEPS=OFF:
 #      MPI, gloo, yaml-cpp, Boost, spdlog, SentencePiece and GTest may all be missing; ZT_WERROR
 #      off, as that compiler is not CI's) and builds only the CUDA plugin, zt-gpu-checks and
 #      zt-gpu-bench (Release, ninja -j $ZT_JOBS);
-#   2. runs the GPU checks (tests/gpu): first NCCL with one rank alone, then the kernels against
-#      their CPU references and the engine on CUDA against torch AdamW;
+#   2. runs the GPU checks (tests/gpu), each in a process of its own, so that a CUDA fault (a
+#      sticky error, a segfault) ends only its check: the names come from `zt-gpu-checks --list`,
+#      then `zt-gpu-checks NAME --json FILE` runs once per check under its own time limit. Each
+#      check runs all its cases and names every failing one. Every check's JSON line goes to
+#      checks.jsonl; a check that crashed or timed out before writing one gets a FAIL line written
+#      here ("crashed (signal N, NAME)", "crashed (exit N)", "timed out after N s"), and one that
+#      did not fit in the budget a FAIL line saying so;
 #   3. trains GPT-2 124M: zerotorch bf16 and fp16 at ZeRO stage 0, 2, 3 and 2 + optimizer
 #      offload (bf16 also stage 3 + optimizer offload with the parameter shards in pinned host
 #      memory and on NVMe, offload_param cpu/nvme), and the plain PyTorch eager baseline
-#      (autocast, fused AdamW) in each dtype;
-#   4. prints one table (bench/gpu/gpu_report.py): checks, every run's status, then tokens/s, MFU
-#      (6 * params * tokens/s over 989 TFLOPS, the H100/H200 SXM dense bf16 peak;
-#      ZT_PEAK_TFLOPS overrides) and peak memory.
+#      (autocast, fused AdamW) in each dtype. A run with a non-finite loss or no optimizer step
+#      fails (zt-gpu-bench exits 1, its row says FAIL); one that died before printing a row gets a
+#      FAIL row written here;
+#   4. prints one table (bench/gpu/gpu_report.py): every step's status, the checks with each
+#      failing case, then tokens/s, MFU (6 * params * tokens/s over 989 TFLOPS, the H100/H200 SXM
+#      dense bf16 peak; ZT_PEAK_TFLOPS overrides) and peak memory.
 #
 # Fits one short GPU window: everything runs against one deadline (ZT_GPU_CHECK_BUDGET_S, 450 s
-# from the start, build included); each step gets its own limit, cut to what is left, and runs
+# from the start, build included); each step gets its own limit, cut to what is left, and steps
 # that no longer fit are skipped and reported, most important first. It fails fast: NCCL and the
-# benchmarks use 30-60 s communicator timeouts (not the library's 30 minutes), and when NCCL with
-# one rank fails, the zerotorch rows are skipped (they all need it).
-# Output: every file goes to one folder ($build/gpu_check: build.log, checks.log/.jsonl,
-# bench.jsonl, runs.tsv, one log per run, table.txt), packed at the end, whatever happened, into
-# ONE archive: $OUT/gpu_check.tar.gz (else $build/gpu_check.tar.gz). The table is the last lines
-# of stdout.
+# benchmarks use 30-60 s communicator timeouts (not the library's 30 minutes), and when the
+# one-rank NCCL check hangs (times out), the engine checks and the zerotorch rows are skipped
+# (each would hang until its own limit); any other NCCL failure skips nothing.
+# Output: every file goes to one folder ($build/gpu_check: build.log, checks.jsonl, one log and
+# JSON file per check, bench.jsonl, runs.tsv, one log per run, table.txt), packed at the end,
+# whatever happened, into ONE archive: $OUT/gpu_check.tar.gz (else $build/gpu_check.tar.gz). The
+# table is the last lines of stdout.
 #
 # Exit status: 0 when every step passed; 1 when one failed or was skipped (or the build failed);
 # 3 without a GPU.
-# Modes: --quick: build, checks, and one row (zerotorch bf16 stage 3), about 3 minutes.
-#        --dry-run: stops after the build, before the first GPU call (no deadline: for a slow
-#        CPU-only machine); so does a machine without a GPU (exit 3).
+# Modes: --quick: build, every check (each in its own process) and one row (zerotorch bf16 stage
+#        3), within the same budget (under 8 minutes from a cold build on one H200).
+#        --dry-run: stops after the build and `zt-gpu-checks --list` (which needs no GPU), before
+#        the first GPU call (no deadline: for a slow CPU-only machine); so does a machine without
+#        a GPU (exit 3).
 # Environment: PYTHON (python3), ZT_GPU_BUILD_DIR (build-gpu), ZT_JOBS (16), ZT_BENCH_STEPS (10),
 # ZT_BENCH_BATCH (16), ZT_GPU_CHECK_BUDGET_S (450), ZT_WERROR (OFF), ZT_GPU_CHECK_CMAKE_ARGS
 # (extra configure arguments).
@@ -118,8 +129,31 @@ timeout -k 5 "$(build_limit)" cmake --build "$build" --target zt_cuda zt-gpu-che
 status build ok $(( $(date +%s) - b0 ))
 log "build done in $(( $(date +%s) - b0 )) s"
 
-# ---- 2. the first GPU call ----------------------------------------------------------------------
+# ---- 2. the check names (no GPU needed), then the first GPU call --------------------------------
+checks_bin="$build/bin/zt-gpu-checks"
+check_names=()
+list_checks() {
+  local out rc=0
+  out="$(timeout -k 5 60 "$checks_bin" --list 2>"$res/check_list.log")" || rc=$?
+  if [ "$rc" != 0 ] || [ -z "$out" ]; then
+    log "error: zt-gpu-checks --list failed (exit $rc): $(tail -1 "$res/check_list.log")"
+    return 1
+  fi
+  local line
+  while IFS= read -r line; do
+    # Names become file names here: anything else on stdout is not a check.
+    if [[ "$line" =~ ^[a-z0-9_]+$ ]]; then
+      check_names+=("$line")
+    else
+      log "warning: zt-gpu-checks --list printed '$line', which is not a check name"
+    fi
+  done <<<"$out"
+  [ "${#check_names[@]}" -gt 0 ] || { log "error: zt-gpu-checks --list named no check"; return 1; }
+  log "${#check_names[@]} GPU checks: ${check_names[*]}"
+}
 if [ "$mode" = dry ]; then
+  # Not fatal here: a CPU-only machine may lack a library the device machine has.
+  list_checks || log "warning: the device run would record this as a failed step (check_list)"
   log "dry run: stopping before the first GPU call (zt-gpu-checks, zt-gpu-bench, gpt2_eager.py)"
   exit 0
 fi
@@ -129,68 +163,176 @@ if [ "$gpus" = "0" ]; then
   status gpu "none visible"
   exit 3
 fi
-log "GPU: $("$py" -c 'import torch; print(torch.cuda.get_device_name(0))')"
+log "GPU: $(timeout 60 "$py" -c 'import torch; print(torch.cuda.get_device_name(0))')"
 command -v nvidia-smi >/dev/null &&
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"  # NCCL's own reason lands in the logs
+run_reserve=0
 
-# run NAME CAP COMMAND...: one step with its own time limit (CAP, or what the deadline leaves),
-# its output in NAME.log, its outcome in runs.tsv; skipped when under 20 s are left.
+# exit_reason RC LIMIT SECONDS: why a command under `timeout -k 5 LIMIT` ended with RC.
+exit_reason() {
+  local rc="$1" lim="$2" took="$3"
+  if [ "$rc" = 124 ] || { [ "$rc" = 137 ] && [ "$took" -ge "$lim" ]; }; then
+    echo "timed out after ${lim}s"
+  elif [ "$rc" -gt 128 ]; then
+    echo "crashed (signal $((rc - 128)), $(kill -l $((rc - 128)) 2>/dev/null || echo '?'))"
+  else
+    echo "crashed (exit $rc)"
+  fi
+}
+
+# run NAME CAP COMMAND...: one step with its own time limit (CAP, or what the deadline leaves
+# after run_reserve seconds kept for the steps that must follow, but at least 20 s), its output in
+# NAME.log, its outcome in runs.tsv; skipped when under 20 s are left. Sets run_ran
+# (0 when skipped), run_took, and run_why: "" when it passed, else why it ended, as the caller
+# writes it for a command that died before reporting anything itself.
 run() {
   local name="$1" cap="$2"; shift 2
+  run_why="" run_took=0 run_ran=0
   if [ "$(left)" -lt 20 ]; then
+    run_why="not run: out of time ($(left) s of the budget left)"
     log "skip $name: $(left) s left of the budget"; status "$name" "skipped: out of time"
     failures=$((failures + 1))
     return 1
   fi
-  local lim s rc=0
+  local lim s rc=0 room
   s=$(date +%s)
   lim=$(limit "$cap")
+  room=$(( $(left) - run_reserve ))
+  [ "$room" -lt 20 ] && room=20
+  [ "$lim" -gt "$room" ] && lim=$room
   log "$name (limit ${lim}s)"
+  run_ran=1
   timeout -k 5 "$lim" "$@" >"$res/$name.log" 2>&1 || rc=$?
-  local took=$(( $(date +%s) - s ))
+  run_took=$(( $(date +%s) - s ))
   if [ "$rc" = 0 ]; then
-    status "$name" ok "$took"
-  else
-    failures=$((failures + 1))
-    local why="exit $rc"
-    [ "$rc" = 124 ] || [ "$rc" = 137 ] && why="timed out after ${lim}s"
-    status "$name" "failed: $why" "$took"
-    log "  $name failed ($why):"; tail -3 "$res/$name.log" | sed 's/^/    /'
+    status "$name" ok "$run_took"
+    return 0
   fi
+  failures=$((failures + 1))
+  run_why="$(exit_reason "$rc" "$lim" "$run_took")"
+  # Exit 1 is also how zt-gpu-checks and zt-gpu-bench report a failure they have written down.
+  local shown="$run_why"
+  [ "$rc" = 1 ] && shown="exit 1"
+  status "$name" "failed: $shown" "$run_took"
+  log "  $name failed ($shown):"; tail -3 "$res/$name.log" | sed 's/^/    /'
   return "$rc"
+}
+
+# "; last output: LINE" with the last line step NAME printed (200 characters), for a reason
+# written on its behalf; nothing when it printed nothing.
+last_output() {
+  local line
+  line="$(grep -v '^[[:space:]]*$' "$res/$1.log" 2>/dev/null | tail -1 | cut -c1-200)"
+  [ -n "$line" ] && echo "; last output: $line"
+}
+
+# json_line FIELD VALUE ...: one JSON object (strings, except true/false/numbers) on stdout.
+json_line() {
+  "$py" -c '
+import json, sys
+a = sys.argv[1:]
+def value(v):
+    if v in ("true", "false"):
+        return v == "true"
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v
+print(json.dumps({a[i]: value(a[i + 1]) for i in range(0, len(a), 2)}))' "$@"
+}
+
+# ---- 3. the GPU checks, one process each --------------------------------------------------------
+# Caps: the kernels take seconds; an engine check builds one engine (and one NCCL communicator)
+# per case.
+check_cap() {
+  case "$1" in
+    nccl_one_rank) echo 60 ;;
+    engine_*) echo 120 ;;
+    *) echo 60 ;;
+  esac
+}
+# check NAME: one check in its own process. Its JSON line goes to checks.jsonl; when it wrote
+# none (crashed, timed out, not run), a FAIL line saying why goes there instead.
+check() {
+  local name="$1" json="$res/check_$1.json"
+  if [ "$nccl_hung" = 1 ] && [[ "$name" == engine_* ]]; then
+    log "skip check_$name: the one-rank NCCL check timed out"
+    status "check_$name" "skipped: NCCL check timed out"
+    failures=$((failures + 1))
+    json_line check "$name" pass false seconds 0 \
+      error "not run: the nccl_one_rank check timed out (NCCL hangs)" >>"$res/checks.jsonl"
+    return
+  fi
+  rm -f "$json"
+  run "check_$name" "$(check_cap "$name")" "$checks_bin" "$name" --json "$json"
+  if [ -s "$json" ]; then
+    cat "$json" >>"$res/checks.jsonl"
+  else
+    local why="$run_why"
+    [ "$run_ran" = 1 ] && why="$why$(last_output "check_$name")"
+    json_line check "$name" pass false seconds "$run_took" error "$why" >>"$res/checks.jsonl"
+  fi
+  # A failure's lines are in run's log tail already.
+  [ -z "$run_why" ] && grep -E "^$name +PASS " "$res/check_$name.log" | sed 's/^/  /'
+  [ "$name" = nccl_one_rank ] && [[ "$run_why" == "timed out"* ]] && nccl_hung=1
+  return 0
 }
 
 log "GPU checks"
 failures=0
-nccl_ok=1
-run check_nccl 60 "$build/bin/zt-gpu-checks" --json "$res/checks.jsonl" nccl_one_rank || nccl_ok=0
-cat "$res/check_nccl.log" 2>/dev/null
-rest=(overflow_check fused_adam adam8bit)
-# The engine checks need NCCL: after its failure they would only spend their timeouts.
-[ "$nccl_ok" = 1 ] && rest+=(engine_equivalence engine_half)
-run check_rest 150 "$build/bin/zt-gpu-checks" --json "$res/checks_rest.jsonl" "${rest[@]}"
-cat "$res/check_rest.log" 2>/dev/null
-cat "$res/checks_rest.jsonl" >>"$res/checks.jsonl" 2>/dev/null
+nccl_hung=0
+: >"$res/checks.jsonl"
+if list_checks; then
+  status check_list ok
+  # A hung check must not starve the ones after it: each keeps 20 s for every later check (and
+  # --quick 60 s for its one training row).
+  row_reserve=0
+  [ "$mode" = quick ] && row_reserve=60
+  for i in "${!check_names[@]}"; do
+    run_reserve=$(( 20 * (${#check_names[@]} - i - 1) + row_reserve ))
+    check "${check_names[$i]}"
+  done
+  run_reserve=0
+else
+  status check_list "failed: zt-gpu-checks --list"
+  failures=$((failures + 1))
+fi
 
-# ---- 3. GPT-2 124M ------------------------------------------------------------------------------
+# ---- 4. GPT-2 124M ------------------------------------------------------------------------------
 common=(--batch "$batch" --seq 1024 --steps "$steps" --warmup 3 --peak-tflops "$peak"
         --json "$res/bench.jsonl")
+touch "$res/bench.jsonl"
+# bench NAME IMPL DTYPE CAP COMMAND...: one training run; when it ran but printed no row (it
+# crashed or timed out), a FAIL row saying why goes to bench.jsonl instead.
+bench() {
+  local name="$1" impl="$2" dtype="$3" cap="$4" before
+  shift 4
+  before=$(wc -l <"$res/bench.jsonl")
+  if run "$name" "$cap" "$@"; then
+    tail -1 "$res/$name.log"
+  elif [ "$run_ran" = 1 ] && [ "$(wc -l <"$res/bench.jsonl")" = "$before" ]; then
+    json_line name "$name" impl "$impl" dtype "$dtype" ok false \
+      error "$run_why$(last_output "$name")" >>"$res/bench.jsonl"
+  fi
+}
 zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]]
   local name="zt_$1_stage$2${3:+_offload}${4:+_param_$4}"
-  if [ "$nccl_ok" = 0 ]; then
-    log "skip $name: the one-rank NCCL check did not pass"
-    status "$name" "skipped: NCCL check did not pass"
+  if [ "$nccl_hung" = 1 ]; then
+    log "skip $name: the one-rank NCCL check timed out"
+    status "$name" "skipped: NCCL check timed out"
     failures=$((failures + 1))
     return
   fi
-  run "$name" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" ${3:+--offload} \
-    ${4:+--offload-param "$4"} \
-    --comm-timeout-s 60 "${common[@]}" && tail -1 "$res/$name.log"
+  bench "$name" zerotorch "$1" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" \
+    ${3:+--offload} ${4:+--offload-param "$4"} --comm-timeout-s 60 "${common[@]}"
 }
 eager_row() {  # dtype
-  run "eager_$1" 90 "$py" "$root/bench/gpu/gpt2_eager.py" --dtype "$1" "${common[@]}" &&
-    tail -1 "$res/eager_$1.log"
+  bench "eager_$1" pytorch-eager "$1" 90 "$py" "$root/bench/gpu/gpt2_eager.py" --dtype "$1" \
+    "${common[@]}"
 }
 if [ "$mode" = quick ]; then
   zt_row bf16 3

@@ -13,7 +13,7 @@
 namespace zt::cuda {
 
 // Bumped whenever the table's layout changes; a mismatched plugin is refused with a message.
-inline constexpr int kKernelsAbiVersion = 1;
+inline constexpr int kKernelsAbiVersion = 2;
 
 enum class ScalarKind : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 
@@ -24,6 +24,7 @@ struct Kernels {
   int32_t (*check_and_unscale)(void* x, int64_t n, ScalarKind kind, float inv_scale,
                                int32_t* found_inf, void* stream);
   const char* (*error_string)(int32_t cuda_error);
+  // GPUs visible: 0 without a GPU or driver; -e for any other CUDA error e (error_string(e)).
   int32_t (*device_count)();
 };
 

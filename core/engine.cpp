@@ -339,15 +339,7 @@ zero::NvmeOptimizerSwapper* Engine::nvme_optimizer() const {
 void Engine::sync_params_from_masters() {
   at::NoGradGuard no_grad;
   sharded_step_->copy_masters_to_params();
-  for (auto& b : buckets_) {
-    if (options_.stage != 3) {
-      b->publish_params(*comm_, clock_);
-    } else if (b->persistent() || b->gathered()) {  // resident full buffers take the new shards
-      at::Tensor full = b->params();
-      comm_->all_gather(b->checkout_target(/*read=*/true), full)->wait();
-      b->checkin_target(/*written=*/false);
-    }
-  }
+  for (auto& b : buckets_) b->publish_params(*comm_, clock_);
 }
 
 void Engine::restore_counters(int64_t global_step, int64_t skipped_steps, int64_t micro_steps) {

@@ -1,8 +1,10 @@
 #include "data/token_dataset.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -109,6 +111,40 @@ std::string TokenDataset::meta_value(const std::string& key) const {
     }
   }
   return "";
+}
+
+namespace {
+
+// The whole of `text` as a base-10 integer, or nullopt.
+std::optional<int64_t> parse_int(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end != text.c_str() + text.size()) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+int64_t TokenDataset::pad_id() const {
+  const std::string text = meta_value("pad_id");
+  ZT_CHECK(!text.empty(), "shard ", path_,
+           ": no pad_id in its meta (re-run zt-pretokenize, or call "
+           "TokenShardWriter::set_meta(\"pad_id\", ...) when writing it)");
+  const std::optional<int64_t> pad = parse_int(text);
+  ZT_CHECK(pad.has_value(), "shard ", path_, ": pad_id '", text, "' in its meta is not an integer");
+  int64_t id = *pad;
+  if (id == -1) {
+    const std::optional<int64_t> eos = parse_int(meta_value("eos_id"));
+    ZT_CHECK(eos.has_value() && *eos >= 0, "shard ", path_,
+             ": pad_id is -1 (its SentencePiece model has no pad piece) and there is no eos_id to "
+             "pad with instead; set a pad piece (spm_train --pad_id) and re-run zt-pretokenize");
+    id = *eos;
+  }
+  ZT_CHECK(id >= 0 && id < static_cast<int64_t>(header_.vocab_size), "shard ", path_, ": pad id ",
+           id, " in its meta is outside the vocabulary [0, ", header_.vocab_size, ")");
+  return id;
 }
 
 void TokenDataset::check_index(int64_t i) const {

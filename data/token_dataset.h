@@ -67,6 +67,14 @@ class TokenDataset : public SampleSource {
   // The meta section as written ("key=value" lines) and one value from it ("" when absent).
   const std::string& meta() const { return meta_; }
   std::string meta_value(const std::string& key) const;
+  // The id batches of this shard are padded with: the meta's pad_id, which zt-pretokenize copies
+  // from the tokenizer. A SentencePiece model without a pad piece records -1; the meta's eos_id
+  // then stands in, as Hugging Face users do for GPT-2 and Llama (pad_token = eos_token). That is
+  // safe here because the collator marks pads by position, not by id: attention_mask 0 and
+  // ignore_index labels, so a real eos keeps its loss (HF's id-based masking drops it). Throws
+  // zt::Error naming the file when pad_id is missing or not an integer, is -1 without an eos_id,
+  // or is outside [0, vocab_size).
+  int64_t pad_id() const;
   const std::vector<std::string>& label_fields() const { return label_fields_; }
 
   TokenSpan tokens(int64_t i) const;

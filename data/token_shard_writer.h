@@ -4,6 +4,7 @@
 // leaves a half shard under the final name.
 //
 //   TokenShardWriter w({.vocab_size = 8000, .tokenizer_id = tok.id(), .label_fields = {"label"}});
+//   w.set_meta("pad_id", std::to_string(tok.pad_id()));  // required by BatchStream
 //   w.add(ids, {3});
 //   w.write("train.ztt");
 

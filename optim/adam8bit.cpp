@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -109,11 +110,23 @@ void Adam8bit::step_cuda(at::Tensor& master, const at::Tensor& grad,
              ": pass OptimizerSpec::cuda_launcher or load the plugin first (zt::cuda::kernels())");
     cuda_launcher_ = reinterpret_cast<void*>(launcher);
   }
-  // The groups go to the device as bytes; the launch reads them in stream order.
-  at::Tensor host =
-      at::empty({static_cast<int64_t>(groups.size() * sizeof(Adam8bitGroup))}, at::kByte);
-  std::memcpy(host.data_ptr(), groups.data(), groups.size() * sizeof(Adam8bitGroup));
-  at::Tensor dev_groups = host.to(master.device());
+  // The groups go to the device as bytes through reused buffers: an asynchronous copy on the
+  // current stream, which the launch that follows reads in stream order.
+  const int64_t bytes = static_cast<int64_t>(groups.size() * sizeof(Adam8bitGroup));
+  if (!groups_host_.defined() || groups_host_.numel() < bytes ||
+      groups_device_.device() != master.device()) {
+    if (groups_copied_) groups_copied_->synchronize();
+    groups_host_ = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    groups_device_ =
+        at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(master.device()));
+    groups_copied_.emplace(master.device().type());
+  }
+  groups_copied_->synchronize();  // the previous step's copy has left the host buffer
+  std::memcpy(groups_host_.data_ptr(), groups.data(), static_cast<size_t>(bytes));
+  groups_device_.narrow(0, 0, bytes).copy_(groups_host_.narrow(0, 0, bytes), /*non_blocking=*/true);
+  const c10::impl::VirtualGuardImpl guard(master.device().type());
+  groups_copied_->record(guard.getStream(master.device()));
+  const at::Tensor& dev_groups = groups_device_;
   Adam8bitLaunch launch{};
   launch.param = master.data_ptr<float>();
   launch.grad = grad.data_ptr<float>();

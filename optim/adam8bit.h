@@ -19,6 +19,10 @@
 // The codes depend on block boundaries, so resharding this state at another world size needs a
 // dequantize (dequantized_state()) and a requantize, not a plain slice.
 
+#include <optional>
+
+#include <c10/core/Event.h>
+
 #include "optim/adam8bit_launch.h"
 #include "optim/blockwise_quant.h"
 #include "optim/cpu_adam.h"
@@ -63,6 +67,11 @@ class Adam8bit : public ShardOptimizer {
   at::Tensor m_code_, m_absmax_, v_code_, v_absmax_;  // quantized state
   at::Tensor m32_, v32_;                              // small-shard fp32 state
   at::Tensor codebook_;                               // GPU only: maps and midpoints
+  // GPU only: the step's group table (its lr and bias corrections change every step), staged in
+  // page-locked host memory and copied into a device buffer, both reused across steps; the event
+  // marks when the last copy left the host buffer, so the next step may overwrite it.
+  at::Tensor groups_host_, groups_device_;
+  std::optional<c10::Event> groups_copied_;
   SimdPath path_;
   void (*block_kernel_)(const kernels::Adam8bitBlock&) = nullptr;
 };

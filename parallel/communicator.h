@@ -43,6 +43,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const std::string& backend() const = 0;
+  // Where this backend's collectives take their tensors: the host for MPI and gloo, this rank's
+  // GPU for NCCL. Small control tensors (votes, norms, fingerprints) are made here, so the same
+  // code runs under every backend.
+  virtual c10::Device device() const { return c10::Device(c10::kCPU); }
 
   // In place: t = op(t over all ranks).
   virtual WorkPtr all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum);

@@ -57,7 +57,11 @@ void* find(const char* name) {
 
 int cuda_device_count() {
   auto fn = reinterpret_cast<CudaDeviceCount>(find(kCudaDeviceCountSymbol));
-  return fn ? fn() : 0;
+  if (!fn) return 0;
+  char why[256] = {0};
+  const int n = fn(why, sizeof(why));
+  ZT_CHECK(n >= 0, "CUDA cannot count the GPUs: ", why);
+  return n;
 }
 
 std::shared_ptr<Communicator> create_nccl_communicator(const NcclCreateArgs& args) {

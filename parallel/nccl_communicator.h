@@ -41,14 +41,16 @@ struct NcclCreateArgs {
 using NcclFactory = bool (*)(const NcclCreateArgs* args, std::shared_ptr<Communicator>* out,
                              std::string* error);
 inline constexpr const char* kNcclFactorySymbol = "zt_nccl_create_communicator";
-// Number of CUDA devices the plugin sees (0 without a GPU or driver).
-using CudaDeviceCount = int (*)();
+// Number of CUDA devices the plugin sees: 0 without a GPU or driver; -1 when CUDA failed
+// otherwise, with the CUDA error's name and text written to `why`.
+using CudaDeviceCount = int (*)(char* why, size_t why_size);
 inline constexpr const char* kCudaDeviceCountSymbol = "zt_nccl_device_count";
 
 // From zt_parallel: loads the plugin and calls the factory; zt::Error naming why NCCL is
 // unavailable (no plugin built, no GPU, NCCL failure).
 std::shared_ptr<Communicator> create_nccl_communicator(const NcclCreateArgs& args);
-// 0 when the plugin cannot be loaded or sees no device.
+// 0 when the plugin cannot be loaded or sees no device; a zt::Error naming the CUDA error when
+// the devices are there but CUDA cannot count them (a broken driver, a device in a bad state).
 int cuda_device_count();
 
 }  // namespace zt::dist

@@ -18,6 +18,7 @@
 // Communicators are created non-blocking (ncclConfig_t.blocking = 0) so that a rank missing at
 // initialisation is a timeout too, not a hang in ncclCommInitRank.
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <nccl.h>
@@ -60,7 +61,13 @@ ncclDataType_t nccl_type(at::ScalarType t) {
   }
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) {
+// A bool is one byte holding 0 or 1: summing bytes would give counts (and wrap at 256 ranks), so
+// sum means "any" (max) and, for symmetry, min stays "all"; as c10d's NCCL backend maps them.
+ncclRedOp_t nccl_op(ReduceOp op, at::ScalarType t) {
+  if (t == at::kBool) {
+    ZT_CHECK(op != ReduceOp::kAvg, "nccl backend: average of a bool tensor is undefined");
+    return op == ReduceOp::kMin ? ncclMin : ncclMax;
+  }
   switch (op) {
     case ReduceOp::kSum: return ncclSum;
     case ReduceOp::kAvg: return ncclAvg;
@@ -176,6 +183,9 @@ class NcclCommunicator : public Communicator, private WatchdogBackend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& backend() const override { return backend_; }
+  c10::Device device() const override {
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  }
 
   WorkPtr all_reduce(at::Tensor& t, ReduceOp op) override {
     check_tensor(t, "all_reduce");
@@ -183,7 +193,7 @@ class NcclCommunicator : public Communicator, private WatchdogBackend {
     if (t.numel() > 0) {
       call("ncclAllReduce", [&](ncclComm_t comm) {
         return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()),
-                             nccl_op(op), comm, stream_.stream());
+                             nccl_op(op, t.scalar_type()), comm, stream_.stream());
       });
     }
     return end(work);
@@ -200,8 +210,8 @@ class NcclCommunicator : public Communicator, private WatchdogBackend {
     if (output.numel() > 0) {
       call("ncclReduceScatter", [&](ncclComm_t comm) {
         return ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
-                                 nccl_type(input.scalar_type()), nccl_op(op), comm,
-                                 stream_.stream());
+                                 nccl_type(input.scalar_type()), nccl_op(op, input.scalar_type()),
+                                 comm, stream_.stream());
       });
     }
     return end(work);
@@ -441,7 +451,13 @@ extern "C" __attribute__((visibility("default"))) bool zt_nccl_create_communicat
   }
 }
 
-extern "C" __attribute__((visibility("default"))) int zt_nccl_device_count() {
+extern "C" __attribute__((visibility("default"))) int zt_nccl_device_count(char* why,
+                                                                           size_t why_size) {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess) return n;
+  // No GPU, or no driver for one: a CPU machine, not a failure.
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) return 0;
+  std::snprintf(why, why_size, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+  return -1;
 }

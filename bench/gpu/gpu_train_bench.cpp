@@ -12,6 +12,10 @@
 // --comm-timeout-s bounds NCCL initialisation and every collective (the library default is 30
 // minutes): bench/gpu_check.sh must see a hung run fail inside its window, not at its time limit.
 //
+// A run whose loss is non-finite at any step, or that took no optimizer step (all of them skipped
+// by the fp16 loss scaler), fails: its row is still printed, with "ok":false and the reason in
+// "error", then the reason goes to stderr as one line and the exit status is 1.
+//
 // MFU = 6 * parameters * tokens / seconds / peak. 6N per token counts the matmuls of forward and
 // backward against every parameter (embeddings included, attention scores excluded: the usual
 // convention, which understates the work a little). The default peak is the H100/H200 SXM dense
@@ -20,6 +24,7 @@
 // caching allocator's peak of allocated bytes over the whole run (as
 // torch.cuda.max_memory_allocated).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -138,12 +143,15 @@ int run(int argc, char** argv) {
   torch::Tensor tokens = torch::randint(0, shape.vocab_size, {a.batch, a.seq + 1},
                                         torch::TensorOptions().dtype(torch::kLong).device(gpu));
   torch::Tensor input = tokens.narrow(1, 0, a.seq), labels = tokens.narrow(1, 1, a.seq);
+  // Non-finite losses are counted on the device, so the timed steps keep no host synchronisation.
+  torch::Tensor nonfinite = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt).device(gpu));
   auto step = [&]() {
     torch::Tensor loss = engine.forward([&] {
       return zt::examples::GptImpl::loss(model->forward(input, torch::Tensor()), labels);
     });
     engine.backward(loss);
     engine.step();
+    nonfinite.add_(torch::isfinite(loss.detach()).logical_not().to(torch::kInt));
     return loss;
   };
   c10::cuda::CUDACachingAllocator::resetPeakStats(0);
@@ -158,26 +166,49 @@ int run(int argc, char** argv) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
   const int64_t peak = stats.allocated_bytes[0].peak;
 
+  // A run that diverged or never stepped the optimizer (every step skipped by the fp16 loss
+  // scaler) measures nothing worth a row: it still prints one, marked failed, and exits 1.
+  const int64_t bad_losses = nonfinite.item<int64_t>();
+  const int64_t optimizer_steps = engine.global_step() - engine.skipped_steps();
+  const double final_loss = loss.item<double>();
+  std::string error;
+  if (bad_losses > 0) {
+    error = std::to_string(bad_losses) + " of " + std::to_string(a.warmup + a.steps) +
+            " steps had a non-finite loss";
+  } else if (optimizer_steps <= 0) {
+    error = "no optimizer step taken (" + std::to_string(engine.skipped_steps()) + " of " +
+            std::to_string(engine.global_step()) + " skipped for inf/NaN gradients)";
+  }
+
   const double tokens_per_s = static_cast<double>(a.batch * a.seq * a.steps) / seconds;
   const double mfu = 6.0 * static_cast<double>(params) * tokens_per_s / (a.peak_tflops * 1e12);
   const std::string name = "zt " + a.dtype + " stage " + std::to_string(a.stage) +
                            (a.offload ? " + offload" : "") +
                            (a.offload_param.empty() ? "" : " + param " + a.offload_param);
-  char line[1024];
+  // JSON has no NaN: a non-finite loss is written as null.
+  char loss_text[32] = "null";
+  if (std::isfinite(final_loss)) std::snprintf(loss_text, sizeof loss_text, "%.4f", final_loss);
+  char line[1536];
   std::snprintf(line, sizeof line,
                 "{\"name\":\"%s\",\"impl\":\"zerotorch\",\"dtype\":\"%s\",\"stage\":%d,"
                 "\"offload\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,\"steps\":%d,"
                 "\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"peak_tflops\":%.1f,"
-                "\"peak_mem_bytes\":%lld,\"final_loss\":%.4f,\"skipped_steps\":%lld,"
-                "\"comm_wait_s\":%.4f}",
+                "\"peak_mem_bytes\":%lld,\"final_loss\":%s,\"skipped_steps\":%lld,"
+                "\"optimizer_steps\":%lld,\"comm_wait_s\":%.4f,\"ok\":%s,\"error\":\"%s\"}",
                 name.c_str(), a.dtype.c_str(), a.stage, a.offload ? "true" : "false",
                 static_cast<long long>(params), static_cast<long long>(a.batch),
                 static_cast<long long>(a.seq), a.steps, seconds / a.steps, tokens_per_s, mfu,
-                a.peak_tflops, static_cast<long long>(peak), loss.item<double>(),
-                static_cast<long long>(engine.skipped_steps()), engine.comm_wait_seconds());
+                a.peak_tflops, static_cast<long long>(peak), loss_text,
+                static_cast<long long>(engine.skipped_steps()),
+                static_cast<long long>(optimizer_steps), engine.comm_wait_seconds(),
+                error.empty() ? "true" : "false", error.c_str());
   std::printf("%s\n", line);
   if (!a.json.empty()) {
     std::ofstream(a.json, std::ios::app) << line << "\n";
+  }
+  if (!error.empty()) {
+    std::fprintf(stderr, "zt-gpu-bench: %s: %s\n", name.c_str(), error.c_str());
+    return 1;
   }
   return 0;
 }

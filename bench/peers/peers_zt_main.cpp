@@ -194,6 +194,7 @@ std::vector<data::Batch> sample_batches(const data::TokenDataset& ds, const Args
   so.max_length = a.max_length + 1;  // the shift turns max_length + 1 tokens into max_length
   data::LengthBucketedSampler sampler(ds.lengths(), so);
   data::CollatorOptions co;
+  co.pad_id = ds.pad_id();  // the tokenizer's, from the shard
   co.max_length = a.max_length;
   co.causal_lm_shift = true;
   data::Loader loader(ds, sampler, data::Collator(co), data::LoaderOptions{.num_workers = 0});

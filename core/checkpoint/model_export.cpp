@@ -51,7 +51,8 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
     }
   }
   out.reset();  // an uncommitted file is removed here
-  at::Tensor failed = at::full({1}, error.empty() ? 0 : 1, at::kInt);
+  at::Tensor failed = at::full({1}, error.empty() ? 0 : 1,
+                               at::TensorOptions().dtype(at::kInt).device(comm.device()));
   comm.all_reduce(failed, dist::ReduceOp::kMax)->wait();
   ZT_CHECK(failed.item<int>() == 0, "save_16bit_model: could not write ", path,
            error.empty() ? " (rank 0 failed)" : ": " + error);

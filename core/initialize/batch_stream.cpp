@@ -31,7 +31,7 @@ BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, cons
     sampler_ = std::make_unique<data::RandomBatchSampler>(dataset_->lengths(), so);
   }
   data::CollatorOptions co;
-  co.pad_id = 0;
+  co.pad_id = dataset_->pad_id();  // the tokenizer's, from the shard; throws naming the file
   co.pad_to_multiple = pad_multiple;
   co.max_length = max_len;
   co.causal_lm_shift = o.causal_lm_shift;

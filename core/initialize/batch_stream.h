@@ -11,6 +11,9 @@
 //   data.seed             the sampler's seed (unset: the top-level seed)
 //   data.drop_last        the tail that does not fill a step is dropped, else filled by repeats
 //
+// Pads take the shard's pad id (TokenDataset::pad_id(): the tokenizer's, recorded by
+// zt-pretokenize), so a shard without one is an error naming the file.
+//
 // Every rank computes the same plan and takes its own batch of every step (data/batch_sampler.h),
 // so every rank gets the same number of batches: a stage-3 forward, a collective, never waits on
 // a rank that ran out. A training stream never ends (next() starts the next epoch); an evaluation

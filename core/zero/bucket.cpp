@@ -1,11 +1,17 @@
 #include "core/zero/bucket.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
 
 #include <ATen/ATen.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "core/base/error.h"
 #include "core/zero/nvme_params.h"
+#include "core/zero/pinned_host.h"
 #include "core/zero/released_storage.h"
 
 namespace zt::zero {
@@ -59,24 +65,24 @@ void Bucket::allocate_grads() {
 
 at::Tensor Bucket::param_target() const {
   if (options_.stage == 0) return params_;
-  if (options_.stage == 3) return param_shard_;
+  if (options_.stage == 3 && !options_.persistent) return param_shard_;
+  // Stages 1-2, and a persistent stage-3 buffer: the full buffer is always resident, so the step
+  // writes its owned slice in place and publish_params all-gathers from there (no second copy
+  // to keep in sync, on one rank or many).
   return params_.narrow(0, stepped_.begin, stepped_.size());
 }
 
 namespace {
 
-// Where a stage-3 shard of `params` lives: the parameters' device, or host memory with
-// offload_param (pinned when asked and the parameters are on a GPU, so copies can be async).
-at::TensorOptions shard_options(const at::Tensor& params, const BucketOptions& o) {
-  at::TensorOptions t = params.options();
-  if (!o.host_shard || params.is_cpu()) return t;
-  return t.device(at::kCPU).pinned_memory(o.pin_shard);
-}
-
-// A copy of `shard` in `dtype` where shard_options puts it.
+// A copy of `shard` in `dtype` where a stage-3 shard of `params` lives: the parameters' device,
+// or host memory with offload_param (page-locked when asked and the parameters are on a GPU, so
+// copies can be asynchronous; exactly sized, pinned_host.h).
 at::Tensor shard_copy(const at::Tensor& shard, const at::Tensor& params, const BucketOptions& o,
                       at::ScalarType dtype) {
-  at::Tensor out = at::empty({shard.numel()}, shard_options(params, o).dtype(dtype));
+  if (o.host_shard && params.is_cuda() && o.pin_shard) return pinned_host_copy(shard, dtype);
+  at::TensorOptions where = params.options().dtype(dtype);
+  if (o.host_shard) where = where.device(at::kCPU);
+  at::Tensor out = at::empty({shard.numel()}, where);
   out.copy_(shard);
   return out;
 }
@@ -84,7 +90,7 @@ at::Tensor shard_copy(const at::Tensor& shard, const at::Tensor& params, const B
 }  // namespace
 
 void Bucket::keep_shard() {
-  if (options_.stage != 3 || !gathered_) return;
+  if (options_.stage != 3 || options_.persistent || !gathered_) return;
   at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
   if (swapper_) {
     swapper_->acquire(swap_slot_, /*read=*/false).copy_(own);
@@ -138,22 +144,57 @@ void Bucket::cast_params(at::ScalarType dtype) {
 }
 
 void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
-  if (options_.world == 1 || options_.stage == 0) return;
-  if (options_.stage == 3 && !options_.persistent) return;  // gathered from the shard on next use
-  // In place when the stepped range is this rank's slice of params_ (MPI_IN_PLACE; NCCL's in-place
-  // form), so the updated shard is not copied first.
-  clock.wait(comm.all_gather(param_target(), params_));
+  if (options_.stage == 0) return;
+  if (options_.stage == 3 && !options_.persistent) {
+    if (!gathered_ && !gather_work_) return;  // gathered from the shard on next use
+    // Resident now (a gathered scope, a checkpoint load): the owned slice takes the new shard.
+    finish_param_gather(clock);
+    at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
+    own.copy_(checkout_target(/*read=*/true));
+    checkin_target(/*written=*/false);
+  }
+  if (options_.world == 1) return;
+  // In place: the stepped range is this rank's slice of params_ (MPI_IN_PLACE; NCCL's in-place
+  // form), so the updated slice is not copied first.
+  at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
+  clock.wait(comm.all_gather(own, params_));
 }
 
 int64_t Bucket::full_param_bytes() const {
   return layout_.padded_numel() * static_cast<int64_t>(params_.element_size());
 }
 
+namespace {
+
+// The stream offloaded shards of a GPU model are copied to the device on, one per device.
+c10::Stream copy_stream(const c10::Device& device) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, c10::Stream> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = streams.find(device.index());
+  if (it == streams.end()) {
+    const c10::impl::VirtualGuardImpl impl(device.type());
+    it = streams.emplace(device.index(), impl.getStreamFromGlobalPool(device)).first;
+  }
+  return it->second;
+}
+
+}  // namespace
+
 int64_t Bucket::start_param_gather(dist::Communicator& comm) {
   if (gathered_ || gather_work_) return 0;
   const int64_t nbytes = full_param_bytes();
+  const bool offloaded = swapper_ || param_shard_.device() != params_.device();
+  // A GPU model's offloaded shard goes to the device on a side stream, and its all-gather is
+  // ordered after that copy, not after the compute stream: a prefetch then neither waits for the
+  // unit running now nor holds it up. The full buffer is allocated for the side stream (so the
+  // caching allocator does not hand out a block the compute stream may still be using), and
+  // finish_param_gather marks it used by the compute stream.
+  std::optional<c10::StreamGuard> on_side;
+  if (offloaded && params_.is_cuda()) on_side.emplace(copy_stream(params_.device()));
+  gather_on_side_ = on_side.has_value();
   refill_storage(params_, static_cast<size_t>(nbytes));
-  if (swapper_ || param_shard_.device() != params_.device()) {
+  if (offloaded) {
     // Offloaded shard: into this rank's slice of the full buffer first, then an in-place
     // all-gather (the swap buffer is free again at once).
     at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
@@ -172,8 +213,15 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm) {
 
 void Bucket::finish_param_gather(WaitClock& clock) {
   if (gathered_ || !gather_work_) return;
-  clock.wait(gather_work_);
+  clock.wait(gather_work_);  // the current (compute) stream waits for the all-gather
   gather_work_.reset();
+  if (gather_on_side_) {
+    // Freed later by the compute stream's side of things: the allocator must not reuse the block
+    // for the side stream before the compute stream is done with it.
+    const c10::impl::VirtualGuardImpl impl(params_.device().type());
+    impl.recordDataPtrOnStream(params_.storage().data_ptr(), impl.getStream(params_.device()));
+    gather_on_side_ = false;
+  }
   gathered_ = true;
 }
 

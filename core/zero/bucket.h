@@ -11,14 +11,18 @@
 //
 // Shapes per rank (N ranks, padded = N * shard, D compute dtype, A gradient accumulation dtype,
 // C communication dtype):
-//   params      (padded,) D  every parameter is a view of it; stage 3: storage released between
-//   uses param_shard (shard,)  D  stage 3 only: this rank's slice, always resident (in host memory
-//   with offload_param, in a file with offload_param nvme: nvme_params.h) grad_full
-//   (padded,) A  stages 0-1: the window's full gradient, reduced on the boundary grad_shard
-//   (shard,)  A  stages 2-3: the window's reduced slice staging     (padded,) A  stages 2-3: this
-//   micro-step's gradients until reduce-scattered
-//                            (transient: freed by finish_grad_sync)
-//   in flight   (padded,) or (shard,) C  copies in the communication dtype when C != A
+// clang-format off
+//   params       (padded,) D  every parameter is a view of it; stage 3: storage released between
+//                             uses, except in a persistent buffer (always resident)
+//   param_shard  (shard,)  D  stage 3, not persistent: this rank's slice, always resident (in host
+//                             memory with offload_param, in a file with offload_param nvme:
+//                             nvme_params.h)
+//   grad_full    (padded,) A  stages 0-1: the window's full gradient, reduced on the boundary
+//   grad_shard   (shard,)  A  stages 2-3: the window's reduced slice
+//   staging      (padded,) A  stages 2-3: this micro-step's gradients until reduce-scattered
+//                             (transient: freed by finish_grad_sync)
+//   in flight    (padded,) or (shard,) C  copies in the communication dtype when C != A
+// clang-format on
 // The stepped range is [0, padded) at stage 0 and the owned slice [r * shard, (r + 1) * shard)
 // otherwise; owned_grad() is the gradient of exactly that range once the sync finished.
 //
@@ -76,7 +80,7 @@ class Bucket {
   const at::Tensor& params() const { return params_; }
   const at::Tensor& param_shard() const { return param_shard_; }
   // Where updated weights are written: the whole buffer (stage 0), the owned slice of it
-  // (stages 1-2) or the resident shard (stage 3).
+  // (stages 1-2 and persistent stage-3 buffers) or the resident shard (stage 3).
   at::Tensor param_target() const;
   // Stage 3: the resident shard takes the owned slice of the full parameters (after the initial
   // broadcast, and when a gathered scope writes back); no-op while released. A shard on NVMe is
@@ -97,8 +101,10 @@ class Bucket {
   // Rebinds the parameters to a copy of the buffer in `dtype` (16-bit compute); a released buffer
   // stays released (only its shard is converted).
   void cast_params(at::ScalarType dtype);
-  // Stages 1-2 and stage-3 persistent buffers: after the step, every rank's updated slice is
-  // all-gathered into the full buffer. No-op where the full buffer is not kept.
+  // After the step (or a checkpoint load): every full buffer that is resident takes every rank's
+  // updated range: stages 1-2 and persistent stage-3 buffers all-gather their owned slices in
+  // place; a gathered stage-3 buffer first copies its shard into its slice. No-op at stage 0 and
+  // for a released stage-3 buffer (the next gather reads the shard).
   void publish_params(dist::Communicator& comm, WaitClock& clock);
 
   // ---- stage 3: gathering ----
@@ -146,6 +152,7 @@ class Bucket {
   bool gathered_ = true;
   bool adopted_ = false;
   dist::WorkPtr gather_work_;
+  bool gather_on_side_ = false;  // the gather in flight was issued on the side copy stream
 
   at::Tensor grad_full_, grad_shard_, staging_;
   at::Tensor reduced_;  // stage 1: the window's reduced slice; stages 2-3: a later micro-step's

@@ -29,6 +29,18 @@ GradSync::GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communic
       clock_(clock),
       max_inflight_(static_cast<size_t>(std::max(1, max_inflight))),
       on_complete_(std::move(on_complete)) {
+  // Backward meets the root unit's head first, then the declared units last to first; the
+  // root's remaining buckets (embeddings) are guessed too early, until learn_order corrects it.
+  std::vector<std::vector<size_t>> by_unit;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const size_t u = buckets_[b]->unit();
+    if (by_unit.size() <= u) by_unit.resize(u + 1);
+    by_unit[u].push_back(b);
+  }
+  for (auto u = by_unit.rbegin(); u != by_unit.rend(); ++u) {
+    order_.insert(order_.end(), u->begin(), u->end());
+  }
+  ready_.assign(buckets_.size(), false);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const auto& entries = buckets_[b]->layout().entries();
     for (size_t e = 0; e < entries.size(); ++e) {
@@ -60,18 +72,26 @@ void GradSync::on_grad_ready(size_t b, size_t entry, const at::Tensor& param) {
 
 void GradSync::on_bucket_complete(size_t b) {
   if (on_complete_) on_complete_(b);
-  if (!reduce_) return;
-  buckets_[b]->start_grad_sync(comm_);
-  inflight_.push_back(b);
-  while (inflight_.size() > max_inflight_) {
-    buckets_[inflight_.front()]->finish_grad_sync(clock_);
-    inflight_.pop_front();
+  completed_.push_back(b);
+  ready_[b] = true;
+  if (reduce_) launch_ready();
+}
+
+void GradSync::launch_ready() {
+  while (next_ < order_.size() && ready_[order_[next_]]) {
+    const size_t b = order_[next_++];
+    buckets_[b]->start_grad_sync(comm_);
+    inflight_.push_back(b);
+    while (inflight_.size() > max_inflight_) {
+      buckets_[inflight_.front()]->finish_grad_sync(clock_);
+      inflight_.pop_front();
+    }
   }
 }
 
 void GradSync::finish_backward() {
   at::NoGradGuard no_grad;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
+  for (size_t b : order_) {
     if (!buckets_[b]->complete()) {
       buckets_[b]->force_complete();
       on_bucket_complete(b);
@@ -79,7 +99,27 @@ void GradSync::finish_backward() {
   }
   for (size_t b : inflight_) buckets_[b]->finish_grad_sync(clock_);
   inflight_.clear();
+  if (!order_learned_) learn_order();
+  completed_.clear();
+  ready_.assign(buckets_.size(), false);
+  next_ = 0;
   for (auto& b : buckets_) b->next_micro_step();
+}
+
+void GradSync::learn_order() {
+  order_learned_ = true;
+  if (comm_.size() == 1) {
+    order_ = completed_;
+    return;
+  }
+  // Every rank reaches the end of its first backward, so this one broadcast is matched.
+  at::Tensor order = at::tensor(std::vector<int64_t>(completed_.begin(), completed_.end()),
+                                at::TensorOptions().dtype(at::kLong))
+                         .to(comm_.device());
+  comm_.broadcast(order, 0)->wait();
+  order = order.cpu();
+  for (size_t i = 0; i < order_.size(); ++i)
+    order_[i] = static_cast<size_t>(order[i].item<int64_t>());
 }
 
 }  // namespace zt::zero

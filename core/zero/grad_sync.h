@@ -7,9 +7,15 @@
 //   stages 0-1: gradients accumulate over the window; the boundary micro-step reduces
 //
 // At most max_inflight reductions are outstanding (each holds a transient staging buffer at
-// stages 2-3); the oldest is finished before another starts. Buckets some of whose parameters got
-// no gradient this micro-step are reduced at the end of backward in bucket order, so every rank
-// issues the same collectives in the same order, whichever parameters its graph touched.
+// stages 2-3); the oldest is finished before another starts.
+//
+// Every rank must issue the same collectives in the same order, whichever parameters its graph
+// touched (a rank whose batch skips a branch completes a bucket late, or only at the end of
+// backward). So reductions start in one launch order shared by all ranks, as DDP's reducer does:
+// a completed bucket waits until every bucket before it in that order has started; buckets left
+// incomplete start at the end of backward. The order begins as a guess (the root unit's buckets,
+// then the declared units last to first) and, after the first backward, becomes the order in
+// which rank 0's buckets completed, broadcast once, so reductions follow backward from then on.
 
 #include <deque>
 #include <functional>
@@ -44,6 +50,10 @@ class GradSync {
   class Hook;
   void on_grad_ready(size_t bucket, size_t entry, const at::Tensor& param);
   void on_bucket_complete(size_t bucket);
+  // Starts the reductions of the completed buckets whose turn it is in order_.
+  void launch_ready();
+  // After the first backward: order_ becomes rank 0's completion order.
+  void learn_order();
 
   std::vector<std::unique_ptr<Bucket>>& buckets_;
   dist::Communicator& comm_;
@@ -52,6 +62,11 @@ class GradSync {
   std::function<void(size_t)> on_complete_;
   bool reduce_ = false;
   std::deque<size_t> inflight_;  // buckets with a reduction in flight, oldest first
+  std::vector<size_t> order_;    // launch order, the same on every rank
+  bool order_learned_ = false;
+  std::vector<size_t> completed_;  // this micro-step's buckets in completion order
+  std::vector<bool> ready_;        // completed this micro-step, by bucket
+  size_t next_ = 0;                // position in order_ of the next reduction to start
 };
 
 }  // namespace zt::zero

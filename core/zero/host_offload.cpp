@@ -5,6 +5,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "core/base/error.h"
+#include "core/zero/pinned_host.h"
 
 namespace zt {
 namespace {
@@ -14,7 +15,7 @@ c10::Stream current_stream(c10::Device device) {
 }
 
 at::Tensor pinned(int64_t numel, at::ScalarType dtype) {
-  return at::empty({numel}, at::TensorOptions().dtype(dtype).pinned_memory(true));
+  return zero::pinned_host_empty(numel, dtype);
 }
 
 }  // namespace

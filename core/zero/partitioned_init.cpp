@@ -201,7 +201,8 @@ void PartitionedInit::check_same_on_every_rank(dist::Communicator& comm) const {
     f[i] = buffers_[i].fingerprint;
     f[n + i] = -buffers_[i].fingerprint;
   }
-  at::Tensor on_device = f.to(buffers_.front().layout.entries().front().param.device());
+  // On the backend's device: the model may be built on the host and trained on a GPU.
+  at::Tensor on_device = f.to(comm.device());
   comm.all_reduce(on_device, dist::ReduceOp::kMax)->wait();
   f = on_device.cpu();
   for (int64_t i = 0; i < n; ++i) {

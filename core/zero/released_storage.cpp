@@ -1,6 +1,7 @@
 #include "core/zero/released_storage.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 
 #include "core/base/error.h"
@@ -14,6 +15,9 @@ void release_storage(const at::Tensor& t) {
 }
 
 void refill_storage(const at::Tensor& t, size_t nbytes) {
+  // A device allocator (CUDA's caching allocator) allocates on the current device: make it the
+  // tensor's, which need not be current on this thread.
+  const c10::OptionalDeviceGuard on(t.device());
   c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
   s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));
   s->set_nbytes(nbytes);

@@ -10,6 +10,7 @@
 #include "core/cuda_plugin.h"
 #include "core/zero/host_offload.h"
 #include "core/zero/nvme_optimizer.h"
+#include "core/zero/pinned_host.h"
 #include "optim/clip.h"
 #include "optim/cpu_adam.h"
 #include "optim/fused_adam_launch.h"
@@ -153,20 +154,25 @@ void ShardedStep::init_masters() {
         /*read=*/false, /*write_back=*/true);
     return;
   }
-  // A shard on NVMe is not a tensor the optimizer could keep stepping as its master.
-  const bool separate = options_.offload_optimizer || options_.compute_dtype != at::kFloat ||
-                        options_.offload_param.device == ParamOffloadOptions::Device::kNvme;
-  if (!separate) return;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     // The stepped range: at stage 3 the resident shard (a released buffer holds no values).
     at::Tensor src = buckets_[b]->param_target();
-    at::TensorOptions mopt = at::TensorOptions()
-                                 .dtype(at::kFloat)
-                                 .device(master_device(src.device(), options_.offload_optimizer));
-    // Pinned host memory when the parameters are on a GPU, so the copies can be asynchronous.
-    if (mopt.device().is_cpu() && src.is_cuda()) mopt = mopt.pinned_memory(true);
-    slots_[b].master = at::empty({src.numel()}, mopt);
-    slots_[b].master.copy_(src);
+    // The master's place follows the optimizer, never the shard's: the model's device (whose
+    // fused optimizer spec_for chose, and where the gradients are), or the host with optimizer
+    // offload. The parameters themselves are the master only when they are fp32 and live there
+    // too; a shard offloaded to the host of a GPU model, or to a file, is not.
+    const c10::Device where = master_device(compute_device(), options_.offload_optimizer);
+    const bool separate = options_.compute_dtype != at::kFloat || src.device() != where ||
+                          options_.offload_optimizer ||
+                          options_.offload_param.device == ParamOffloadOptions::Device::kNvme;
+    if (!separate) continue;
+    if (where.is_cpu() && compute_device().is_cuda()) {
+      // Page-locked when the model is on a GPU, so the copies can be asynchronous.
+      slots_[b].master = pinned_host_copy(src, at::kFloat);
+    } else {
+      slots_[b].master = at::empty({src.numel()}, src.options().dtype(at::kFloat).device(where));
+      slots_[b].master.copy_(src);
+    }
   }
 }
 
@@ -236,7 +242,7 @@ int64_t ShardedStep::nvme_buffer_bytes() const {
   return nvme_ ? nvme_->buffer_bytes() : 0;
 }
 
-c10::Device ShardedStep::grad_device() const {
+c10::Device ShardedStep::compute_device() const {
   return buckets_.empty() ? c10::Device(at::kCPU) : buckets_.front()->params().device();
 }
 
@@ -254,7 +260,7 @@ double ShardedStep::global_grad_norm_squared() {
   // read back once. CPU fp32 (the common case) goes through optim::sum_of_squares, one
   // multi-threaded pass accumulating in float64; elsewhere an fp32 norm per bucket (LibTorch
   // reduces in a tree, so it stays accurate over millions of elements without a float64 copy).
-  at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(grad_device()));
+  at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(compute_device()));
   double host_sum = 0;
   for (auto& b : buckets_) {
     at::Tensor g = b->owned_grad();
@@ -268,8 +274,8 @@ double ShardedStep::global_grad_norm_squared() {
   }
   if (host_sum != 0) t.add_(host_sum);
   // Stage 0: every rank holds the whole reduced gradient.
-  if (options_.stage != 0) clock_.wait(comm_.all_reduce(t, dist::ReduceOp::kSum));
-  return t.item<double>();
+  if (options_.stage == 0) return t.item<double>();
+  return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
 
 // Names of the parameters whose owned gradient holds inf/NaN on this rank.
@@ -470,11 +476,12 @@ void ShardedStep::nvme_step(double grad_scale, double lr) {
   } catch (const std::exception& e) {
     failure = e.what();
   }
-  at::Tensor failed = at::full({1}, failure.empty() ? 0 : 1, at::kInt);
-  clock_.wait(comm_.all_reduce(failed, dist::ReduceOp::kMax));
+  at::Tensor failed = at::full({1}, failure.empty() ? 0 : 1,
+                               at::TensorOptions().dtype(at::kInt).device(comm_.device()));
+  const int any_failed = clock_.read<int>(comm_.all_reduce(failed, dist::ReduceOp::kMax), failed);
   ZT_CHECK(failure.empty(), failure,
            "; the NVMe optimizer state is inconsistent now: resume from the last checkpoint");
-  ZT_CHECK(failed.item<int>() == 0,
+  ZT_CHECK(any_failed == 0,
            "NVMe optimizer offload: an I/O error on another rank stopped the step (its message "
            "names the file and offset); resume from the last checkpoint");
   // The optimizers keep only their step counts between steps.

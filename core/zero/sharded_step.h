@@ -110,7 +110,8 @@ class ShardedStep {
   void offload_step(double grad_scale, double lr);
   void nvme_step(double grad_scale, double lr);
   std::string overflow_culprits() const;
-  c10::Device grad_device() const;
+  // The model's device: where gradients are reduced and the non-offloaded masters live.
+  c10::Device compute_device() const;
 
   const EngineOptions& options_;
   std::vector<std::unique_ptr<Bucket>>& buckets_;

@@ -84,7 +84,8 @@ endfunction()
 # its own main (it must initialise MPI or its communicator itself), or with MPI_WORLD_MAIN the
 # shared one of tests/support/mpi_world.h.
 function(zt_mpi_test name)
-  cmake_parse_arguments(A "MPI_WORLD_MAIN" "AREA;TIMEOUT" "NP;SOURCES;LIBS;ARGS" ${ARGN})
+  cmake_parse_arguments(A "MPI_WORLD_MAIN" "AREA;TIMEOUT;SUFFIX" "NP;SOURCES;LIBS;ARGS;LABELS;ENV"
+                        ${ARGN})
   if(A_MPI_WORLD_MAIN)
     list(APPEND A_SOURCES ${ZT_SOURCE_DIR}/tests/support/mpi_world_main.cpp)
   endif()
@@ -97,12 +98,17 @@ function(zt_mpi_test name)
                                                ZT_BINARY_DIR="${ZT_BINARY_DIR}")
   endif()
   foreach(np IN LISTS A_NP)
-    add_test(NAME ${A_AREA}.${name}.np${np}
+    set(test ${A_AREA}.${name}${A_SUFFIX}.np${np})
+    add_test(NAME ${test}
              COMMAND ${ZT_MPIEXEC} ${ZT_MPIEXEC_FLAGS} -np ${np} $<TARGET_FILE:${name}> ${A_ARGS})
     # RUN_SERIAL: multi-process tests pick free ports and oversubscribe the cores; run alone so
     # no other test takes a port between "free" and "bound", or starves a timing check.
-    set_tests_properties(${A_AREA}.${name}.np${np} PROPERTIES
-      LABELS "multirank;${A_AREA}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${np} RUN_SERIAL TRUE)
+    set_tests_properties(${test} PROPERTIES
+      LABELS "multirank;${A_AREA};${A_LABELS}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${np} RUN_SERIAL TRUE)
+    if(A_ENV)
+      # Local ranks inherit mpirun's environment.
+      set_tests_properties(${test} PROPERTIES ENVIRONMENT "${A_ENV}")
+    endif()
   endforeach()
 endfunction()
 

@@ -1,6 +1,13 @@
-// zt-gpu-checks: runs every GPU check (gpu_checks.h) and prints one line per check; with
-// --json FILE also one JSON object per check. Exit status 0 when all pass, 1 when one fails,
-// 2 when no GPU is usable (nothing ran). Filters: names given as arguments.
+// zt-gpu-checks: runs the GPU checks (gpu_checks.h) and prints one line per check; with
+// --json FILE also one JSON object per check, written as soon as the check ends.
+//
+//   zt-gpu-checks [--json FILE] [NAME...]   the named checks (all without a name), in list order
+//   zt-gpu-checks --list                    the check names, one per line (needs no GPU)
+//
+// bench/gpu_check.sh runs each check in a process of its own (a CUDA fault that leaves a sticky
+// error, or a crash, ends only that check) and asks --list for the names.
+// Exit status: 0 when all pass, 1 when one fails, 2 on a usage error (an unknown check name or
+// option) or when no GPU is usable (nothing ran).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,24 +21,82 @@
 
 namespace {
 
+constexpr int kUsageError = 2;
+constexpr int kNoGpu = 2;  // nothing ran
+
+std::string known_names() {
+  std::string names;
+  for (const auto& check : zt::gpu_checks::all_checks()) {
+    names += (names.empty() ? "" : ", ") + check.name;
+  }
+  return names;
+}
+
+bool is_known(const std::string& name) {
+  const auto& checks = zt::gpu_checks::all_checks();
+  return std::any_of(checks.begin(), checks.end(),
+                     [&](const zt::gpu_checks::Check& c) { return c.name == name; });
+}
+
+// One line: a LibTorch error's backtrace would otherwise follow its message.
+std::string first_line(std::string s) {
+  const auto nl = s.find('\n');
+  if (nl != std::string::npos) s.resize(nl);
+  return s;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+  }
+  return out;
+}
+
 int run(int argc, char** argv) {
   std::string json_path;
   std::vector<std::string> only;
+  bool list = false;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json" && i + 1 < argc) {
+    const std::string a = argv[i];
+    if (a == "--list") {
+      list = true;
+    } else if (a == "--json") {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "zt-gpu-checks: --json needs a file name\n");
+        return kUsageError;
+      }
       json_path = argv[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "zt-gpu-checks: unknown option %s (options: --list, --json FILE)\n",
+                   a.c_str());
+      return kUsageError;
+    } else if (!is_known(a)) {
+      std::fprintf(stderr, "zt-gpu-checks: unknown check '%s'; known checks: %s\n", a.c_str(),
+                   known_names().c_str());
+      return kUsageError;
     } else {
       only.push_back(a);
     }
   }
+  if (list) {
+    for (const auto& check : zt::gpu_checks::all_checks()) std::printf("%s\n", check.name.c_str());
+    return 0;
+  }
   const std::string why = zt::gpu_checks::cuda_unavailable();
   if (!why.empty()) {
     std::printf("zt-gpu-checks: no usable GPU (%s); nothing ran\n", why.c_str());
-    return 2;
+    return kNoGpu;
   }
   std::ofstream json;
-  if (!json_path.empty()) json.open(json_path);
+  if (!json_path.empty()) {
+    json.open(json_path);
+    if (!json) {
+      std::fprintf(stderr, "zt-gpu-checks: cannot write --json file %s\n", json_path.c_str());
+      return kUsageError;
+    }
+  }
   int failed = 0;
   for (const auto& check : zt::gpu_checks::all_checks()) {
     if (!only.empty() && std::find(only.begin(), only.end(), check.name) == only.end()) continue;
@@ -40,22 +105,20 @@ int run(int argc, char** argv) {
     try {
       check.run();
     } catch (const std::exception& e) {
-      error = e.what();
+      error = first_line(e.what());
+      if (error.empty()) error = "exception without a message";
     }
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%-20s %s  %.2f s%s%s\n", check.name.c_str(), error.empty() ? "PASS" : "FAIL", s,
+    std::printf("%-22s %s  %.2f s%s%s\n", check.name.c_str(), error.empty() ? "PASS" : "FAIL", s,
                 error.empty() ? "" : "  ", error.c_str());
     std::fflush(stdout);
     if (!error.empty()) ++failed;
     if (json.is_open()) {
-      std::string quoted;
-      for (char c : error) {
-        if (c == '"' || c == '\\') quoted += '\\';
-        quoted += c == '\n' ? ' ' : c;
-      }
+      // Flushed now: a later check that crashes the process must not take this line with it.
       json << "{\"check\":\"" << check.name << "\",\"pass\":" << (error.empty() ? "true" : "false")
-           << ",\"seconds\":" << s << ",\"error\":\"" << quoted << "\"}\n";
+           << ",\"seconds\":" << s << ",\"error\":\"" << json_escape(error) << "\"}\n"
+           << std::flush;
     }
   }
   std::printf("zt-gpu-checks: %d failed\n", failed);

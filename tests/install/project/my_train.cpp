@@ -49,6 +49,7 @@ TORCH_MODULE(TinyLm);
 // 200 samples of 4..19 tokens counting up modulo 50: easy to learn.
 void make_shard(const std::string& path) {
   zt::data::TokenShardWriter w({50, 0, {}});
+  w.set_meta("pad_id", "0");  // BatchStream pads with the shard's pad id
   for (int i = 0; i < 200; ++i) {
     std::vector<int> tokens;
     for (int k = 0; k < 4 + i % 16; ++k) tokens.push_back((i + k) % 50);

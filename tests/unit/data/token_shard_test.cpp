@@ -3,6 +3,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -35,6 +37,7 @@ std::string small_shard(const std::string& name, uint32_t vocab = 1000) {
   w.add({5, 6, 7}, {1, 10});
   w.add({}, {0, 11});
   w.add({static_cast<int>(vocab) - 1, 0}, {2, 12});
+  w.set_meta("pad_id", "0");
   w.set_meta("note", "unit test");
   std::string path = temp_path(name);
   w.write(path);
@@ -58,6 +61,7 @@ TEST(TokenShard, RoundTripEqualsTokenizerOutput) {
   topt.vocab_size = 120;
   Tokenizer tok = Tokenizer::train(sentences, topt);
   TokenShardWriter w({static_cast<uint32_t>(tok.vocab_size()), tok.id(), {}});
+  w.set_meta("pad_id", std::to_string(tok.pad_id()));
   std::vector<std::vector<int>> expected;
   for (const auto& s : sentences) {
     expected.push_back(tok.encode(s, {.add_bos = false, .add_eos = true}));
@@ -85,6 +89,7 @@ TEST(TokenShard, RoundTripEqualsTokenizerOutput) {
     EXPECT_EQ(tok.decode(body), sentences[static_cast<size_t>(i)]);
   }
   EXPECT_EQ(ds.num_tokens(), total);
+  EXPECT_EQ(ds.pad_id(), tok.pad_id());
 }
 
 TEST(TokenShard, LabelsMetaAndWideTokens) {
@@ -184,6 +189,47 @@ TEST(TokenShard, BadSectionOffsets) {
   std::memcpy(bytes.data(), &h, sizeof(h));
   write_file(path, bytes);
   expect_open_error(path, "section offsets");
+}
+
+// A one-sample shard over a 100-id vocabulary whose meta holds `meta` ("key=value" pairs).
+std::string shard_with_meta(const std::string& name,
+                            const std::vector<std::pair<std::string, std::string>>& meta) {
+  TokenShardWriter w({100, 0, {}});
+  w.add({5, 6, 7});
+  for (const auto& [k, v] : meta) w.set_meta(k, v);
+  const std::string path = temp_path(name);
+  w.write(path);
+  return path;
+}
+
+// Expects pad_id() of the shard at `path` to throw a zt::Error naming the file and `what`.
+void expect_pad_id_error(const std::string& path, const std::string& what) {
+  TokenDataset ds(path);
+  try {
+    const int64_t id = ds.pad_id();
+    FAIL() << "pad_id() of " << path << " gave " << id;
+  } catch (const zt::Error& e) {
+    EXPECT_NE(e.message().find(path), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(what), std::string::npos) << e.message();
+  }
+}
+
+TEST(TokenShard, PadIdComesFromTheMeta) {
+  TokenDataset ds(shard_with_meta("pad3", {{"pad_id", "3"}, {"eos_id", "2"}}));
+  EXPECT_EQ(ds.pad_id(), 3);
+}
+
+TEST(TokenShard, PadIdMinusOneFallsBackToEos) {
+  TokenDataset ds(shard_with_meta("pad_eos", {{"pad_id", "-1"}, {"eos_id", "2"}}));
+  EXPECT_EQ(ds.pad_id(), 2);
+}
+
+TEST(TokenShard, PadIdErrorsNameTheFile) {
+  expect_pad_id_error(shard_with_meta("pad_missing", {{"eos_id", "2"}}), "no pad_id");
+  expect_pad_id_error(shard_with_meta("pad_word", {{"pad_id", "three"}}), "not an integer");
+  expect_pad_id_error(shard_with_meta("pad_no_eos", {{"pad_id", "-1"}, {"eos_id", "-1"}}),
+                      "set a pad piece");
+  expect_pad_id_error(shard_with_meta("pad_big", {{"pad_id", "100"}}), "outside the vocabulary");
 }
 
 TEST(TokenShard, IndexOutOfRange) {

@@ -337,6 +337,71 @@ TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
   }
 }
 
+// Ranks whose graphs differ: odd ranks skip ln_f, so the bucket holding it completes early on
+// even ranks and only at the end of backward on odd ones. Every rank must still reduce the same
+// buckets in the same order (a mismatch pairs buffers of different sizes across ranks), and the
+// result is the average of the ranks' gradients: single-process AdamW on the mean of the ranks'
+// losses, each with its own graph.
+torch::Tensor skipping_forward(zt::testing::TinyTransformerImpl& m, const torch::Tensor& x,
+                               bool skip_ln_f) {
+  torch::Tensor h = m.embed->forward(m.frozen->forward(x));
+  h = zt::call_unit(*m.block0, h);
+  h = zt::call_unit(*m.block1, h);
+  if (!skip_ln_f) h = m.ln_f->forward(h);
+  return m.head->forward(h.mean(1));
+}
+
+TEST(EngineUnevenGraphs, RanksSkippingAParameterTrainLikeSingleProcess) {
+  const int world = g_comm->size(), rank = g_comm->rank();
+  const int64_t micro = kGlobalBatch / world;
+  auto rank_loss = [&](zt::testing::TinyTransformerImpl& m, int s, int r) {
+    auto [x, y] = global_batch(ModelKind::kTransformer, s);
+    return torch::mse_loss(skipping_forward(m, x.narrow(0, r * micro, micro), r % 2 == 1),
+                           y.narrow(0, r * micro, micro));
+  };
+  Trace want;
+  {
+    auto model = make_model(ModelKind::kTransformer);
+    auto& m = static_cast<zt::testing::TinyTransformerImpl&>(*model);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    for (auto& p : model->named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      groups.emplace_back(
+          std::vector<torch::Tensor>{p.value()},
+          std::make_unique<torch::optim::AdamWOptions>(
+              torch::optim::AdamWOptions(kLr).weight_decay(no_decay(p.key()) ? 0.0 : kWd)));
+    }
+    torch::optim::AdamW opt(groups, torch::optim::AdamWOptions(kLr));
+    for (int s = 0; s < kSteps; ++s) {
+      opt.zero_grad();
+      torch::Tensor loss = rank_loss(m, s, 0);
+      for (int r = 1; r < world; ++r) loss = loss + rank_loss(m, s, r);
+      loss = loss / world;
+      loss.backward();
+      opt.step();
+      want.losses.push_back(loss.item<double>());
+    }
+    for (auto& p : model->named_parameters()) want.params[p.key()] = p.value().detach().clone();
+  }
+  for (int stage : {0, 1, 2, 3}) {
+    auto model = make_model(ModelKind::kTransformer);
+    auto& m = static_cast<zt::testing::TinyTransformerImpl&>(*model);
+    zt::Engine engine(model, engine_options(ModelKind::kTransformer, stage, 1, 0.0), g_comm);
+    Trace got;
+    for (int s = 0; s < kSteps; ++s) {
+      torch::Tensor loss = engine.forward([&] { return rank_loss(m, s, rank); });
+      engine.backward(loss);
+      engine.step();
+      torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
+      g_comm->all_reduce(l)->wait();
+      got.losses.push_back(l.item<double>() / world);
+    }
+    zt::Engine::GatheredParameters full(engine);
+    for (auto& p : model->named_parameters()) got.params[p.key()] = p.value().detach().clone();
+    expect_same(got, want, "uneven graphs, stage " + std::to_string(stage));
+  }
+}
+
 }  // namespace
 
 // NVMe optimizer offload (core/zero/nvme_optimizer.h) against CPU offload: the same CpuAdam steps

@@ -16,20 +16,26 @@
 namespace zt {
 namespace {
 
-// 40 samples of lengths 1..40, token ids 1..99.
+// Writes `count` samples of lengths 1..count, token ids 1..99, with `pad_id` in the meta (none
+// when empty) and returns the path.
+std::string write_ramp(const std::string& name, int count, const std::string& pad_id) {
+  data::TokenShardWriter w({100, 0, {}});
+  for (int n = 1; n <= count; ++n) {
+    std::vector<int> tokens;
+    for (int i = 0; i < n; ++i) tokens.push_back(1 + (n * 7 + i) % 99);
+    w.add(tokens);
+  }
+  if (!pad_id.empty()) w.set_meta("pad_id", pad_id);
+  // Per process: ctest runs this binary's tests in parallel processes.
+  const std::string p =
+      ::testing::TempDir() + "zt_initialize_" + name + "_" + std::to_string(getpid()) + ".ztt";
+  w.write(p);
+  return p;
+}
+
+// 40 samples of lengths 1..40, token ids 1..99, pad id 0.
 std::shared_ptr<const data::TokenDataset> ramp_shard() {
-  static const std::string path = [] {
-    data::TokenShardWriter w({100, 0, {}});
-    for (int n = 1; n <= 40; ++n) {
-      std::vector<int> tokens;
-      for (int i = 0; i < n; ++i) tokens.push_back(1 + (n * 7 + i) % 99);
-      w.add(tokens);
-    }
-    const std::string p =
-        ::testing::TempDir() + "zt_initialize_ramp_" + std::to_string(getpid()) + ".ztt";
-    w.write(p);
-    return p;
-  }();
+  static const std::string path = write_ramp("ramp", 40, "0");
   return std::make_shared<const data::TokenDataset>(path);
 }
 
@@ -114,6 +120,34 @@ TEST(BatchStream, SampleCountBatchesAndRandomOrderWhenAsked) {
   BatchStream s(ramp_shard(), l.config, *l.comm, o);
   EXPECT_NE(dynamic_cast<const data::RandomBatchSampler*>(&s.sampler()), nullptr);
   EXPECT_EQ(s.next()->batch_size(), 4);  // train_micro_batch_size_per_gpu
+}
+
+TEST(BatchStream, PadsWithTheShardsPadId) {
+  Launch l = launch_with(kConfig);
+  auto shard = std::make_shared<const data::TokenDataset>(write_ramp("pad3", 40, "3"));
+  BatchStream s(shard, l.config, *l.comm, {});
+  int64_t pads = 0;
+  for (int64_t i = 0; i < s.num_batches(); ++i) {
+    std::optional<data::Batch> b = s.next();
+    ASSERT_TRUE(b);
+    const torch::Tensor at_pads = b->input_ids.masked_select(b->attention_mask == 0);
+    EXPECT_TRUE(torch::all(at_pads == 3).item<bool>()) << at_pads;
+    pads += at_pads.numel();
+  }
+  // Lengths 1..40 in batches rounded up to multiples of 4 leave pads to look at.
+  EXPECT_GT(pads, 0);
+}
+
+TEST(BatchStream, ShardWithoutPadIdIsAnErrorNamingTheFile) {
+  Launch l = launch_with(kConfig);
+  const std::string path = write_ramp("nopad", 8, "");
+  try {
+    BatchStream s(std::make_shared<const data::TokenDataset>(path), l.config, *l.comm, {});
+    FAIL() << "built a batch stream from a shard without pad_id";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(path), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("no pad_id"), std::string::npos) << e.message();
+  }
 }
 
 TEST(Initialize, FreezesBuildsTheEngineAndTheLoaderFromTheConfig) {

@@ -14,12 +14,14 @@
 //      the same pass where it can. The gradients are never rewritten: the average over ranks, the
 //      loss-scale undo and the clipping factor reach the optimizer as one factor
 //      (GroupHyper::grad_scale) that its pass multiplies in, so a step reads the gradient twice
-//      and writes it never (it used to take up to three more passes)
-//   4. publish: stages 1-2 all-gather the updated slices into the full parameters
+//      and writes it never
+//   4. publish: stages 1-2 and persistent stage-3 buffers all-gather the updated slices into the
+//      full parameters (Bucket::publish_params)
 //
-// The fp32 master is separate when the compute dtype is 16-bit or the optimizer is offloaded
-// (then it lives in host memory, pinned when the parameters are on a GPU); otherwise the fp32
-// parameters (or stage-3 shard) are the master. Optimizer state lives next to the master.
+// The fp32 master lives where the optimizer steps: on the model's device, or in host memory with
+// optimizer offload (page-locked when the model is on a GPU, pinned_host.h). It is a separate copy
+// unless the parameters (or stage-3 shard) are fp32 and already live there; a shard offloaded to
+// the host of a GPU model, or to NVMe, always has one. Optimizer state lives next to the master.
 //
 // Memory per rank for the optimizer side (Ψ_r = elements this rank steps): master 4 Ψ_r bytes
 // when separate, plus the optimizer's state (Adam: 8 Ψ_r). With offload_optimizer.device nvme

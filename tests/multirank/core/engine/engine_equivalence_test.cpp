@@ -309,6 +309,24 @@ TEST(EngineGradientAveraging, PrescaleAndPredivideTrainLikeSingleProcess) {
   }
 }
 
+// kSteps optimizer steps of one micro-step each, loss_of(step) being this rank's loss; the trace
+// holds the mean loss over ranks per step and the full parameters after the last step.
+Trace train_one_micro_step_each(zt::Engine& engine, torch::nn::Module& model,
+                                const std::function<torch::Tensor(int)>& loss_of) {
+  Trace t;
+  for (int s = 0; s < kSteps; ++s) {
+    torch::Tensor loss = engine.forward([&] { return loss_of(s); });
+    engine.backward(loss);
+    engine.step();
+    torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
+    g_comm->all_reduce(l)->wait();
+    t.losses.push_back(l.item<double>() / g_comm->size());
+  }
+  zt::Engine::GatheredParameters full(engine);
+  for (auto& p : model.named_parameters()) t.params[p.key()] = p.value().detach().clone();
+  return t;
+}
+
 TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
   Trace want = reference(ModelKind::kMlp, 0.0);
   for (int stage : {1, 2, 3}) {
@@ -317,22 +335,13 @@ TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
     o.offload_optimizer = true;
     zt::Engine engine(model, o, g_comm);
     EXPECT_GT(engine.memory().master_bytes, 0) << "offload keeps a separate host master";
-    const int world = g_comm->size(), rank = g_comm->rank();
-    const int64_t micro = kGlobalBatch / world;
-    Trace got;
-    for (int s = 0; s < kSteps; ++s) {
+    const int64_t micro = kGlobalBatch / g_comm->size();
+    const int rank = g_comm->rank();
+    Trace got = train_one_micro_step_each(engine, *model, [&](int s) {
       auto [x, y] = global_batch(ModelKind::kMlp, s);
       torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
-      torch::Tensor loss = engine.forward(
-          [&] { return torch::mse_loss(run_model(*model, ModelKind::kMlp, xs), ys); });
-      engine.backward(loss);
-      engine.step();
-      torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
-      g_comm->all_reduce(l)->wait();
-      got.losses.push_back(l.item<double>() / world);
-    }
-    zt::Engine::GatheredParameters full(engine);
-    for (auto& p : model->named_parameters()) got.params[p.key()] = p.value().detach().clone();
+      return torch::mse_loss(run_model(*model, ModelKind::kMlp, xs), ys);
+    });
     expect_same(got, want, "offload stage " + std::to_string(stage));
   }
 }
@@ -387,17 +396,8 @@ TEST(EngineUnevenGraphs, RanksSkippingAParameterTrainLikeSingleProcess) {
     auto model = make_model(ModelKind::kTransformer);
     auto& m = static_cast<zt::testing::TinyTransformerImpl&>(*model);
     zt::Engine engine(model, engine_options(ModelKind::kTransformer, stage, 1, 0.0), g_comm);
-    Trace got;
-    for (int s = 0; s < kSteps; ++s) {
-      torch::Tensor loss = engine.forward([&] { return rank_loss(m, s, rank); });
-      engine.backward(loss);
-      engine.step();
-      torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
-      g_comm->all_reduce(l)->wait();
-      got.losses.push_back(l.item<double>() / world);
-    }
-    zt::Engine::GatheredParameters full(engine);
-    for (auto& p : model->named_parameters()) got.params[p.key()] = p.value().detach().clone();
+    Trace got =
+        train_one_micro_step_each(engine, *model, [&](int s) { return rank_loss(m, s, rank); });
     expect_same(got, want, "uneven graphs, stage " + std::to_string(stage));
   }
 }

@@ -5,10 +5,50 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "core/precision/loss_scaler.h"
+#include "core/zero/bucket.h"
+#include "core/zero/grad_sync.h"
+#include "core/zero/nvme_params.h"
+#include "core/zero/param_gather.h"
+#include "core/zero/partitioned_init.h"
+#include "core/zero/sharded_step.h"
+#include "core/zero/units.h"
+#include "core/zero/wait_clock.h"
+#include "optim/shard_optimizer.h"
+#include "parallel/communicator.h"
 
 namespace zt {
+
+// The engine's state: the model, its options and communicator, and the ZeRO parts built from
+// them (core/zero/), in the order they are built; each part refers to buckets_.
+struct Engine::Impl {
+  std::shared_ptr<torch::nn::Module> model_;
+  EngineOptions options_;
+  std::shared_ptr<dist::Communicator> comm_;
+  int rank_ = 0;
+  int world_ = 1;
+
+  zero::UnitPlan plan_;
+  std::unique_ptr<zero::NvmeParamSwapper> param_swapper_;  // offload_param nvme: shard files
+  std::vector<std::unique_ptr<zero::Bucket>> buckets_;
+  zero::WaitClock clock_;
+  std::unique_ptr<zero::ParamGather> gather_;
+  std::unique_ptr<zero::GradSync> grad_sync_;
+  std::unique_ptr<zero::ShardedStep> sharded_step_;
+
+  std::unique_ptr<DynamicLossScaler> scaler_;
+  int64_t micro_steps_ = 0;
+  int64_t global_step_ = 0;
+  int64_t skipped_steps_ = 0;
+  double last_grad_norm_ = 0.0;
+  bool in_backward_ = false;
+  // wall_clock_breakdown: seconds since the last report.
+  struct Breakdown {
+    double forward = 0, backward = 0, step = 0, comm_wait_at_start = 0;
+  } breakdown_;
+};
 
 namespace {
 
@@ -30,71 +70,79 @@ std::pair<double, double> reduce_scales(const EngineOptions& o, int world) {
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
                std::shared_ptr<dist::Communicator> comm,
                std::shared_ptr<zero::PartitionedInit> partitioned)
-    : model_(std::move(model)), options_(std::move(options)), comm_(std::move(comm)) {
-  ZT_CHECK(model_ != nullptr, "Engine: model is null");
-  ZT_CHECK(comm_ != nullptr, "Engine: communicator is null");
-  ZT_CHECK(options_.stage >= 0 && options_.stage <= 3, "zero_optimization.stage must be 0..3, got ",
-           options_.stage);
-  ZT_CHECK(options_.gradient_accumulation_steps >= 1,
-           "gradient_accumulation_steps must be >= 1, got ", options_.gradient_accumulation_steps);
-  ZT_CHECK(options_.gradient_clipping >= 0, "gradient_clipping must be >= 0, got ",
-           options_.gradient_clipping);
-  ZT_CHECK(options_.gradient_predivide_factor > 0, "gradient_predivide_factor must be > 0, got ",
-           options_.gradient_predivide_factor);
+    : impl_(std::make_unique<Impl>()) {
+  impl_->model_ = std::move(model);
+  impl_->options_ = std::move(options);
+  impl_->comm_ = std::move(comm);
+  ZT_CHECK(impl_->model_ != nullptr, "Engine: model is null");
+  ZT_CHECK(impl_->comm_ != nullptr, "Engine: communicator is null");
+  ZT_CHECK(impl_->options_.stage >= 0 && impl_->options_.stage <= 3,
+           "zero_optimization.stage must be 0..3, got ", impl_->options_.stage);
+  ZT_CHECK(impl_->options_.gradient_accumulation_steps >= 1,
+           "gradient_accumulation_steps must be >= 1, got ",
+           impl_->options_.gradient_accumulation_steps);
+  ZT_CHECK(impl_->options_.gradient_clipping >= 0, "gradient_clipping must be >= 0, got ",
+           impl_->options_.gradient_clipping);
+  ZT_CHECK(impl_->options_.gradient_predivide_factor > 0,
+           "gradient_predivide_factor must be > 0, got ",
+           impl_->options_.gradient_predivide_factor);
   auto is_float_type = [](at::ScalarType t) {
     return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
   };
-  ZT_CHECK(is_float_type(options_.grad_accum_dtype),
+  ZT_CHECK(is_float_type(impl_->options_.grad_accum_dtype),
            "data_types.grad_accum_dtype must be fp32, fp16 or bf16, got ",
-           options_.grad_accum_dtype);
-  ZT_CHECK(!options_.communication_dtype || is_float_type(*options_.communication_dtype),
-           "communication_data_type must be fp32, fp16 or bf16, got ",
-           *options_.communication_dtype);
-  ZT_CHECK(is_float_type(options_.compute_dtype),
-           "engine compute dtype must be fp32, fp16 or bf16, got ", options_.compute_dtype);
-  if (options_.compute_dtype == at::kHalf) {
-    scaler_ = std::make_unique<DynamicLossScaler>(options_.fp16);
+           impl_->options_.grad_accum_dtype);
+  ZT_CHECK(
+      !impl_->options_.communication_dtype || is_float_type(*impl_->options_.communication_dtype),
+      "communication_data_type must be fp32, fp16 or bf16, got ",
+      *impl_->options_.communication_dtype);
+  ZT_CHECK(is_float_type(impl_->options_.compute_dtype),
+           "engine compute dtype must be fp32, fp16 or bf16, got ", impl_->options_.compute_dtype);
+  if (impl_->options_.compute_dtype == at::kHalf) {
+    impl_->scaler_ = std::make_unique<DynamicLossScaler>(impl_->options_.fp16);
   }
-  rank_ = comm_->rank();
-  world_ = comm_->size();
-  const auto [pre_scale, post_scale] = reduce_scales(options_, world_);
+  impl_->rank_ = impl_->comm_->rank();
+  impl_->world_ = impl_->comm_->size();
+  const auto [pre_scale, post_scale] = reduce_scales(impl_->options_, impl_->world_);
 
-  plan_ = zero::plan_units(*model_, options_.units);
+  impl_->plan_ = zero::plan_units(*impl_->model_, impl_->options_.units);
   zero::BucketOptions bo;
-  bo.stage = options_.stage;
-  bo.rank = rank_;
-  bo.world = world_;
-  bo.grad_dtype = options_.grad_accum_dtype;
-  bo.comm_dtype = options_.communication_dtype.value_or(options_.grad_accum_dtype);
+  bo.stage = impl_->options_.stage;
+  bo.rank = impl_->rank_;
+  bo.world = impl_->world_;
+  bo.grad_dtype = impl_->options_.grad_accum_dtype;
+  bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;
   using ParamDevice = ParamOffloadOptions::Device;
-  ZT_CHECK(options_.offload_param.device == ParamDevice::kNone || options_.stage == 3,
+  ZT_CHECK(impl_->options_.offload_param.device == ParamDevice::kNone || impl_->options_.stage == 3,
            "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
-           options_.stage);
-  bo.host_shard = options_.offload_param.device != ParamDevice::kNone;
-  bo.pin_shard = options_.offload_param.pin_memory;
+           impl_->options_.stage);
+  bo.host_shard = impl_->options_.offload_param.device != ParamDevice::kNone;
+  bo.pin_shard = impl_->options_.offload_param.pin_memory;
   if (partitioned && partitioned->empty()) partitioned.reset();
   if (partitioned) {
     check_partitioned(partitioned->options());
-    partitioned->check_same_on_every_rank(*comm_);
+    partitioned->check_same_on_every_rank(*impl_->comm_);
   }
-  buckets_ = zero::make_buckets(plan_, options_.reduce_bucket_size, bo,
-                                options_.stage3_param_persistence_threshold, partitioned.get());
-  sharded_step_ =
-      std::make_unique<zero::ShardedStep>(options_, buckets_, *comm_, clock_, post_scale);
+  impl_->buckets_ =
+      zero::make_buckets(impl_->plan_, impl_->options_.reduce_bucket_size, bo,
+                         impl_->options_.stage3_param_persistence_threshold, partitioned.get());
+  impl_->sharded_step_ = std::make_unique<zero::ShardedStep>(
+      impl_->options_, impl_->buckets_, *impl_->comm_, impl_->clock_, post_scale);
   broadcast_initial_state();
   cast_model_to_compute_dtype();
   move_param_shards_to_nvme();
-  gather_ = std::make_unique<zero::ParamGather>(
-      plan_, buckets_, *comm_, clock_, options_.stage == 3, options_.stage3_prefetch_bucket_size);
-  grad_sync_ =
-      std::make_unique<zero::GradSync>(buckets_, *comm_, clock_, options_.max_inflight_reductions,
-                                       [this](size_t b) { on_bucket_complete(b); });
+  impl_->gather_ = std::make_unique<zero::ParamGather>(impl_->plan_, impl_->buckets_, *impl_->comm_,
+                                                       impl_->clock_, impl_->options_.stage == 3,
+                                                       impl_->options_.stage3_prefetch_bucket_size);
+  impl_->grad_sync_ = std::make_unique<zero::GradSync>(
+      impl_->buckets_, *impl_->comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
+      [this](size_t b) { on_bucket_complete(b); });
   MemoryReport m = memory();
-  ZT_LOG_INFO("engine: ZeRO stage ", options_.stage, ", ", world_, " rank(s), ", buckets_.size(),
-              " flat buffer(s) in ", plan_.units.size(), " unit(s); model states per rank: params ",
-              m.param_bytes, " B, grads ", m.grad_bytes, " B, optimizer ",
-              m.optimizer_state_bytes + m.master_bytes, " B",
+  ZT_LOG_INFO("engine: ZeRO stage ", impl_->options_.stage, ", ", impl_->world_, " rank(s), ",
+              impl_->buckets_.size(), " flat buffer(s) in ", impl_->plan_.units.size(),
+              " unit(s); model states per rank: params ", m.param_bytes, " B, grads ", m.grad_bytes,
+              " B, optimizer ", m.optimizer_state_bytes + m.master_bytes, " B",
               m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
                                              m.nvme_buffer_bytes, " B of buffers)")
                                : std::string());
@@ -102,18 +150,60 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
 
 Engine::~Engine() = default;
 
+int64_t Engine::global_step() const {
+  return impl_->global_step_;
+}
+int64_t Engine::skipped_steps() const {
+  return impl_->skipped_steps_;
+}
+double Engine::loss_scale() const {
+  return impl_->scaler_ ? impl_->scaler_->scale() : 1.0;
+}
+const DynamicLossScaler* Engine::loss_scaler() const {
+  return impl_->scaler_.get();
+}
+DynamicLossScaler* Engine::mutable_loss_scaler() {
+  return impl_->scaler_.get();
+}
+int64_t Engine::micro_steps() const {
+  return impl_->micro_steps_;
+}
+double Engine::last_grad_norm() const {
+  return impl_->last_grad_norm_;
+}
+double Engine::comm_wait_seconds() const {
+  return impl_->clock_.seconds();
+}
+void Engine::reset_comm_wait() {
+  impl_->clock_.reset();
+}
+std::shared_ptr<torch::nn::Module> Engine::model() const {
+  return impl_->model_;
+}
+const dist::Communicator& Engine::communicator() const {
+  return *impl_->comm_;
+}
+dist::Communicator& Engine::communicator() {
+  return *impl_->comm_;
+}
+const EngineOptions& Engine::options() const {
+  return impl_->options_;
+}
+
 void Engine::check_partitioned(const zero::PartitionOptions& p) const {
-  ZT_CHECK(options_.stage == 3,
+  ZT_CHECK(impl_->options_.stage == 3,
            "the model was built partitioned (zero::PartitionedInit), which "
            "needs ZeRO stage 3; zero_optimization.stage is ",
-           options_.stage);
-  ZT_CHECK(p.world == world_ && p.rank == rank_, "the model was built partitioned for rank ",
-           p.rank, " of ", p.world, "; this engine is rank ", rank_, " of ", world_);
-  ZT_CHECK(p.reduce_bucket_size == options_.reduce_bucket_size &&
-               p.persistence_threshold == options_.stage3_param_persistence_threshold,
+           impl_->options_.stage);
+  ZT_CHECK(p.world == impl_->world_ && p.rank == impl_->rank_,
+           "the model was built partitioned for rank ", p.rank, " of ", p.world,
+           "; this engine is rank ", impl_->rank_, " of ", impl_->world_);
+  ZT_CHECK(p.reduce_bucket_size == impl_->options_.reduce_bucket_size &&
+               p.persistence_threshold == impl_->options_.stage3_param_persistence_threshold,
            "the model was built partitioned with reduce_bucket_size ", p.reduce_bucket_size,
            " and stage3_param_persistence_threshold ", p.persistence_threshold, "; the engine has ",
-           options_.reduce_bucket_size, " and ", options_.stage3_param_persistence_threshold);
+           impl_->options_.reduce_bucket_size, " and ",
+           impl_->options_.stage3_param_persistence_threshold);
 }
 
 void Engine::broadcast_initial_state() {
@@ -122,41 +212,41 @@ void Engine::broadcast_initial_state() {
   // Buffers built partitioned hold the same values on every rank already (same constructor, same
   // seed) and no full copy to send.
   std::vector<dist::WorkPtr> works;
-  for (auto& b : buckets_) {
+  for (auto& b : impl_->buckets_) {
     if (b->from_partitioned_construction()) continue;
     at::Tensor flat = b->params();
-    works.push_back(comm_->broadcast(flat, 0));
+    works.push_back(impl_->comm_->broadcast(flat, 0));
   }
-  for (auto& p : plan_.frozen) {
+  for (auto& p : impl_->plan_.frozen) {
     at::Tensor t = p.detach();
-    if (t.is_contiguous()) works.push_back(comm_->broadcast(t, 0));
+    if (t.is_contiguous()) works.push_back(impl_->comm_->broadcast(t, 0));
   }
-  for (auto& buf : model_->buffers(/*recurse=*/true)) {
-    if (buf.is_contiguous()) works.push_back(comm_->broadcast(buf, 0));
+  for (auto& buf : impl_->model_->buffers(/*recurse=*/true)) {
+    if (buf.is_contiguous()) works.push_back(impl_->comm_->broadcast(buf, 0));
   }
   for (auto& w : works) w->wait();
-  for (auto& b : buckets_) b->keep_shard();
-  sharded_step_->init_masters();
+  for (auto& b : impl_->buckets_) b->keep_shard();
+  impl_->sharded_step_->init_masters();
 }
 
-// offload_param nvme: the shards of the flat buffers move to files (nvme_params.h), except the
-// first max_in_cpu elements, which stay in host memory (DeepSpeed's max_in_cpu: a prefix of the
-// flat buffers in order), and the persistent buffers, which stay gathered.
+// offload_param nvme: the shards of the flat buffers move to files (core/zero/nvme_params.h),
+// except the first max_in_cpu elements, which stay in host memory (DeepSpeed's max_in_cpu: a prefix
+// of the flat buffers in order), and the persistent buffers, which stay gathered.
 void Engine::move_param_shards_to_nvme() {
-  const ParamOffloadOptions& po = options_.offload_param;
-  const bool cpu_model = buckets_.empty() || buckets_.front()->params().is_cpu();
+  const ParamOffloadOptions& po = impl_->options_.offload_param;
+  const bool cpu_model = impl_->buckets_.empty() || impl_->buckets_.front()->params().is_cpu();
   if (po.device == ParamOffloadOptions::Device::kCpu && cpu_model) {
     ZT_LOG_INFO(
         "offload_param cpu: the model is on the CPU, so its shards are in host memory "
         "already (the same code path gathers them to a GPU model)");
   }
   if (po.device != ParamOffloadOptions::Device::kNvme) return;
-  std::vector<int64_t> numels(buckets_.size(), 0);
+  std::vector<int64_t> numels(impl_->buckets_.size(), 0);
   int64_t in_cpu = 0, on_nvme = 0;
   bool cpu_full = false;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (buckets_[b]->persistent()) continue;
-    const int64_t n = buckets_[b]->stepped().size();
+  for (size_t b = 0; b < impl_->buckets_.size(); ++b) {
+    if (impl_->buckets_[b]->persistent()) continue;
+    const int64_t n = impl_->buckets_[b]->stepped().size();
     if (!cpu_full && in_cpu + n <= po.max_in_cpu) {
       in_cpu += n;
       continue;
@@ -168,106 +258,108 @@ void Engine::move_param_shards_to_nvme() {
   ZT_LOG_INFO("offload_param nvme: ", on_nvme, " parameter elements of this rank on NVMe, ", in_cpu,
               " in host memory (max_in_cpu ", po.max_in_cpu, ")");
   if (on_nvme == 0) return;
-  param_swapper_ =
-      std::make_unique<zero::NvmeParamSwapper>(po, rank_, options_.compute_dtype, numels);
+  impl_->param_swapper_ = std::make_unique<zero::NvmeParamSwapper>(
+      po, impl_->rank_, impl_->options_.compute_dtype, numels);
   at::NoGradGuard no_grad;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (numels[b] > 0) buckets_[b]->move_shard_to(param_swapper_.get(), b);
+  for (size_t b = 0; b < impl_->buckets_.size(); ++b) {
+    if (numels[b] > 0) impl_->buckets_[b]->move_shard_to(impl_->param_swapper_.get(), b);
   }
-  param_swapper_->wait_writes();
+  impl_->param_swapper_->wait_writes();
 }
 
 // fp16/bf16: the flat buffers (and with them the parameters) become 16-bit copies of the fp32
 // values the masters were taken from; frozen parameters and floating buffers are cast too.
 // Stage 3 then releases every non-persistent buffer: from here on only shards are resident.
 void Engine::cast_model_to_compute_dtype() {
-  const at::ScalarType cd = options_.compute_dtype;
+  const at::ScalarType cd = impl_->options_.compute_dtype;
   at::NoGradGuard no_grad;
   zero::WaitClock unused;
-  for (auto& b : buckets_) {
+  for (auto& b : impl_->buckets_) {
     if (cd != at::kFloat) b->cast_params(cd);
-    if (options_.stage == 3) b->release_params(unused);
+    if (impl_->options_.stage == 3) b->release_params(unused);
   }
   if (cd == at::kFloat) return;
-  for (auto& p : plan_.frozen) {
+  for (auto& p : impl_->plan_.frozen) {
     if (p.is_floating_point()) p.set_data(p.detach().to(cd));
   }
-  for (auto& buf : model_->buffers(/*recurse=*/true)) {
+  for (auto& buf : impl_->model_->buffers(/*recurse=*/true)) {
     if (buf.is_floating_point()) buf.set_data(buf.detach().to(cd));
   }
 }
 
 bool Engine::is_gradient_accumulation_boundary() const {
-  return (micro_steps_ + 1) % options_.gradient_accumulation_steps == 0;
+  return (impl_->micro_steps_ + 1) % impl_->options_.gradient_accumulation_steps == 0;
 }
 
 at::Tensor Engine::forward(const std::function<at::Tensor()>& fn) {
   const auto start = std::chrono::steady_clock::now();
-  gather_->gather_unit(gather_->root(), /*wait=*/true);
+  impl_->gather_->gather_unit(impl_->gather_->root(), /*wait=*/true);
   at::Tensor out = fn();
-  if (!(at::GradMode::is_enabled() && out.requires_grad()) && !gather_->in_scope()) {
-    gather_->release_all();  // evaluation: no backward will follow
+  if (!(at::GradMode::is_enabled() && out.requires_grad()) && !impl_->gather_->in_scope()) {
+    impl_->gather_->release_all();  // evaluation: no backward will follow
   }
-  breakdown_.forward += seconds_since(start);
+  impl_->breakdown_.forward += seconds_since(start);
   return out;
 }
 
 void Engine::backward(const at::Tensor& loss) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, "engine.backward needs a scalar loss");
   const auto start = std::chrono::steady_clock::now();
-  in_backward_ = true;
+  impl_->in_backward_ = true;
   // fp16: the loss is multiplied by the loss scale (in fp32, so the product itself cannot
   // overflow); the gradients are unscaled at the step, fused with the inf/NaN check.
-  const double factor = loss_scale() / options_.gradient_accumulation_steps;
+  const double factor = loss_scale() / impl_->options_.gradient_accumulation_steps;
   at::Tensor scaled = loss;
-  if (scaler_) {
+  if (impl_->scaler_) {
     scaled = loss.to(at::kFloat) * factor;
   } else if (factor != 1.0) {
     scaled = loss * factor;
   }
   // Stages 2-3 reduce every micro-step; stages 0-1 only on the accumulation boundary.
-  grad_sync_->begin_backward(options_.stage >= 2 || is_gradient_accumulation_boundary());
+  impl_->grad_sync_->begin_backward(impl_->options_.stage >= 2 ||
+                                    is_gradient_accumulation_boundary());
   try {
     scaled.backward();
   } catch (...) {
-    in_backward_ = false;
+    impl_->in_backward_ = false;
     throw;
   }
   finish_backward();
-  in_backward_ = false;
-  breakdown_.backward += seconds_since(start);
+  impl_->in_backward_ = false;
+  impl_->breakdown_.backward += seconds_since(start);
 }
 
 void Engine::on_bucket_complete(size_t b) {
   // Stage 3: every parameter of this bucket has its gradient, so no backward node needs them
   // anymore. The root unit stays gathered until backward ends.
-  if (buckets_[b]->unit() != gather_->root()) gather_->release_bucket(b);
+  if (impl_->buckets_[b]->unit() != impl_->gather_->root()) impl_->gather_->release_bucket(b);
 }
 
 void Engine::finish_backward() {
-  grad_sync_->finish_backward();
-  if (!gather_->in_scope()) gather_->release_all();
+  impl_->grad_sync_->finish_backward();
+  if (!impl_->gather_->in_scope()) impl_->gather_->release_all();
 }
 
 void Engine::step() {
   const bool boundary = is_gradient_accumulation_boundary();
-  ++micro_steps_;
+  ++impl_->micro_steps_;
   if (!boundary) return;
   const auto start = std::chrono::steady_clock::now();
-  const zero::StepOutcome outcome = sharded_step_->step(get_lr(), scaler_.get(), global_step_);
-  for (auto& b : buckets_) b->zero_grads();
-  ++global_step_;
+  const zero::StepOutcome outcome =
+      impl_->sharded_step_->step(get_lr(), impl_->scaler_.get(), impl_->global_step_);
+  for (auto& b : impl_->buckets_) b->zero_grads();
+  ++impl_->global_step_;
   if (outcome.skipped) {
     // Skipped on every rank; the LR schedule does not advance.
-    ++skipped_steps_;
-    ZT_LOG_INFO("step ", global_step_ - 1, ": inf/NaN gradients, step skipped; loss scale now ",
-                loss_scale());
+    ++impl_->skipped_steps_;
+    ZT_LOG_INFO("step ", impl_->global_step_ - 1,
+                ": inf/NaN gradients, step skipped; loss scale now ", loss_scale());
   } else {
-    last_grad_norm_ = outcome.grad_norm;
+    impl_->last_grad_norm_ = outcome.grad_norm;
   }
-  breakdown_.step += seconds_since(start);
-  if (options_.wall_clock_breakdown && options_.steps_per_print > 0 &&
-      global_step_ % options_.steps_per_print == 0) {
+  impl_->breakdown_.step += seconds_since(start);
+  if (impl_->options_.wall_clock_breakdown && impl_->options_.steps_per_print > 0 &&
+      impl_->global_step_ % impl_->options_.steps_per_print == 0) {
     log_breakdown();
   }
 }
@@ -275,86 +367,88 @@ void Engine::step() {
 // DeepSpeed's wall_clock_breakdown: where the time of the last steps_per_print optimizer steps
 // went, in milliseconds per optimizer step, on rank 0.
 void Engine::log_breakdown() {
-  const double n = options_.steps_per_print;
-  const double comm = clock_.seconds() - breakdown_.comm_wait_at_start;
-  ZT_LOG_INFO("time (ms/step) at step ", global_step_, ": forward ", breakdown_.forward * 1e3 / n,
-              " | backward ", breakdown_.backward * 1e3 / n, " | step ", breakdown_.step * 1e3 / n,
+  const double n = impl_->options_.steps_per_print;
+  const double comm = impl_->clock_.seconds() - impl_->breakdown_.comm_wait_at_start;
+  ZT_LOG_INFO("time (ms/step) at step ", impl_->global_step_, ": forward ",
+              impl_->breakdown_.forward * 1e3 / n, " | backward ",
+              impl_->breakdown_.backward * 1e3 / n, " | step ", impl_->breakdown_.step * 1e3 / n,
               " | comm wait ", comm * 1e3 / n);
-  breakdown_ = Breakdown{};
-  breakdown_.comm_wait_at_start = clock_.seconds();
+  impl_->breakdown_ = Impl::Breakdown{};
+  impl_->breakdown_.comm_wait_at_start = impl_->clock_.seconds();
 }
 
 void Engine::zero_grad() {
-  ZT_CHECK(!in_backward_, "engine.zero_grad() called during backward");
-  for (auto& b : buckets_) b->zero_grads();
+  ZT_CHECK(!impl_->in_backward_, "engine.zero_grad() called during backward");
+  for (auto& b : impl_->buckets_) b->zero_grads();
 }
 
 double Engine::get_lr() const {
   // Skipped (overflow) steps do not advance the schedule.
-  return options_.lr_schedule ? options_.lr_schedule(global_step_ - skipped_steps_)
-                              : options_.hyper.lr;
+  return impl_->options_.lr_schedule
+             ? impl_->options_.lr_schedule(impl_->global_step_ - impl_->skipped_steps_)
+             : impl_->options_.hyper.lr;
 }
 
 void Engine::train(bool on) {
-  model_->train(on);
+  impl_->model_->train(on);
 }
 
 MemoryReport Engine::memory() const {
   MemoryReport m;
-  for (const auto& b : buckets_) {
+  for (const auto& b : impl_->buckets_) {
     const int64_t full = b->full_param_bytes();
-    const bool sharded = options_.stage == 3 && !b->persistent();
-    if (!b->shard_on_nvme()) m.param_bytes += sharded ? full / world_ : full;
+    const bool sharded = impl_->options_.stage == 3 && !b->persistent();
+    if (!b->shard_on_nvme()) m.param_bytes += sharded ? full / impl_->world_ : full;
     m.grad_bytes += b->grad_bytes();
   }
-  m.optimizer_state_bytes = sharded_step_->optimizer_state_bytes();
-  m.master_bytes = sharded_step_->master_bytes();
-  m.nvme_bytes = sharded_step_->nvme_bytes();
-  m.nvme_buffer_bytes = sharded_step_->nvme_buffer_bytes();
-  if (param_swapper_) {
-    m.nvme_bytes += param_swapper_->nvme_bytes();
-    m.nvme_buffer_bytes += param_swapper_->buffer_bytes();
+  m.optimizer_state_bytes = impl_->sharded_step_->optimizer_state_bytes();
+  m.master_bytes = impl_->sharded_step_->master_bytes();
+  m.nvme_bytes = impl_->sharded_step_->nvme_bytes();
+  m.nvme_buffer_bytes = impl_->sharded_step_->nvme_buffer_bytes();
+  if (impl_->param_swapper_) {
+    m.nvme_bytes += impl_->param_swapper_->nvme_bytes();
+    m.nvme_buffer_bytes += impl_->param_swapper_->buffer_bytes();
   }
-  if (gather_) {
-    m.gathered_param_bytes = gather_->gathered_bytes();
-    m.peak_gathered_param_bytes = gather_->peak_gathered_bytes();
+  if (impl_->gather_) {
+    m.gathered_param_bytes = impl_->gather_->gathered_bytes();
+    m.peak_gathered_param_bytes = impl_->gather_->peak_gathered_bytes();
   }
   return m;
 }
 
 std::vector<Engine::ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    out.push_back({&buckets_[b]->layout(), buckets_[b]->stepped(),
-                   sharded_step_->nvme() ? at::Tensor() : sharded_step_->master(b),
-                   sharded_step_->optimizer(b)});
+  for (size_t b = 0; b < impl_->buckets_.size(); ++b) {
+    out.push_back({&impl_->buckets_[b]->layout(), impl_->buckets_[b]->stepped(),
+                   impl_->sharded_step_->nvme() ? at::Tensor() : impl_->sharded_step_->master(b),
+                   impl_->sharded_step_->optimizer(b)});
   }
   return out;
 }
 
 zero::NvmeOptimizerSwapper* Engine::nvme_optimizer() const {
-  return sharded_step_->nvme();
+  return impl_->sharded_step_->nvme();
 }
 
 void Engine::sync_params_from_masters() {
   at::NoGradGuard no_grad;
-  sharded_step_->copy_masters_to_params();
-  for (auto& b : buckets_) b->publish_params(*comm_, clock_);
+  impl_->sharded_step_->copy_masters_to_params();
+  for (auto& b : impl_->buckets_) b->publish_params(*impl_->comm_, impl_->clock_);
 }
 
 void Engine::restore_counters(int64_t global_step, int64_t skipped_steps, int64_t micro_steps) {
-  global_step_ = global_step;
-  skipped_steps_ = skipped_steps;
-  micro_steps_ = micro_steps;
-  for (auto& b : buckets_) b->zero_grads();
+  impl_->global_step_ = global_step;
+  impl_->skipped_steps_ = skipped_steps;
+  impl_->micro_steps_ = micro_steps;
+  for (auto& b : impl_->buckets_) b->zero_grads();
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::named_parameters_by_unit() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& unit : plan_.units) {
+  for (const auto& unit : impl_->plan_.units) {
     out.insert(out.end(), unit->params.begin(), unit->params.end());
   }
-  for (const auto& p : model_->named_parameters(/*recurse=*/true)) {
+  for (const auto& p : impl_->model_->named_parameters(/*recurse=*/true)) {
     if (!p.value().requires_grad()) out.emplace_back(p.key(), p.value());
   }
   return out;
@@ -363,23 +457,23 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::named_parameters_by_unit
 void Engine::for_each_full_parameter(
     const std::function<void(const std::string&, const at::Tensor&)>& fn) {
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < plan_.units.size(); ++u) {
-    gather_->gather_unit(u, /*wait=*/true);
-    for (const auto& [name, param] : plan_.units[u]->params) fn(name, param);
-    if (!gather_->in_scope()) gather_->release_unit(u);
+  for (size_t u = 0; u < impl_->plan_.units.size(); ++u) {
+    impl_->gather_->gather_unit(u, /*wait=*/true);
+    for (const auto& [name, param] : impl_->plan_.units[u]->params) fn(name, param);
+    if (!impl_->gather_->in_scope()) impl_->gather_->release_unit(u);
   }
-  for (const auto& p : model_->named_parameters(/*recurse=*/true)) {
+  for (const auto& p : impl_->model_->named_parameters(/*recurse=*/true)) {
     if (!p.value().requires_grad()) fn(p.key(), p.value());
   }
 }
 
 Engine::GatheredParameters::GatheredParameters(Engine& engine, bool write_back)
     : engine_(engine), write_back_(write_back) {
-  engine_.gather_->open_scope();
+  engine_.impl_->gather_->open_scope();
 }
 
 Engine::GatheredParameters::~GatheredParameters() {
-  Engine& e = engine_;
+  Impl& e = *engine_.impl_;
   if (write_back_) {
     at::NoGradGuard no_grad;
     for (auto& b : e.buckets_) b->keep_shard();

@@ -13,7 +13,7 @@
 //
 // Memory layout per rank (N ranks, Ψ trainable parameters, D = compute dtype, A = gradient
 // accumulation dtype, fp32 by default): trainable parameters are cut into flat buffers
-// (parallel/flat_buffer.h; at most reduce_bucket_size elements each, padded to a multiple of N);
+// (core/zero/flat_buffer.h; at most reduce_bucket_size elements each, padded to a multiple of N);
 // rank r owns slice r of each buffer.
 //
 //   stage 0: params (D, padded Ψ), grads (A, padded Ψ), optimizer state for all of Ψ
@@ -39,10 +39,10 @@
 // On a GPU (the model's parameters on CUDA, the nccl backend): the flat buffers, gradients, fp32
 // masters and optimizer state stay on the device (FusedAdam for Adam/AdamW), except with
 // optimizer offload, where masters and state live in pinned host memory (core/zero/host_offload.h),
-// and with offload_param, where the stage-3 shards live in host memory or files (bucket.h,
-// nvme_params.h) and are copied to the device just before their all-gather.
-// Collectives run on the communicator's own stream, and Work::wait() only makes LibTorch's
-// current (compute) stream wait for them, so the host never blocks on communication:
+// and with offload_param, where the stage-3 shards live in host memory or files
+// (core/zero/bucket.h, core/zero/nvme_params.h) and are copied to the device just before their
+// all-gather. Collectives run on the communicator's own stream, and Work::wait() only makes
+// LibTorch's current (compute) stream wait for them, so the host never blocks on communication:
 //
 //   compute  ..grad bucket k ready..|bwd of earlier layers....................|wait RS k|add
 //   nccl                            └ready┘ reduce-scatter bucket k ──────────┘
@@ -59,27 +59,29 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
 #include "core/engine_options.h"
-#include "core/precision/loss_scaler.h"
-#include "core/zero/bucket.h"
-#include "core/zero/grad_sync.h"
-#include "core/zero/nvme_params.h"
-#include "core/zero/param_gather.h"
-#include "core/zero/partitioned_init.h"
-#include "core/zero/sharded_step.h"
-#include "core/zero/units.h"
-#include "core/zero/wait_clock.h"
-#include "optim/shard_optimizer.h"
-#include "parallel/communicator.h"
-#include "parallel/flat_buffer.h"
+#include "core/zero/flat_buffer.h"
 
 namespace zt {
 
+namespace dist {
+class Communicator;
+}
+namespace zero {
+class PartitionedInit;
+class NvmeOptimizerSwapper;
+struct PartitionOptions;
+}  // namespace zero
+
+// The engine's parts (buckets, gather, gradient sync, sharded step; core/zero/) live behind
+// Engine::Impl in core/engine.cpp, so a program that includes this header does not rebuild when
+// a ZeRO part changes.
 class Engine {
  public:
   // `partitioned`: the model was built through it (core/zero/partitioned_init.h, stage 3): its
@@ -106,15 +108,15 @@ class Engine {
 
   double get_lr() const;
   // Optimizer boundaries passed, including steps skipped for inf/NaN gradients.
-  int64_t global_step() const { return global_step_; }
-  int64_t skipped_steps() const { return skipped_steps_; }
+  int64_t global_step() const;
+  int64_t skipped_steps() const;
   // Current fp16 loss scale (1 when not in fp16).
-  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
-  const DynamicLossScaler* loss_scaler() const { return scaler_.get(); }
-  DynamicLossScaler* mutable_loss_scaler() { return scaler_.get(); }
-  int64_t micro_steps() const { return micro_steps_; }
+  double loss_scale() const;
+  const DynamicLossScaler* loss_scaler() const;
+  DynamicLossScaler* mutable_loss_scaler();
+  int64_t micro_steps() const;
   // Global gradient norm before clipping, of the last optimizer step.
-  double last_grad_norm() const { return last_grad_norm_; }
+  double last_grad_norm() const;
   void train(bool on = true);
   void eval() { train(false); }
 
@@ -122,8 +124,8 @@ class Engine {
   // Seconds this rank spent blocked in Work::wait() (gradient reductions, parameter gathers and
   // publishes, norm and overflow votes) since the last reset: communication not hidden behind
   // computation.
-  double comm_wait_seconds() const { return clock_.seconds(); }
-  void reset_comm_wait() { clock_.reset(); }
+  double comm_wait_seconds() const;
+  void reset_comm_wait();
 
   // ---- access for checkpoints (core/checkpoint*) ----
   // This rank's part of one flat buffer: the layout (parameter names and ranges), the range of
@@ -147,11 +149,11 @@ class Engine {
   void sync_params_from_masters();
   // Counters restored from a checkpoint; gradients accumulated so far are dropped.
   void restore_counters(int64_t global_step, int64_t skipped_steps, int64_t micro_steps);
-  std::shared_ptr<torch::nn::Module> model() const { return model_; }
-  const dist::Communicator& communicator() const { return *comm_; }
+  std::shared_ptr<torch::nn::Module> model() const;
+  const dist::Communicator& communicator() const;
   // Collectives are non-const; code that runs them on the engine's group (checkpoints) uses this.
-  dist::Communicator& communicator() { return *comm_; }
-  const EngineOptions& options() const { return options_; }
+  dist::Communicator& communicator();
+  const EngineOptions& options() const;
 
   // Visits every parameter with its full values in the compute dtype, one stage-3 unit at a time
   // (gathered, visited, released: peak memory ~ the largest unit), then the frozen parameters.
@@ -180,6 +182,7 @@ class Engine {
   };
 
  private:
+  struct Impl;
   void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();
   void broadcast_initial_state();
@@ -188,31 +191,7 @@ class Engine {
   void finish_backward();
   void log_breakdown();
 
-  std::shared_ptr<torch::nn::Module> model_;
-  EngineOptions options_;
-  std::shared_ptr<dist::Communicator> comm_;
-  int rank_ = 0;
-  int world_ = 1;
-
-  // The ZeRO parts (core/zero/), in the order they are built; each refers to buckets_.
-  zero::UnitPlan plan_;
-  std::unique_ptr<zero::NvmeParamSwapper> param_swapper_;  // offload_param nvme: shard files
-  std::vector<std::unique_ptr<zero::Bucket>> buckets_;
-  zero::WaitClock clock_;
-  std::unique_ptr<zero::ParamGather> gather_;
-  std::unique_ptr<zero::GradSync> grad_sync_;
-  std::unique_ptr<zero::ShardedStep> sharded_step_;
-
-  std::unique_ptr<DynamicLossScaler> scaler_;
-  int64_t micro_steps_ = 0;
-  int64_t global_step_ = 0;
-  int64_t skipped_steps_ = 0;
-  double last_grad_norm_ = 0.0;
-  bool in_backward_ = false;
-  // wall_clock_breakdown: seconds since the last report.
-  struct Breakdown {
-    double forward = 0, backward = 0, step = 0, comm_wait_at_start = 0;
-  } breakdown_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace zt

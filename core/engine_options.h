@@ -12,6 +12,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "core/aio/aio_options.h"
+#include "core/defaults.h"
 #include "core/precision/loss_scaler.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
@@ -30,8 +31,8 @@ inline optim::ParamGroupOptions every_parameter_decays() {
 // streamed through buffer_count host buffers at each step (core/zero/nvme_optimizer.h).
 struct NvmeOptimizerOptions {
   std::string path;  // empty: not on NVMe
-  int64_t sub_group_size = 1'000'000'000;
-  int64_t buffer_count = 4;
+  int64_t sub_group_size = defaults::kSubGroupSize;
+  int64_t buffer_count = defaults::kOptimizerBufferCount;
   bool pipeline_read = false;   // read chunk k+1 while chunk k steps
   bool pipeline_write = false;  // write chunk k back while chunk k+1 steps
   aio::AioOptions aio;
@@ -50,9 +51,9 @@ struct ParamOffloadOptions {
   enum class Device { kNone, kCpu, kNvme };
   Device device = Device::kNone;
   std::string nvme_path;
-  int64_t buffer_count = 5;
-  int64_t buffer_size = 100'000'000;
-  int64_t max_in_cpu = 1'000'000'000;
+  int64_t buffer_count = defaults::kParamBufferCount;
+  int64_t buffer_size = defaults::kParamBufferSize;
+  int64_t max_in_cpu = defaults::kMaxInCpu;
   bool pin_memory = false;
   aio::AioOptions aio;
 };
@@ -60,10 +61,10 @@ struct ParamOffloadOptions {
 struct EngineOptions {
   int stage = 0;
   int gradient_accumulation_steps = 1;
-  double gradient_clipping = 0.0;                    // max global L2 norm; 0 = off
-  int64_t reduce_bucket_size = 500'000'000;          // elements per flat buffer / bucket
-  int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
-  int64_t stage3_param_persistence_threshold = 0;    // buffers below this stay gathered
+  double gradient_clipping = 0.0;                            // max global L2 norm; 0 = off
+  int64_t reduce_bucket_size = defaults::kReduceBucketSize;  // elements per flat buffer / bucket
+  int64_t stage3_prefetch_bucket_size = defaults::kPrefetchBucketSize;  // gathered ahead of use
+  int64_t stage3_param_persistence_threshold = 0;  // buffers below this stay gathered
   bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
   // With offload_optimizer: master and state on NVMe instead of in host memory (CpuAdam only).
   NvmeOptimizerOptions nvme_optimizer;
@@ -85,7 +86,9 @@ struct EngineOptions {
   optim::ParamGroupOptions param_groups = every_parameter_decays();
   std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
   std::vector<std::string> units;              // submodule names that are stage-3 units
-  int max_inflight_reductions = 4;             // bounds transient gradient buckets
+  // Gradient buckets whose reduction may be in flight at once (communication.
+  // max_inflight_reductions): bounds the transient reduction buffers.
+  int64_t max_inflight_reductions = defaults::kMaxInflightReductions;
   // communication_data_type: gradients are reduced in this dtype; unset: grad_accum_dtype.
   std::optional<at::ScalarType> communication_dtype;
   // DeepSpeed's prescale_gradients / gradient_predivide_factor: where the 1/N of the gradient
@@ -96,8 +99,9 @@ struct EngineOptions {
   // every steps_per_print optimizer steps.
   bool wall_clock_breakdown = false;
   int steps_per_print = 10;
-  // zero_optimization.stage3_gather_16bit_weights_on_model_save: save_16bit_model (core/
-  // model_export.h) gathers a stage-3 model's weights; off, it saves nothing at stage 3.
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save: save_16bit_model
+  // (core/checkpoint/model_export.h) gathers a stage-3 model's weights; off, it saves nothing at
+  // stage 3.
   bool stage3_gather_16bit_weights_on_model_save = false;
 };
 

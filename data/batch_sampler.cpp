@@ -4,7 +4,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "data/random.h"
 #include "data/token_shard_format.h"
 

@@ -2,8 +2,8 @@
 
 #include <ATen/Context.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace zt::data {
 

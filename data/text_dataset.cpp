@@ -1,6 +1,6 @@
 #include "data/text_dataset.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::data {
 

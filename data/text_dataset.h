@@ -1,9 +1,9 @@
 #pragma once
-// TextDataset: raw texts encoded on the fly, for subword regularization (seed 002: "doing
-// tokenization on the fly with such tokenizers might be helpful to improve accuracy as well as
-// the robustness"): with EncodeOptions::enable_sampling every read draws a new segmentation, so
-// each epoch sees the corpus cut differently. Costs encoding time on the loader threads every
-// epoch; a pre-tokenized TokenDataset is the fast path.
+// TextDataset: raw texts encoded on the fly, for subword regularization (a model trained on many
+// segmentations of the same text gains accuracy and robustness): with
+// EncodeOptions::enable_sampling every read draws a new segmentation, so each epoch sees the
+// corpus cut differently. Costs encoding time on the loader threads every epoch; a pre-tokenized
+// TokenDataset is the fast path.
 //
 // length(i) is the length of the best (unsampled) encoding, computed once at construction, so the
 // samplers see stable lengths; a sampled encoding is usually a little longer (more, smaller

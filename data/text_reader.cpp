@@ -5,7 +5,7 @@
 #include <set>
 #include <variant>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::data {
 namespace {

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::data {
 

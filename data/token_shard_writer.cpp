@@ -5,7 +5,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "data/token_shard_format.h"
 
 namespace zt::data {

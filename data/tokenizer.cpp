@@ -6,7 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "data/random.h"
 #include "data/token_shard_format.h"
 

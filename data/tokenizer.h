@@ -6,11 +6,12 @@
 // encode() and the collator's pad = 0 is unambiguous. A loaded model keeps its own ids (pad_id()
 // may then be -1: choose the collator's pad id yourself).
 //
-// Subword regularization (seed 002): EncodeOptions::enable_sampling draws one segmentation per
-// call instead of the best one; for unigram models from the nbest_size best with temperature
-// alpha (nbest_size = -1: from the whole lattice), for BPE models by BPE-dropout with drop
-// probability alpha. Draws come from SentencePiece's thread-local generators, seeded by
-// set_sampling_seed(); a multi-threaded loader therefore varies with thread scheduling.
+// Subword regularization (training on many segmentations of the same text makes a model more
+// accurate and robust): EncodeOptions::enable_sampling draws one segmentation per call instead of
+// the best one; for unigram models from the nbest_size best with temperature alpha
+// (nbest_size = -1: from the whole lattice), for BPE models by BPE-dropout with drop probability
+// alpha. Draws come from SentencePiece's thread-local generators, seeded by set_sampling_seed();
+// a multi-threaded loader therefore varies with thread scheduling.
 
 #include <cstdint>
 #include <memory>

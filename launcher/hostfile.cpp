@@ -6,10 +6,9 @@
 #include <set>
 #include <sstream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::launcher {
-namespace {
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r");
@@ -17,6 +16,8 @@ std::string trim(const std::string& s) {
   const size_t e = s.find_last_not_of(" \t\r");
   return s.substr(b, e - b + 1);
 }
+
+namespace {
 
 // Parses a non-negative decimal integer; false on anything else (signs, spaces, overflow).
 bool parse_count(const std::string& s, int* out) {

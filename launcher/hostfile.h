@@ -37,4 +37,8 @@ std::vector<HostSlots> read_hostfile(const std::string& path);
 std::vector<NodeAssignment> filter_hosts(const std::vector<HostSlots>& hosts,
                                          const std::string& include, const std::string& exclude);
 
+// s without its leading and trailing spaces, tabs and carriage returns (a CRLF line's '\r'):
+// the line cleanup of the text files ztrun reads, hostfiles and .ztrun_env files.
+std::string trim(const std::string& s);
+
 }  // namespace zt::launcher

@@ -7,9 +7,9 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "core/base/env_vars.h"
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/env_vars.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "launcher/node_link.h"
 #include "launcher/port.h"
 #include "launcher/remote_launch.h"

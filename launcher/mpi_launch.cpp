@@ -13,9 +13,9 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "core/base/env_vars.h"
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/env_vars.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "launcher/local_launch.h"
 #include "launcher/port.h"
 #include "launcher/rank_env.h"

@@ -19,7 +19,7 @@
 //
 // What a native launch gives is kept: the rank environment (plus OpenMPI's), --max-restarts (the
 // whole mpirun job runs again, ZT_RESTART_COUNT counts), a failed rank stops the others at once
-// (mpirun aborts the job when a process exits non-zero; MPI_Abort from core/base/fatal_exit.h
+// (mpirun aborts the job when a process exits non-zero; MPI_Abort from base/fatal_exit.h
 // does the same), exit codes (0, 1 after a failure, 128 + signal when ztrun was told to stop),
 // SIGINT/SIGTERM/SIGHUP forwarded (ztrun -> mpirun's group -> shims -> ranks), and nothing
 // outlives ztrun (PR_SET_PDEATHSIG at every level). Single node only; OpenMPI 4.1's flags.

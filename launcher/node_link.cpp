@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace zt::launcher {
 namespace {

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::launcher {
 namespace po = boost::program_options;

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::launcher {
 namespace {

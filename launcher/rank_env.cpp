@@ -6,20 +6,14 @@
 #include <sstream>
 #include <thread>
 
-#include "core/base/env_vars.h"
-#include "core/base/error.h"
+#include "base/env_vars.h"
+#include "base/error.h"
+#include "launcher/hostfile.h"
 
 extern char** environ;
 
 namespace zt::launcher {
 namespace {
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
 
 // Drops one level of matching quotes, as a shell would for a simple value.
 std::string unquote(const std::string& v) {

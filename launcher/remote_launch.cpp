@@ -8,8 +8,8 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "launcher/node_link.h"
 #include "launcher/rank_env.h"
 #include "launcher/supervisor.h"

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
 #include "launcher/hostfile.h"
 #include "launcher/local_launch.h"
 #include "launcher/mpi_launch.h"

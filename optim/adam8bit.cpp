@@ -11,7 +11,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "optim/adam8bit_launch.h"
 #include "optim/cpu_adam.h"
 

@@ -2,7 +2,7 @@
 // Compiled only into libzt_cuda.so; zt_optim reaches it through a function pointer.
 #include <cuda_runtime.h>
 
-#include "core/cuda_plugin_device.h"
+#include "base/cuda_plugin_device.h"
 #include "optim/adam8bit_launch.h"
 
 namespace zt::optim::cuda_kernels {

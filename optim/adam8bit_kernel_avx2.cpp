@@ -50,24 +50,9 @@ void decode(const uint8_t* codes, int64_t n, const QuantTables& t, float absmax,
       });
 }
 
-struct Consts {
-  __m256 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2, gs;
-  explicit Consts(const AdamConstants& c)
-      : b1(_mm256_set1_ps(c.beta1)),
-        omb1(_mm256_set1_ps(c.one_minus_beta1)),
-        b2(_mm256_set1_ps(c.beta2)),
-        omb2(_mm256_set1_ps(c.one_minus_beta2)),
-        eps(_mm256_set1_ps(c.eps)),
-        nss(_mm256_set1_ps(c.neg_step_size)),
-        ibc2(_mm256_set1_ps(c.inv_sqrt_bc2)),
-        decay(_mm256_set1_ps(c.decay_factor)),
-        l2(_mm256_set1_ps(c.l2_weight_decay)),
-        gs(_mm256_set1_ps(c.grad_scale)) {}
-};
-
 // adam_update<false> on 8 elements, one rounding per operation; then the 16-bit copy.
 template <bool kL2>
-void update8(const Consts& c, float* param, const float* grad, float* m_io, float* v_io,
+void update8(const AdamConstants8& c, float* param, const float* grad, float* m_io, float* v_io,
              uint16_t* half, HalfKind kind) {
   __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad), c.gs);
   __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param), c.decay);
@@ -86,7 +71,7 @@ void update8(const Consts& c, float* param, const float* grad, float* m_io, floa
 
 template <bool kL2>
 void update(const Adam8bitBlock& a, const BlockSegment& seg) {
-  const Consts c(seg.c);
+  const AdamConstants8 c(seg.c);
   uint16_t* half = static_cast<uint16_t*>(a.half_out);
   for_each_8(
       seg.begin, seg.end,

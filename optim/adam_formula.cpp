@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "optim/shard_optimizer.h"
 
 namespace zt::optim {

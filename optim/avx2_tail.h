@@ -1,8 +1,9 @@
 #pragma once
-// Pieces both AVX2 builds share (cpu_adam_kernel_avx2.cpp, adam8bit_kernel_avx2.cpp): the
-// 16-bit copy of 8 updated parameters, and the zero-padded tail. Include only from translation
-// units compiled with -mavx2 -mf16c. Everything here has internal linkage (an anonymous
-// namespace), so no unit built without AVX2 can end up calling this ISA's copy.
+// Pieces both AVX2 builds share (cpu_adam_kernel_avx2.cpp, adam8bit_kernel_avx2.cpp): Adam's
+// constants broadcast to 8 lanes, the 16-bit copy of 8 updated parameters, and the zero-padded
+// tail. Include only from translation units compiled with -mavx2 -mf16c. Everything here has
+// internal linkage (an anonymous namespace), so no unit built without AVX2 can end up calling
+// this ISA's copy.
 #include <cstring>
 #include <immintrin.h>
 
@@ -10,6 +11,23 @@
 
 namespace zt::optim::kernels {
 namespace {
+
+// AdamConstants in every lane, set once per pass. Only broadcasts: each build keeps its own
+// arithmetic (fused in CpuAdam's, unfused in Adam8bit's), and nothing here rounds.
+struct AdamConstants8 {
+  __m256 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2, gs;
+  explicit AdamConstants8(const AdamConstants& c)
+      : b1(_mm256_set1_ps(c.beta1)),
+        omb1(_mm256_set1_ps(c.one_minus_beta1)),
+        b2(_mm256_set1_ps(c.beta2)),
+        omb2(_mm256_set1_ps(c.one_minus_beta2)),
+        eps(_mm256_set1_ps(c.eps)),
+        nss(_mm256_set1_ps(c.neg_step_size)),
+        ibc2(_mm256_set1_ps(c.inv_sqrt_bc2)),
+        decay(_mm256_set1_ps(c.decay_factor)),
+        l2(_mm256_set1_ps(c.l2_weight_decay)),
+        gs(_mm256_set1_ps(c.grad_scale)) {}
+};
 
 // Writes the fp16 or bf16 bits of p's 8 floats to half (round to nearest even; bf16 NaN becomes
 // a quiet NaN, as float_to_bf16_bits); kNone writes nothing.

@@ -8,7 +8,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::optim {
 namespace {

@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "optim/cpu_adam.h"
 #include "optim/sum_squares_kernel.h"
 

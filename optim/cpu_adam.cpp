@@ -5,8 +5,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace zt::optim {
 

@@ -11,26 +11,11 @@ namespace zt::optim::kernels {
 
 namespace {
 
-struct Vec {
-  __m256 b1, omb1, b2, omb2, eps, nss, ibc2, decay, l2, gs;
-  explicit Vec(const AdamConstants& c)
-      : b1(_mm256_set1_ps(c.beta1)),
-        omb1(_mm256_set1_ps(c.one_minus_beta1)),
-        b2(_mm256_set1_ps(c.beta2)),
-        omb2(_mm256_set1_ps(c.one_minus_beta2)),
-        eps(_mm256_set1_ps(c.eps)),
-        nss(_mm256_set1_ps(c.neg_step_size)),
-        ibc2(_mm256_set1_ps(c.inv_sqrt_bc2)),
-        decay(_mm256_set1_ps(c.decay_factor)),
-        l2(_mm256_set1_ps(c.l2_weight_decay)),
-        gs(_mm256_set1_ps(c.grad_scale)) {}
-};
-
 // 8 elements at p, g, m, v (and half, when kind says so). kL2: Adam's L2 term is compiled in
 // only when used, as adam_update skips it when 0.
 template <bool kL2>
-inline void adam8(const Vec& k, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                  uint16_t* half, HalfKind kind) {
+inline void adam8(const AdamConstants8& k, float* param, const float* grad, float* exp_avg,
+                  float* exp_avg_sq, uint16_t* half, HalfKind kind) {
   const __m256 gs = _mm256_mul_ps(_mm256_loadu_ps(grad), k.gs);
   __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param), k.decay);
   const __m256 g = kL2 ? _mm256_fmadd_ps(k.l2, p, gs) : gs;
@@ -47,7 +32,7 @@ inline void adam8(const Vec& k, float* param, const float* grad, float* exp_avg,
 
 template <bool kL2>
 void adam_avx2_impl(const AdamArgs& a) {
-  const Vec k(a.c);
+  const AdamConstants8 k(a.c);
   uint16_t* half = static_cast<uint16_t*>(a.half_out);
   const int64_t n8 = a.n & ~int64_t{7};
   for (int64_t i = 0; i < n8; i += 8) {

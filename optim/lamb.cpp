@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::optim {
 namespace {
@@ -90,25 +90,11 @@ int64_t Lamb::state_bytes() const {
 }
 
 std::map<std::string, at::Tensor> Lamb::state_dict() const {
-  std::map<std::string, at::Tensor> s{{"step", step_tensor()}};
-  if (exp_avg_.defined()) {
-    s["exp_avg"] = exp_avg_;
-    s["exp_avg_sq"] = exp_avg_sq_;
-  }
-  return s;
+  return moments_state_dict(exp_avg_, exp_avg_sq_);
 }
 
 void Lamb::load_state_dict(const std::map<std::string, at::Tensor>& state) {
-  load_step(state);
-  exp_avg_ = at::Tensor();
-  exp_avg_sq_ = at::Tensor();
-  if (state.count("exp_avg")) {
-    exp_avg_ = state_entry(state, "exp_avg", -1, name()).to(at::kFloat).contiguous().clone();
-    exp_avg_sq_ = state_entry(state, "exp_avg_sq", exp_avg_.numel(), name())
-                      .to(at::kFloat)
-                      .contiguous()
-                      .clone();
-  }
+  load_moments_state_dict(state, &exp_avg_, &exp_avg_sq_);
 }
 
 }  // namespace zt::optim

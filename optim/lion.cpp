@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::optim {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <set>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace zt::optim {
 namespace {

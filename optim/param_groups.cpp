@@ -6,7 +6,7 @@
 #include <fnmatch.h>
 #include <map>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::optim {
 namespace {

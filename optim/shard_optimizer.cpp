@@ -1,14 +1,17 @@
 #include "optim/shard_optimizer.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
+#include "base/cuda_plugin.h"
+#include "base/error.h"
 #include "optim/adam.h"
 #include "optim/adam8bit.h"
 #include "optim/cpu_adam.h"
 #include "optim/fused_adam.h"
+#include "optim/fused_adam_launch.h"
 #include "optim/lamb.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"
@@ -81,6 +84,28 @@ void ShardOptimizer::load_step(const std::map<std::string, at::Tensor>& state) {
   ZT_CHECK(step_count_ >= 0, name(), ": state \"step\" must be >= 0, got ", step_count_);
 }
 
+std::map<std::string, at::Tensor> ShardOptimizer::moments_state_dict(
+    const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq) const {
+  std::map<std::string, at::Tensor> s{{"step", step_tensor()}};
+  if (exp_avg.defined()) {
+    s["exp_avg"] = exp_avg;
+    s["exp_avg_sq"] = exp_avg_sq;
+  }
+  return s;
+}
+
+void ShardOptimizer::load_moments_state_dict(const std::map<std::string, at::Tensor>& state,
+                                             at::Tensor* exp_avg, at::Tensor* exp_avg_sq) {
+  load_step(state);
+  *exp_avg = *exp_avg_sq = at::Tensor();
+  if (state.count("exp_avg") == 0) return;
+  *exp_avg = state_entry(state, "exp_avg", -1, name()).to(at::kFloat).contiguous().clone();
+  *exp_avg_sq = state_entry(state, "exp_avg_sq", exp_avg->numel(), name())
+                    .to(at::kFloat)
+                    .contiguous()
+                    .clone();
+}
+
 at::Tensor state_entry(const std::map<std::string, at::Tensor>& state, const std::string& key,
                        int64_t numel, const std::string& who) {
   auto it = state.find(key);
@@ -96,19 +121,29 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec) 
     plain.swa.enabled = false;
     return std::make_unique<SwaShardOptimizer>(make_shard_optimizer(plain), spec.swa);
   }
-  const std::string& t = spec.type;
-  if (t == "Adam") return std::make_unique<Adam>(/*decoupled=*/false);
-  if (t == "AdamW") return std::make_unique<Adam>(/*decoupled=*/true);
-  if (t == "SGD") return std::make_unique<Sgd>();
-  if (t == "Lion") return std::make_unique<Lion>();
-  if (t == "Lamb") return std::make_unique<Lamb>(spec);
-  if (t == "CpuAdam") return std::make_unique<CpuAdam>(spec);
-  if (t == "Adam8bit") return std::make_unique<Adam8bit>(spec);
-  if (t == "FusedAdam") return std::make_unique<FusedAdam>(spec);
-  ZT_THROW(
-      "optimizer.type must be one of Adam, AdamW, SGD, Lion, Lamb, CpuAdam, Adam8bit, FusedAdam; "
-      "got \"",
-      t, "\"");
+  switch (spec.type) {
+    case OptimizerKind::kAdam: return std::make_unique<Adam>(/*decoupled=*/false);
+    case OptimizerKind::kAdamW: return std::make_unique<Adam>(/*decoupled=*/true);
+    case OptimizerKind::kSgd: return std::make_unique<Sgd>();
+    case OptimizerKind::kLion: return std::make_unique<Lion>();
+    case OptimizerKind::kLamb: return std::make_unique<Lamb>(spec);
+    case OptimizerKind::kCpuAdam: return std::make_unique<CpuAdam>(spec);
+    case OptimizerKind::kAdam8bit: return std::make_unique<Adam8bit>(spec);
+    case OptimizerKind::kFusedAdam: return std::make_unique<FusedAdam>(spec);
+  }
+  ZT_THROW("unknown optimizer kind ", static_cast<int>(spec.type));
+}
+
+OptimizerSpec resolve_for_device(OptimizerSpec spec, const c10::Device& where) {
+  if (spec.type != OptimizerKind::kAdam && spec.type != OptimizerKind::kAdamW) return spec;
+  spec.adamw_mode = spec.type == OptimizerKind::kAdamW;
+  if (where.is_cuda()) {
+    spec.type = OptimizerKind::kFusedAdam;
+    spec.cuda_launcher = cuda::require_symbol(kFusedAdamSymbol, "Adam on a GPU shard");
+  } else {
+    spec.type = OptimizerKind::kCpuAdam;
+  }
+  return spec;
 }
 
 }  // namespace zt::optim

@@ -37,7 +37,9 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
+#include "optim/optimizer_kind.h"
 #include "optim/swa_spec.h"
 
 namespace zt::optim {
@@ -73,10 +75,7 @@ struct GroupRange {
 
 // Options of make_shard_optimizer. The hyper-parameters live in GroupRange, not here.
 struct OptimizerSpec {
-  // Adam, AdamW, SGD, Lion, Lamb (any device; ATen ops per group), CpuAdam (fused SIMD pass on
-  // CPU), Adam8bit (block-wise quantized state, CPU, or the plugin's kernel on CUDA), FusedAdam
-  // (CUDA kernel of the plugin).
-  std::string type = "AdamW";
+  OptimizerKind type = OptimizerKind::kAdamW;
   // CpuAdam, Adam8bit, FusedAdam: decoupled weight decay (AdamW) when true, L2 (Adam) when false.
   bool adamw_mode = true;
   // CpuAdam: SIMD path: "auto" (best the CPU supports), "avx512", "avx2" or "scalar". A path the
@@ -133,11 +132,25 @@ class ShardOptimizer {
   // state_dict()/load_state_dict() helpers for the "step" entry.
   at::Tensor step_tensor() const;
   void load_step(const std::map<std::string, at::Tensor>& state);
+  // state_dict()/load_state_dict() of an optimizer whose own state is Adam's two moments,
+  // "exp_avg" and "exp_avg_sq" (both absent before the first step). Loading reads "step", then
+  // replaces both moments with fp32 contiguous copies on the device the entries come on, or
+  // leaves both undefined when the state has none.
+  std::map<std::string, at::Tensor> moments_state_dict(const at::Tensor& exp_avg,
+                                                       const at::Tensor& exp_avg_sq) const;
+  void load_moments_state_dict(const std::map<std::string, at::Tensor>& state, at::Tensor* exp_avg,
+                               at::Tensor* exp_avg_sq);
 
   int64_t step_count_ = 0;
 };
 
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec);
+
+// The spec that steps a master living on `where`: Adam and AdamW become that device's one-pass
+// form (CpuAdam on the host; FusedAdam on a GPU, with the CUDA plugin's launcher), the same update
+// as the per-group ATen ops, as DeepSpeed picks DeepSpeedCPUAdam and FusedAdam; every other kind
+// is kept. The one place an optimizer kind is chosen from the device.
+OptimizerSpec resolve_for_device(OptimizerSpec spec, const c10::Device& where);
 
 // The state tensor `key` of `state`, checked to exist with `numel` elements (numel < 0: any).
 at::Tensor state_entry(const std::map<std::string, at::Tensor>& state, const std::string& key,

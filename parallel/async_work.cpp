@@ -1,6 +1,6 @@
 #include "parallel/async_work.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::dist {
 

@@ -1,6 +1,6 @@
 #include "parallel/collective_info.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::dist {
 

@@ -1,6 +1,6 @@
 #include "parallel/communicator.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::dist {
 

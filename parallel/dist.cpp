@@ -1,7 +1,7 @@
 #include "parallel/dist.h"
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "parallel/job_store.h"
 #include "parallel/nccl_communicator.h"
 #ifdef ZT_HAVE_GLOO

@@ -5,8 +5,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/base/env_vars.h"
-#include "core/base/error.h"
+#include "base/env_vars.h"
+#include "base/error.h"
 #include "parallel/slurm_lists.h"
 
 namespace zt::dist {

@@ -8,7 +8,7 @@
 //   Slurm (srun):     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and the step's layout:
 //                     SLURM_STEP_TASKS_PER_NODE ("2(x2)") at SLURM_NODEID, SLURM_STEP_NODELIST
 //                     ("node[01-02]"), parsed by slurm_lists.h; without the step's list,
-//                     SLURM_NTASKS_PER_NODE's leading count      -> launcher "slurm"
+//                     SLURM_NTASKS_PER_NODE's leading count             -> launcher "slurm"
 //   none of them:     one rank (rank 0 of 1)                            -> launcher "none"
 // torchrun's and OpenMPI's names together (ztrun --transport mpi, whose ranks mpirun starts) are
 // read as torchrun's but give launcher "mpi": OpenMPI's runtime is there, MPI_Init works.

@@ -6,9 +6,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "core/base/env_vars.h"
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/env_vars.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "parallel/async_work.h"
 #include "parallel/route_interface.h"
 

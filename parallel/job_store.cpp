@@ -18,8 +18,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 #ifdef ZT_HAVE_MPI
 #include "parallel/mpi_runtime.h"
 #endif

@@ -4,7 +4,7 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "parallel/async_work.h"
 #include "parallel/mpi_runtime.h"
 

@@ -14,9 +14,9 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include "core/base/error.h"
-#include "core/base/fatal_exit.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/fatal_exit.h"
+#include "base/logging.h"
 
 namespace zt::dist::mpi {
 namespace {
@@ -88,7 +88,7 @@ class Runtime {
     MPI_Op_create(&combine_16bit<c10::BFloat16, Min>, 1, &bf16_ops_[2]);
     thread_ = std::thread([this] { loop(); });
     std::atexit([] { instance().shutdown(); });
-    // A rank that fails ends the whole job at once (run_main, core/base/main_guard.h): without
+    // A rank that fails ends the whole job at once (run_main, base/main_guard.h): without
     // it, this rank would wait in MPI_Finalize for peers that wait for it in a collective.
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -52,7 +52,7 @@ MPI_Op reduce_op(ReduceOp op, c10::ScalarType type);
 // MPI_Error_string of a code.
 std::string error_string(int code);
 
-// Broadcasts a string over MPI_COMM_WORLD from root (used to bootstrap the rendezvous store).
+// Broadcasts a string over MPI_COMM_WORLD from root (the rendezvous store's bootstrap).
 std::string broadcast_string_world(const std::string& value, int root);
 
 }  // namespace zt::dist::mpi

@@ -33,7 +33,7 @@
 #include <cuda_runtime.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "parallel/async_work.h"
 #include "parallel/collective_info.h"
 #include "parallel/desync.h"

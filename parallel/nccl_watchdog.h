@@ -32,7 +32,7 @@
 #include <string>
 #include <thread>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "parallel/collective_info.h"
 
 namespace zt::dist {

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::dist {
 namespace {

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::dist {
 namespace {

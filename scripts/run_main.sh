@@ -13,8 +13,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ZT_BUILD_DIR:-$root/build}"
 job="$build/main_job"
 python="${ZT_VENV:-$HOME/.cache/zerotorch/venv-torch-2.11.0}/bin/python"
+# Only what the job runs: the trainer, the launcher and the pre-tokenizer (and the libraries they
+# link), not the tests, benchmarks or the CUDA plugin.
 if [ "${ZT_SKIP_BUILD:-0}" != "1" ]; then
-  bash "$root/scripts/build.sh"
+  ZT_BUILD_TARGETS="train_gpt ztrun zt-pretokenize" bash "$root/scripts/build.sh"
 fi
 start=$(date +%s)
 

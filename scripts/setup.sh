@@ -59,7 +59,7 @@ else
   "$ZT_VENV/bin/pip" install --quiet "torch==$TORCH_VERSION"
 fi
 # Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib), and
-# tensorboard, whose reader checks the event files core/monitor writes, and transformers, whose
+# tensorboard, whose reader checks the event files train/monitor writes, and transformers, whose
 # GPT2LMHeadModel checks the GPT example's Hugging Face export and import (examples/gpt/hf_gpt2.h).
 if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers" 2>/dev/null; then
   say "installing numpy, safetensors, matplotlib, tensorboard, transformers into $ZT_VENV"

@@ -1,4 +1,4 @@
-// zt_bench_batching: what smart batching saves on a pre-tokenized corpus (seed 001's table).
+// zt_bench_batching: what smart batching saves on a pre-tokenized corpus.
 //
 //   zt_bench_batching --shard kjv_train.ztt --batch-size 24 [--max-length 0 = p99] [--json out]
 //
@@ -24,8 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
+#include "bench/common/bench_stats.h"
 #include "data/batch_sampler.h"
 #include "data/length_stats.h"
 #include "data/loader.h"
@@ -33,6 +34,7 @@
 
 namespace po = boost::program_options;
 using namespace zt::data;
+using zt::bench::upper_median;
 
 namespace {
 
@@ -61,11 +63,6 @@ Row measure(const std::string& name, const BatchSampler& s, bool fixed, int64_t 
   r.padding_fraction =
       1.0 - static_cast<double>(r.real_tokens) / static_cast<double>(r.tokens_processed);
   return r;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 std::string json_escape(const std::string& s) {
@@ -172,7 +169,7 @@ int run(const po::variables_map& vm) {
               "batches/s", "tokens/s", epochs);
   for (const Speed& sp : speeds) {
     std::printf("%-32s %14.0f %16.0f\n", (std::to_string(sp.workers) + " worker thread(s)").c_str(),
-                median(sp.batches_per_s), median(sp.tokens_per_s));
+                upper_median(sp.batches_per_s), upper_median(sp.tokens_per_s));
   }
 
   if (vm.count("json")) {
@@ -191,8 +188,8 @@ int run(const po::variables_map& vm) {
     for (const Speed& sp : speeds) {
       out << "{\"bench\":\"batching\",\"corpus\":\"" << json_escape(shard)
           << "\",\"strategy\":\"loader\",\"workers\":" << sp.workers
-          << ",\"batches_per_s\":" << median(sp.batches_per_s)
-          << ",\"tokens_per_s\":" << median(sp.tokens_per_s) << ",\"epochs\":" << epochs
+          << ",\"batches_per_s\":" << upper_median(sp.batches_per_s)
+          << ",\"tokens_per_s\":" << upper_median(sp.tokens_per_s) << ",\"epochs\":" << epochs
           << ",\"step_us\":" << step_us << "}\n";
     }
   }

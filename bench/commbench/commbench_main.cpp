@@ -28,12 +28,14 @@
 #include <ATen/Parallel.h>
 #include <mpi.h>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
+#include "bench/common/bench_stats.h"
 #include "parallel/dist.h"
 
 namespace {
 
+using zt::bench::median;
 using zt::dist::Communicator;
 
 struct Options {
@@ -172,12 +174,6 @@ std::vector<Impl> make_impls(const std::string& op, int64_t count, int world,
 double bus_factor(const std::string& op, int world) {
   double n = world;
   return op == "all_reduce" ? 2.0 * (n - 1) / n : (n - 1) / n;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // Overlap: an all-reduce started before the caller computes, waited after. Compute is sized to

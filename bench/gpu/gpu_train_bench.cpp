@@ -34,8 +34,8 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 #include "core/engine.h"
 #include "examples/gpt/gpt_model.h"
 #include "parallel/dist.h"
@@ -119,7 +119,8 @@ int run(int argc, char** argv) {
   o.stage = a.stage;
   o.offload_optimizer = a.offload;
   o.compute_dtype = a.dtype == "bf16" ? at::kBFloat16 : a.dtype == "fp16" ? at::kHalf : at::kFloat;
-  o.optimizer.type = a.offload ? "CpuAdam" : "AdamW";
+  o.optimizer.type =
+      a.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;
   if (!a.offload_param.empty()) {
     o.offload_param.device = a.offload_param == "cpu" ? zt::ParamOffloadOptions::Device::kCpu
                                                       : zt::ParamOffloadOptions::Device::kNvme;

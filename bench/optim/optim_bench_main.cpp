@@ -59,12 +59,15 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
+#include "bench/common/bench_stats.h"
 #include "optim/clip.h"
 #include "optim/cpu_adam.h"
 #include "optim/shard_optimizer.h"
 
 namespace {
+
+using zt::bench::upper_median;
 
 struct Options {
   std::vector<int64_t> sizes_m = {10, 50, 200};
@@ -133,11 +136,6 @@ double seconds(const std::function<void()>& f) {
   auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 Row make_row(const std::string& kind, int64_t elems, double t, double bytes_per) {
@@ -351,7 +349,7 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
   torch::Tensor half = torch::empty({n}, torch::kBFloat16);
 
   zt::optim::OptimizerSpec spec;
-  spec.type = "CpuAdam";
+  spec.type = zt::optim::OptimizerKind::kCpuAdam;
   spec.simd = o.simd;
   auto cpu_adam = zt::optim::make_shard_optimizer(spec);
   const std::string simd =
@@ -392,7 +390,7 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
 
   std::unique_ptr<zt::optim::ShardOptimizer> adam8;
   if (with_8bit) {
-    spec.type = "Adam8bit";
+    spec.type = zt::optim::OptimizerKind::kAdam8bit;
     adam8 = zt::optim::make_shard_optimizer(spec);
   }
   // Warm-up: first touches, state allocation.
@@ -415,23 +413,23 @@ std::vector<Row> bench_size(const Options& o, int64_t n, bool with_8bit) {
     t_zstep.push_back(seconds(zt_step));
   }
   std::vector<Row> rows;
-  rows.push_back(make_row("torch_adamw", n, median(t_torch), 28));
+  rows.push_back(make_row("torch_adamw", n, upper_median(t_torch), 28));
   rows.back().state_bytes_per_param = 8;
-  rows.push_back(make_row("fused_adamw", n, median(t_fused), 28));
+  rows.push_back(make_row("fused_adamw", n, upper_median(t_fused), 28));
   rows.back().state_bytes_per_param = 8;
-  rows.push_back(make_row("cpu_adam_f32", n, median(t_cpu32), 28));
+  rows.push_back(make_row("cpu_adam_f32", n, upper_median(t_cpu32), 28));
   rows.back().simd = simd;
   rows.back().state_bytes_per_param = static_cast<double>(cpu_adam->state_bytes()) / n;
-  rows.push_back(make_row("cpu_adam", n, median(t_cpu), 30));
+  rows.push_back(make_row("cpu_adam", n, upper_median(t_cpu), 30));
   rows.back().simd = simd;
   rows.back().state_bytes_per_param = static_cast<double>(cpu_adam->state_bytes()) / n;
   if (adam8) {
-    rows.push_back(make_row("adam8bit", n, median(t_8bit), 18));
+    rows.push_back(make_row("adam8bit", n, upper_median(t_8bit), 18));
     rows.back().simd = simd;
     rows.back().state_bytes_per_param = static_cast<double>(adam8->state_bytes()) / n;
   }
-  rows.push_back(make_row("torch_step", n, median(t_tstep), 46));
-  rows.push_back(make_row("zt_step", n, median(t_zstep), 34));
+  rows.push_back(make_row("torch_step", n, upper_median(t_tstep), 46));
+  rows.push_back(make_row("zt_step", n, upper_median(t_zstep), 34));
   rows.back().simd = simd;
   return rows;
 }

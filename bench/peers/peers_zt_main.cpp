@@ -33,9 +33,10 @@
 
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
+#include "bench/common/bench_stats.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/config/cli_options.h"
 #include "core/engine.h"
@@ -71,27 +72,11 @@ struct HostBatch {
 
 // ---- small helpers -----------------------------------------------------------------------
 
-int64_t read_status_kib(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
-  }
-  return 0;
-}
-
 // CPU seconds of the whole process (every thread: compute, gloo / MPI progress threads).
 double process_cpu_seconds() {
   struct rusage u {};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double ms_between(std::chrono::steady_clock::time_point a,
@@ -143,7 +128,8 @@ EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
   o.stage = a.stage;
   o.offload_optimizer = a.offload;
   // What engine_options_from_config picks: the fused SIMD CPU Adam for offload, else AdamW.
-  o.optimizer.type = a.offload ? "CpuAdam" : "AdamW";
+  o.optimizer.type =
+      a.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;
   o.optimizer.adamw_mode = true;
   o.hyper.lr = a.lr;
   o.hyper.weight_decay = a.weight_decay;  // every parameter, as torch.optim.AdamW without groups

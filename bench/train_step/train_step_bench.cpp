@@ -11,24 +11,26 @@
 // time blocked in Work::wait(), i.e. communication not hidden behind computation), tokens/s over
 // all ranks, the engine's accounted model-state bytes per rank next to docs/DESIGN.md's formula,
 // and the peak RSS of rank 0 while that configuration ran (VmHWM, reset between configurations).
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
+#include "bench/common/bench_stats.h"
 #include "core/engine.h"
 #include "core/zero/call_unit.h"
 #include "parallel/dist.h"
 
 namespace {
+
+using zt::bench::read_status_kib;
+using zt::bench::upper_median;
 
 constexpr int64_t kVocab = 8000, kWidth = 384, kHeads = 6, kLayers = 10, kSeq = 128, kBatch = 4;
 
@@ -100,20 +102,6 @@ std::vector<std::string> split(const std::string& s) {
     start = end + 1;
   }
   return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-int64_t read_status_kib(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
-  }
-  return 0;
 }
 
 void reset_peak_rss() {
@@ -196,7 +184,8 @@ int run(int argc, char** argv) {
       zt::EngineOptions o;
       o.stage = s.stage;
       o.offload_optimizer = s.offload;
-      o.optimizer.type = s.offload ? "CpuAdam" : "AdamW";
+      o.optimizer.type =
+          s.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;
       o.hyper.lr = 1e-4;
       o.compute_dtype = dt.type;
       o.reduce_bucket_size = 5'000'000;
@@ -227,15 +216,16 @@ int run(int argc, char** argv) {
         wait.push_back(engine.comm_wait_seconds() * 1e3);
       }
       const zt::MemoryReport m = engine.memory();
-      const double step_ms = median(total);
+      const double step_ms = upper_median(total);
       const double tokens_per_s = world * kBatch * kSeq / (step_ms / 1e3);
       const double rss_mib = read_status_kib("VmHWM:") / 1024.0;
       const double formula = formula_bytes(s.stage, psi, world, dt.type);
       if (rank == 0) {
         std::printf("%-18s %5s %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %12ld %12.0f %10.0f %6ld\n",
-                    s.name.c_str(), dt.name.c_str(), median(fwd), median(bwd), median(wait),
-                    median(opt), step_ms, tokens_per_s, static_cast<long>(m.model_state_bytes()),
-                    formula, rss_mib, static_cast<long>(engine.skipped_steps()));
+                    s.name.c_str(), dt.name.c_str(), upper_median(fwd), upper_median(bwd),
+                    upper_median(wait), upper_median(opt), step_ms, tokens_per_s,
+                    static_cast<long>(m.model_state_bytes()), formula, rss_mib,
+                    static_cast<long>(engine.skipped_steps()));
         char buf[640];
         std::snprintf(buf, sizeof buf,
                       "{\"config\":\"%s\",\"dtype\":\"%s\",\"stage\":%d,\"offload\":%s,"
@@ -245,9 +235,10 @@ int run(int argc, char** argv) {
                       "\"model_state_bytes\":%ld,\"formula_bytes\":%.0f,\"peak_rss_bytes\":%.0f,"
                       "\"skipped_steps\":%ld}",
                       s.name.c_str(), dt.name.c_str(), s.stage, s.offload ? "true" : "false", world,
-                      static_cast<long>(psi), median(fwd), median(bwd), median(wait), median(opt),
-                      step_ms, tokens_per_s, static_cast<long>(m.model_state_bytes()), formula,
-                      rss_mib * 1024 * 1024, static_cast<long>(engine.skipped_steps()));
+                      static_cast<long>(psi), upper_median(fwd), upper_median(bwd),
+                      upper_median(wait), upper_median(opt), step_ms, tokens_per_s,
+                      static_cast<long>(m.model_state_bytes()), formula, rss_mib * 1024 * 1024,
+                      static_cast<long>(engine.skipped_steps()));
         rows.push_back(buf);
       }
     }

@@ -7,8 +7,8 @@
 #include <unistd.h>
 #include <utility>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace zt::aio {
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <unistd.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace zt::aio {
 

@@ -6,8 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include "base/error.h"
 #include "core/aio/aio_options.h"
-#include "core/base/error.h"
 
 namespace zt::aio {
 

@@ -8,8 +8,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "core/base/env_vars.h"
-#include "core/base/error.h"
+#include "base/env_vars.h"
+#include "base/error.h"
 
 namespace zt::aio {
 namespace {

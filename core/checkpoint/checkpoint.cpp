@@ -9,7 +9,6 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -17,11 +16,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/shape_str.h"
 #include "core/checkpoint/format.h"
-#include "core/checkpoint/safetensors_writer.h"
 #include "core/zero/nvme_optimizer.h"
+#include "parallel/communicator.h"
+#include "weights/safetensors_writer.h"
 
 namespace zt {
 namespace fs = std::filesystem;
@@ -80,14 +81,6 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
   ckpt::RecordWriter w(path.string());
   w.bytes(text.data(), text.size());
   w.commit();
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::ostringstream o;
-  o << '[';
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << ']';
-  return o.str();
 }
 
 std::vector<ckpt::ParamInfo> model_params(const Engine& engine) {
@@ -306,7 +299,7 @@ std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
 // a master in memory, with CpuAdam's state_dict keys in its (sorted) order, so a checkpoint saved
 // with NVMe offload loads with CPU offload and the other way round.
 
-void write_nvme_buffer(ckpt::RecordWriter& w, zero::NvmeOptimizerSwapper& nvme, size_t b,
+void write_nvme_buffer(ckpt::ShardWriter& w, zero::NvmeOptimizerSwapper& nvme, size_t b,
                        const Engine::ShardState& s) {
   const int64_t n = s.stepped.size();
   auto stream = [&](int state) {  // -1: the master
@@ -326,9 +319,9 @@ void write_nvme_buffer(ckpt::RecordWriter& w, zero::NvmeOptimizerSwapper& nvme, 
   for (size_t i = 0; i < nvme.state_names().size(); ++i) {
     keys[nvme.state_names()[i]] = static_cast<int>(i);
   }
-  w.u32(static_cast<uint32_t>(keys.size()));
+  w.state_count(keys.size());
   for (const auto& [k, i] : keys) {
-    w.str(k);
+    w.state_key(k);
     if (i < 0) {
       w.tensor(in_memory.at(k));
     } else {
@@ -463,33 +456,22 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
     const uint64_t need = shard_bytes_at_least(
         states, engine.nvme_optimizer() ? engine.nvme_optimizer()->state_names().size() : 0);
     check_free_space(tag_dir, shard, need);
-    ckpt::RecordWriter w(shard.string());
-    w.expect_bytes(need);
-    w.bytes("ZTSHARD1", 8);
-    w.u32(ckpt::kFormatVersion);
-    w.u32(rank);
-    w.u32(world);
-    w.u32(states.size());
+    ckpt::ShardWriter w(shard.string(), rank, world, states.size(), need);
     for (size_t b = 0; b < states.size(); ++b) {
       const auto& s = states[b];
-      w.i64(s.layout->padded_numel());
-      w.i64(s.stepped.begin);
-      w.i64(s.stepped.end);
-      w.u32(s.layout->entries().size());
-      for (const auto& e : s.layout->entries()) {
-        w.str(e.name);
-        w.i64(e.range.begin);
-        w.i64(e.range.end);
-      }
+      std::vector<ShardBuffer::Entry> entries;
+      for (const auto& e : s.layout->entries())
+        entries.push_back({e.name, e.range.begin, e.range.end});
+      w.buffer(s.layout->padded_numel(), s.stepped.begin, s.stepped.end, entries);
       if (!s.master.defined()) {  // NVMe optimizer offload
         write_nvme_buffer(w, *engine.nvme_optimizer(), b, s);
         continue;
       }
       w.tensor(s.master.to(at::kFloat));
       const auto sd = s.optimizer->state_dict();
-      w.u32(sd.size());
+      w.state_count(sd.size());
       for (const auto& [k, t] : sd) {
-        w.str(k);
+        w.state_key(k);
         w.tensor(t);
       }
     }
@@ -502,24 +484,13 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
             (p.value().numel() == 0 || p.value().data_ptr() != nullptr))
           frozen.emplace_back(p.key(), p.value());
     }
-    w.u32(frozen.size());
-    for (const auto& [name, t] : frozen) {
-      w.str(name);
-      w.tensor(t);
-    }
     at::Tensor rng;
     {
       auto gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
       rng = gen.get_state();
     }
-    w.tensor(rng);
-    w.u32(client.size());
-    for (const auto& [k, v] : client) {
-      w.str(k);
-      w.str(v);
-    }
-    w.commit(pause_s);
+    w.finish(frozen, rng, client, pause_s);
   }
   fsync_dir(tag_dir);
   barrier(engine);  // every shard is durable under its final name

@@ -12,12 +12,21 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::ckpt {
 namespace {
 
-constexpr size_t kFlushBytes = 1 << 20;
+// The 8 bytes that open each file (the NUL is not written); RecordReader::magic() checks them
+// and the format version that follows.
+constexpr char kShardMagic[] = "ZTSHARD1";
+constexpr char kMetadataMagic[] = "ZTMETA01";
+static_assert(sizeof(kShardMagic) == 9 && sizeof(kMetadataMagic) == 9, "magic is 8 bytes");
+
+void write_magic(RecordWriter& w, const char* magic) {
+  w.bytes(magic, 8);
+  w.u32(kFormatVersion);
+}
 
 }  // namespace
 
@@ -27,233 +36,13 @@ std::string shard_file_name(int rank) {
   return buf;
 }
 
-uint64_t fnv64_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  ZT_CHECK(fd >= 0, "checkpoint file ", path, " cannot be opened: ", std::strerror(errno));
-  uint64_t h = 1469598103934665603ULL;
-  std::vector<unsigned char> buf(kFlushBytes);
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      ::close(fd);
-      ZT_THROW("checkpoint file ", path, " cannot be read: ", std::strerror(errno));
-    }
-    if (n == 0) break;
-    for (ssize_t i = 0; i < n; ++i) h = (h ^ buf[i]) * 1099511628211ULL;
-  }
-  ::close(fd);
-  return h;
-}
-
-// ---- RecordWriter ----
-
-RecordWriter::RecordWriter(std::string final_path)
-    : path_(std::move(final_path)), tmp_(path_ + ".tmp") {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ZT_CHECK(fd_ >= 0, "checkpoint file ", tmp_, " cannot be created: ", std::strerror(errno));
-}
-
-RecordWriter::~RecordWriter() {
-  if (fd_ >= 0) {  // not committed: an exception unwound the save; leave no temp file behind
-    ::close(fd_);
-    ::unlink(tmp_.c_str());
-  }
-}
-
-void RecordWriter::write_all(const char* p, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t k = ::write(fd_, p + done, n - done);
-    if (k < 0 && errno == EINTR) continue;
-    // A full device: the one line names the file and the bytes it needed (the temporary file
-    // is removed as the error unwinds, so the previous checkpoint stays the latest).
-    ZT_CHECK(!(k < 0 && (errno == ENOSPC || errno == EDQUOT)), "checkpoint file ", tmp_,
-             " cannot be written: ", std::strerror(errno), ": the file needs ",
-             std::max(expected_, written_ + n - done), " bytes, ", written_, " fit");
-    ZT_CHECK(k >= 0, "checkpoint file ", tmp_, " cannot be written: ", std::strerror(errno));
-    done += static_cast<size_t>(k);
-    written_ += static_cast<uint64_t>(k);
-  }
-}
-
-void RecordWriter::flush() {
-  write_all(buf_.data(), buf_.size());
-  buf_.clear();
-}
-
-void RecordWriter::bytes(const void* p, size_t n) {
-  if (n >= kFlushBytes) {  // large tensors go straight to the file: no second copy in memory
-    flush();
-    write_all(static_cast<const char*>(p), n);
-    return;
-  }
-  buf_.append(static_cast<const char*>(p), n);
-  if (buf_.size() >= kFlushBytes) flush();
-}
-void RecordWriter::u8(uint8_t v) {
-  bytes(&v, 1);
-}
-void RecordWriter::u32(uint32_t v) {
-  bytes(&v, 4);
-}  // the targets are little-endian
-void RecordWriter::i64(int64_t v) {
-  bytes(&v, 8);
-}
-void RecordWriter::u64(uint64_t v) {
-  bytes(&v, 8);
-}
-void RecordWriter::f64(double v) {
-  bytes(&v, 8);
-}
-void RecordWriter::str(const std::string& s) {
-  u64(s.size());
-  bytes(s.data(), s.size());
-}
-
-void RecordWriter::tensor(const at::Tensor& t) {
-  at::Tensor c = t.detach().to(at::kCPU).contiguous();
-  u8(static_cast<uint8_t>(c.scalar_type()));
-  u32(static_cast<uint32_t>(c.dim()));
-  for (int64_t d : c.sizes()) i64(d);
-  const uint64_t nbytes = c.numel() * c.element_size();
-  u64(nbytes);
-  bytes(c.data_ptr(), nbytes);
-}
-
-void RecordWriter::tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape) {
-  u8(static_cast<uint8_t>(dtype));
-  u32(static_cast<uint32_t>(shape.size()));
-  int64_t numel = 1;
-  for (int64_t d : shape) {
-    i64(d);
-    numel *= d;
-  }
-  u64(static_cast<uint64_t>(numel) * c10::elementSize(dtype));
-}
-
-void RecordWriter::commit(int pause_s) {
-  flush();
-  ZT_CHECK(::fsync(fd_) == 0, "checkpoint file ", tmp_, " cannot be synced: ", std::strerror(errno),
-           errno == ENOSPC ? ": it needs " + std::to_string(written_) + " bytes" : std::string());
-  ::close(fd_);
-  fd_ = -1;
-  if (pause_s > 0) std::this_thread::sleep_for(std::chrono::seconds(pause_s));
-  ZT_CHECK(::rename(tmp_.c_str(), path_.c_str()) == 0, "checkpoint file ", tmp_,
-           " cannot be renamed to ", path_, ": ", std::strerror(errno));
-}
-
-// ---- RecordReader ----
-
-int64_t TensorRef::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-RecordReader::RecordReader(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY);
-  ZT_CHECK(fd_ >= 0, "checkpoint file ", path_, " cannot be opened: ", std::strerror(errno));
-  struct stat st {};
-  ::fstat(fd_, &st);
-  size_ = static_cast<uint64_t>(st.st_size);
-}
-
-RecordReader::~RecordReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void RecordReader::read_at(uint64_t offset, void* dst, uint64_t n) const {
-  ZT_CHECK(offset + n <= size_, "checkpoint file ", path_, " is truncated (needs ", offset + n,
-           " bytes, has ", size_, ")");
-  uint64_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd_, static_cast<char*>(dst) + done, n - done, offset + done);
-    ZT_CHECK(r > 0 || (r < 0 && errno == EINTR), "checkpoint file ", path_,
-             " cannot be read: ", r == 0 ? "unexpected end" : std::strerror(errno));
-    if (r > 0) done += static_cast<uint64_t>(r);
-  }
-}
-
-void RecordReader::read(void* dst, uint64_t n) {
-  read_at(pos_, dst, n);
-  pos_ += n;
-}
-uint8_t RecordReader::u8() {
-  uint8_t v;
-  read(&v, 1);
-  return v;
-}
-uint32_t RecordReader::u32() {
-  uint32_t v;
-  read(&v, 4);
-  return v;
-}
-int64_t RecordReader::i64() {
-  int64_t v;
-  read(&v, 8);
-  return v;
-}
-uint64_t RecordReader::u64() {
-  uint64_t v;
-  read(&v, 8);
-  return v;
-}
-double RecordReader::f64() {
-  double v;
-  read(&v, 8);
-  return v;
-}
-std::string RecordReader::str() {
-  const uint64_t n = u64();
-  ZT_CHECK(pos_ + n <= size_, "checkpoint file ", path_, " is truncated or corrupt (string of ", n,
-           " bytes at offset ", pos_, ")");
-  std::string s(n, '\0');
-  read(s.data(), n);
-  return s;
-}
-void RecordReader::magic(const char* expected8) {
-  char m[8];
-  read(m, 8);
-  ZT_CHECK(std::memcmp(m, expected8, 8) == 0, "checkpoint file ", path_, " is not a zerotorch ",
-           expected8, " file (bad magic)");
-  const uint32_t version = u32();
-  ZT_CHECK(version == kFormatVersion, "checkpoint file ", path_, " has format version ", version,
-           ", this build reads ", kFormatVersion);
-}
-
-TensorRef RecordReader::tensor_ref() {
-  TensorRef r;
-  const uint8_t dt = u8();
-  ZT_CHECK(dt < static_cast<uint8_t>(at::ScalarType::NumOptions), "checkpoint file ", path_,
-           " is corrupt (dtype code ", int(dt), " at offset ", pos_ - 1, ")");
-  r.dtype = static_cast<at::ScalarType>(dt);
-  const uint32_t ndim = u32();
-  ZT_CHECK(ndim <= 16, "checkpoint file ", path_, " is corrupt (tensor of ", ndim, " dims)");
-  for (uint32_t i = 0; i < ndim; ++i) r.shape.push_back(i64());
-  r.nbytes = u64();
-  ZT_CHECK(r.nbytes == static_cast<uint64_t>(r.numel()) * c10::elementSize(r.dtype),
-           "checkpoint file ", path_, " is corrupt (tensor byte count at offset ", pos_, ")");
-  r.offset = pos_;
-  ZT_CHECK(pos_ + r.nbytes <= size_, "checkpoint file ", path_, " is truncated (tensor at offset ",
-           pos_, " needs ", r.nbytes, " bytes, file has ", size_, ")");
-  pos_ += r.nbytes;
-  return r;
-}
-
-at::Tensor RecordReader::tensor() {
-  TensorRef r = tensor_ref();
-  at::Tensor t = at::empty(r.shape, at::TensorOptions().dtype(r.dtype));
-  read_at(r.offset, t.data_ptr(), r.nbytes);
-  return t;
-}
-
 // ---- shard index and metadata ----
 
 ShardIndex read_shard_index(const std::string& path) {
   RecordReader r(path);
   ShardIndex s;
   s.path = path;
-  r.magic("ZTSHARD1");
+  r.magic(kShardMagic, kFormatVersion);
   s.rank = static_cast<int>(r.u32());
   s.world_size = static_cast<int>(r.u32());
   const uint32_t nb = r.u32();
@@ -296,10 +85,65 @@ ShardIndex read_shard_index(const std::string& path) {
   return s;
 }
 
+ShardWriter::ShardWriter(const std::string& path, int rank, int world_size, size_t num_buffers,
+                         uint64_t expected_bytes)
+    : w_(path) {
+  w_.expect_bytes(expected_bytes);
+  write_magic(w_, kShardMagic);
+  w_.u32(static_cast<uint32_t>(rank));
+  w_.u32(static_cast<uint32_t>(world_size));
+  w_.u32(static_cast<uint32_t>(num_buffers));
+}
+
+void ShardWriter::buffer(int64_t padded_numel, int64_t stepped_begin, int64_t stepped_end,
+                         const std::vector<ShardBuffer::Entry>& entries) {
+  w_.i64(padded_numel);
+  w_.i64(stepped_begin);
+  w_.i64(stepped_end);
+  w_.u32(static_cast<uint32_t>(entries.size()));
+  for (const auto& e : entries) {
+    w_.str(e.name);
+    w_.i64(e.begin);
+    w_.i64(e.end);
+  }
+}
+
+void ShardWriter::state_count(size_t num_state) {
+  w_.u32(static_cast<uint32_t>(num_state));
+}
+void ShardWriter::state_key(const std::string& key) {
+  w_.str(key);
+}
+void ShardWriter::tensor(const at::Tensor& t) {
+  w_.tensor(t);
+}
+void ShardWriter::tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape) {
+  w_.tensor_header(dtype, shape);
+}
+void ShardWriter::bytes(const void* p, size_t n) {
+  w_.bytes(p, n);
+}
+
+void ShardWriter::finish(const std::vector<std::pair<std::string, at::Tensor>>& frozen,
+                         const at::Tensor& rng, const std::map<std::string, std::string>& client,
+                         int pause_s) {
+  w_.u32(static_cast<uint32_t>(frozen.size()));
+  for (const auto& [name, t] : frozen) {
+    w_.str(name);
+    w_.tensor(t);
+  }
+  w_.tensor(rng);
+  w_.u32(static_cast<uint32_t>(client.size()));
+  for (const auto& [k, v] : client) {
+    w_.str(k);
+    w_.str(v);
+  }
+  w_.commit(pause_s);
+}
+
 void write_metadata(const std::string& path, const Metadata& m) {
   RecordWriter w(path);
-  w.bytes("ZTMETA01", 8);
-  w.u32(kFormatVersion);
+  write_magic(w, kMetadataMagic);
   w.u32(m.world_size);
   w.u32(m.stage);
   w.u8(static_cast<uint8_t>(m.compute_dtype));
@@ -332,7 +176,7 @@ void write_metadata(const std::string& path, const Metadata& m) {
 Metadata read_metadata(const std::string& path) {
   RecordReader r(path);
   Metadata m;
-  r.magic("ZTMETA01");
+  r.magic(kMetadataMagic, kFormatVersion);
   m.world_size = static_cast<int>(r.u32());
   m.stage = static_cast<int>(r.u32());
   m.compute_dtype = static_cast<at::ScalarType>(r.u8());

@@ -34,80 +34,20 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "weights/record_file.h"
+
 namespace zt::ckpt {
+
+using io::fnv64_file;
+using io::RecordReader;
+using io::RecordWriter;
+using io::TensorRef;
 
 constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kMetadataFile = "metadata.ztm";
 constexpr const char* kLatestFile = "latest";
 
 std::string shard_file_name(int rank);
-
-// FNV-1a 64 over a file's bytes, read in 1 MiB chunks (memory stays flat).
-uint64_t fnv64_file(const std::string& path);
-
-// Appends records to a file opened under a temporary name; commit() fsyncs and renames it.
-class RecordWriter {
- public:
-  RecordWriter(std::string final_path);
-  ~RecordWriter();
-  void u8(uint8_t v);
-  void u32(uint32_t v);
-  void i64(int64_t v);
-  void u64(uint64_t v);
-  void f64(double v);
-  void str(const std::string& s);
-  void bytes(const void* p, size_t n);
-  void tensor(const at::Tensor& t);  // any CPU-copyable tensor
-  // The file's expected size, named by the error when the device fills up (ENOSPC).
-  void expect_bytes(uint64_t n) { expected_ = n; }
-  // A tensor record whose nbytes of data the caller appends with bytes() (streamed tensors).
-  void tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape);
-  // Flushes, fsyncs, and renames the temporary file onto the final path. If `pause_s` > 0 it
-  // sleeps between fsync and rename (tests kill a save there).
-  void commit(int pause_s = 0);
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  std::string buf_;
-  uint64_t expected_ = 0, written_ = 0;
-  void flush();
-  void write_all(const char* p, size_t n);
-};
-
-// Where a tensor's bytes are in a file, read lazily (consolidation streams one at a time).
-struct TensorRef {
-  at::ScalarType dtype = at::kFloat;
-  std::vector<int64_t> shape;
-  uint64_t offset = 0;  // of the first data byte
-  uint64_t nbytes = 0;
-  int64_t numel() const;
-};
-
-class RecordReader {
- public:
-  explicit RecordReader(std::string path);
-  ~RecordReader();
-  uint8_t u8();
-  uint32_t u32();
-  int64_t i64();
-  uint64_t u64();
-  double f64();
-  std::string str();
-  void magic(const char* expected8);
-  TensorRef tensor_ref();  // skips the data
-  at::Tensor tensor();     // reads it
-  // Reads `n` bytes at `offset` into dst (pread; the file position does not move).
-  void read_at(uint64_t offset, void* dst, uint64_t n) const;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  uint64_t size_ = 0;
-  uint64_t pos_ = 0;
-  void read(void* dst, uint64_t n);
-};
 
 struct ShardBuffer {
   int64_t padded_numel = 0, stepped_begin = 0, stepped_end = 0;
@@ -130,6 +70,37 @@ struct ShardIndex {
   std::map<std::string, std::string> client;
 };
 ShardIndex read_shard_index(const std::string& path);
+
+// Writes a shard file in the layout above, front to back: the constructor writes the header,
+// then per buffer (Engine::shard_states() order) buffer(), its master, state_count() and per
+// state state_key() and its value, and last finish(). Masters and state values are tensor
+// records, written whole with tensor() or as tensor_header() followed by their data a chunk at
+// a time with bytes(), so a buffer streams from NVMe or a device and never needs to be gathered
+// in host memory. The caller must follow this order: the file carries no markers to check it.
+class ShardWriter {
+ public:
+  // Creates the file under a temporary name, renamed into place by finish() and removed if the
+  // writer is destroyed before (a save that threw); expected_bytes is the size the error names
+  // if the device fills up.
+  ShardWriter(const std::string& path, int rank, int world_size, size_t num_buffers,
+              uint64_t expected_bytes);
+  // A buffer's coordinates and its parameters' flat-buffer ranges.
+  void buffer(int64_t padded_numel, int64_t stepped_begin, int64_t stepped_end,
+              const std::vector<ShardBuffer::Entry>& entries);
+  void state_count(size_t num_state);
+  void state_key(const std::string& key);
+  // A tensor record: a master or a state value.
+  void tensor(const at::Tensor& t);
+  void tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape);
+  void bytes(const void* p, size_t n);
+  // Writes what follows the buffers and commits the file (RecordWriter::commit: fsync, then
+  // rename onto the final path, sleeping pause_s seconds in between).
+  void finish(const std::vector<std::pair<std::string, at::Tensor>>& frozen, const at::Tensor& rng,
+              const std::map<std::string, std::string>& client, int pause_s = 0);
+
+ private:
+  RecordWriter w_;
+};
 
 struct ParamInfo {
   std::string name;

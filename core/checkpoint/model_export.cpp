@@ -3,9 +3,10 @@
 #include <filesystem>
 #include <memory>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
-#include "core/checkpoint/safetensors_writer.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "parallel/communicator.h"
+#include "weights/safetensors_writer.h"
 
 namespace zt {
 

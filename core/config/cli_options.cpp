@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt {
 

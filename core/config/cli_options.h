@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/config/config.h"
 
 namespace zt {

@@ -33,13 +33,19 @@
 #include <string>
 #include <vector>
 
+#include "core/aio/aio_options.h"
 #include "core/config/program_block.h"
+#include "core/defaults.h"
+#include "core/precision/loss_scaler.h"
+#include "optim/optimizer_kind.h"
 
 namespace zt {
 
 enum class OffloadDevice { kNone, kCpu, kNvme };
 enum class DType { kFp32, kFp16, kBf16 };
-enum class OptimizerType { kAdam, kAdamW, kSgd, kAdam8bit, kCpuAdam, kLamb, kLion };
+// The config names the optimizer's kind with optim's enum (one list of optimizers); the reader
+// accepts every kind but FusedAdam, which the engine picks itself for Adam/AdamW on a GPU.
+using OptimizerType = optim::OptimizerKind;
 enum class SchedulerType { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle };
 enum class WarmupType { kLog, kLinear };
 enum class CommBackend { kAuto, kMpi, kGloo, kNccl };
@@ -56,31 +62,20 @@ const char* to_string(CommBackend v);
 const char* to_string(TagValidation v);
 const char* to_string(LoadFallback v);
 
-// zero_optimization.offload_optimizer / offload_param. Defaults are DeepSpeed's; buffer_count is
-// 4 for the optimizer and 5 for parameters, as in DeepSpeed.
+// zero_optimization.offload_optimizer / offload_param. Defaults are DeepSpeed's (core/
+// defaults.h); buffer_count is 4 for the optimizer and 5 for parameters.
 struct OffloadConfig {
   OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;  // required when device is nvme
   bool pin_memory = false;
-  int64_t buffer_count = 5;
-  int64_t buffer_size = 100'000'000;   // offload_param only: elements per NVMe buffer
-  int64_t max_in_cpu = 1'000'000'000;  // offload_param only: elements kept in CPU memory
-  double ratio = 1.0;                  // offload_optimizer only: share of the states offloaded
+  int64_t buffer_count = defaults::kParamBufferCount;
+  int64_t buffer_size = defaults::kParamBufferSize;  // offload_param only: elements per buffer
+  int64_t max_in_cpu = defaults::kMaxInCpu;  // offload_param only: elements kept in CPU memory
+  double ratio = 1.0;  // offload_optimizer only: share of the states offloaded
   // offload_optimizer with device nvme only: overlap reading the next chunk (sub_group_size
   // elements) / writing the previous one with the step of the current one.
   bool pipeline_read = false;
   bool pipeline_write = false;
-};
-
-// aio: the asynchronous I/O of NVMe offload, with DeepSpeed's defaults
-// (deepspeed/runtime/swap_tensor/constants.py, aio_config.py). thread_count is also read under
-// its newer name intra_op_parallelism. Acts only with offload_optimizer.device nvme.
-struct AioConfig {
-  int64_t block_size = 1'048'576;
-  int64_t queue_depth = 8;
-  int64_t thread_count = 1;
-  bool single_submit = false;
-  bool overlap_events = true;
 };
 
 // zero_optimization. Sizes count elements, as in DeepSpeed.
@@ -88,36 +83,31 @@ struct ZeroConfig {
   int stage = 0;              // 0 = DDP, 1 = optimizer states, 2 = + grads, 3 = + params
   bool overlap_comm = false;  // DeepSpeed: false, but true by default at stage 3
   bool contiguous_gradients = true;
-  int64_t reduce_bucket_size = 500'000'000;
-  int64_t allgather_bucket_size = 500'000'000;
+  int64_t reduce_bucket_size = defaults::kReduceBucketSize;
+  int64_t allgather_bucket_size = defaults::kReduceBucketSize;
   bool reduce_scatter = true;
   bool allgather_partitions = true;
-  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_prefetch_bucket_size = defaults::kPrefetchBucketSize;
   int64_t stage3_param_persistence_threshold = 100'000;
   int64_t stage3_max_live_parameters = 1'000'000'000;
   int64_t stage3_max_reuse_distance = 1'000'000'000;
   // Also read under its older name stage3_gather_fp16_weights_on_model_save.
   bool stage3_gather_16bit_weights_on_model_save = false;
-  int64_t sub_group_size = 1'000'000'000;
+  int64_t sub_group_size = defaults::kSubGroupSize;
   OffloadConfig offload_optimizer = [] {
     OffloadConfig c;
-    c.buffer_count = 4;
+    c.buffer_count = defaults::kOptimizerBufferCount;
     return c;
   }();
   OffloadConfig offload_param;
 };
 
 // fp16: DeepSpeed's dynamic loss scaler (loss_scale 0 = dynamic, starting at
-// 2^initial_scale_power).
-struct Fp16Config {
+// 2^initial_scale_power). The scaler's own options, read as they are (the engine takes them
+// unchanged), plus the switches around them.
+struct Fp16Config : LossScalerOptions {
   bool enabled = false;
   bool auto_cast = false;
-  double loss_scale = 0.0;
-  int64_t initial_scale_power = 16;
-  int64_t loss_scale_window = 1000;
-  int64_t hysteresis = 2;
-  bool consecutive_hysteresis = false;
-  double min_loss_scale = 1.0;
 };
 
 struct Bf16Config {
@@ -204,7 +194,7 @@ struct CheckpointConfig {
   int64_t save_interval = 0;  // optimizer steps between saves; 0 = at the end only
   int64_t keep_last = 0;      // tags kept in save_dir; 0 = all
   // A corrupt or partial latest tag: kNone stops naming the file; kPrevious loads the newest
-  // complete tag before it (core/initialize/checkpointing.h).
+  // complete tag before it (train/checkpointing.h).
   LoadFallback load_fallback = LoadFallback::kNone;
 };
 
@@ -217,10 +207,13 @@ struct SwaConfig {
   int64_t swa_freq = 1;
 };
 
-// communication (also read as `comms`): our block. timeout bounds every collective.
+// communication (also read as `comms`): our block. timeout bounds every collective;
+// max_inflight_reductions bounds the gradient buckets being reduced at once (each holds a
+// transient reduction buffer), trading memory for overlap.
 struct CommunicationConfig {
   CommBackend backend = CommBackend::kAuto;
   int64_t timeout = 1800;  // seconds
+  int64_t max_inflight_reductions = defaults::kMaxInflightReductions;
 };
 
 // data: our block for the token-shard pipeline (docs/DESIGN.md, Data).
@@ -237,7 +230,7 @@ struct DataConfig {
 };
 
 // tensorboard / csv_monitor: DeepSpeed's monitor blocks. Rank 0 writes to
-// <output_path>/<job_name>/ (output_path empty: the working directory), see core/monitor/.
+// <output_path>/<job_name>/ (output_path empty: the working directory), see train/monitor/.
 struct MonitorConfig {
   bool enabled = false;
   std::string output_path;
@@ -281,7 +274,9 @@ struct Config {
   ParameterGroupsConfig parameter_groups;
   MonitorConfig tensorboard;
   MonitorConfig csv_monitor;
-  AioConfig aio;
+  // aio: the asynchronous I/O of NVMe offload (core/aio/aio_options.h, DeepSpeed's defaults);
+  // thread_count is also read under its newer name intra_op_parallelism.
+  aio::AioOptions aio;
 
   // Keys given as "auto" whose value needs what only the running program knows: the model's
   // hidden size (the ZeRO bucket sizes) or its step count (the scheduler's step counts). They

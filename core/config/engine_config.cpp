@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "optim/lr_schedule.h"
 
 namespace zt {
@@ -16,19 +16,6 @@ at::ScalarType to_scalar(DType d) {
     case DType::kBf16: return at::kBFloat16;
   }
   return at::kFloat;
-}
-
-std::string optimizer_name(OptimizerType t) {
-  switch (t) {
-    case OptimizerType::kAdam: return "Adam";
-    case OptimizerType::kAdamW: return "AdamW";
-    case OptimizerType::kSgd: return "SGD";
-    case OptimizerType::kAdam8bit: return "Adam8bit";
-    case OptimizerType::kCpuAdam: return "CpuAdam";
-    case OptimizerType::kLamb: return "Lamb";
-    case OptimizerType::kLion: return "Lion";
-  }
-  return "AdamW";
 }
 
 std::function<double(int64_t)> schedule_from(const SchedulerConfig& s, double base_lr) {
@@ -79,17 +66,6 @@ std::function<double(int64_t)> schedule_from(const SchedulerConfig& s, double ba
   return [sched](int64_t step) { return sched->lr_at(step - 1); };
 }
 
-// DeepSpeed's `aio` block, shared by optimizer and parameter offload to NVMe.
-aio::AioOptions aio_options(const Config& c) {
-  aio::AioOptions a;
-  a.block_size = c.aio.block_size;
-  a.queue_depth = c.aio.queue_depth;
-  a.thread_count = c.aio.thread_count;
-  a.single_submit = c.aio.single_submit;
-  a.overlap_events = c.aio.overlap_events;
-  return a;
-}
-
 }  // namespace
 
 EngineOptions engine_options_from_config(const Config& c, std::vector<std::string> units) {
@@ -121,7 +97,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     p.buffer_size = z.offload_param.buffer_size;
     p.max_in_cpu = z.offload_param.max_in_cpu;
     p.pin_memory = z.offload_param.pin_memory;
-    p.aio = aio_options(c);
+    p.aio = c.aio;
   }
   o.offload_optimizer = z.offload_optimizer.device != OffloadDevice::kNone;
   // Below stage 1 check_config warns that the block is ignored, as DeepSpeed ignores it.
@@ -134,16 +110,11 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     n.buffer_count = z.offload_optimizer.buffer_count;
     n.pipeline_read = z.offload_optimizer.pipeline_read;
     n.pipeline_write = z.offload_optimizer.pipeline_write;
-    n.aio = aio_options(c);
+    n.aio = c.aio;
   }
   if (c.fp16.enabled) {
     o.compute_dtype = at::kHalf;
-    o.fp16.loss_scale = c.fp16.loss_scale;
-    o.fp16.initial_scale_power = static_cast<int>(c.fp16.initial_scale_power);
-    o.fp16.loss_scale_window = c.fp16.loss_scale_window;
-    o.fp16.hysteresis = static_cast<int>(c.fp16.hysteresis);
-    o.fp16.consecutive_hysteresis = c.fp16.consecutive_hysteresis;
-    o.fp16.min_loss_scale = c.fp16.min_loss_scale;
+    o.fp16 = c.fp16;  // the scaler's options (Fp16Config is LossScalerOptions plus switches)
   } else if (c.bf16.enabled) {
     o.compute_dtype = at::kBFloat16;
   }
@@ -151,10 +122,11 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   if (c.optimizer) {
     const OptimizerConfig& oc = *c.optimizer;
     // DeepSpeed's "Adam" decouples weight decay unless adam_w_mode is false (its FusedAdam and
-    // CPUAdam default), so it is torch's AdamW then.
-    o.optimizer.type = optimizer_name(oc.type);
+    // CPUAdam default), so it is torch's AdamW then. Which implementation steps it (the fused
+    // pass of the master's device) the engine decides (optim::resolve_for_device).
+    o.optimizer.type =
+        oc.type == OptimizerType::kAdam && oc.adam_w_mode ? OptimizerType::kAdamW : oc.type;
     o.optimizer.adamw_mode = oc.type == OptimizerType::kAdamW || oc.adam_w_mode;
-    if (oc.type == OptimizerType::kAdam && oc.adam_w_mode) o.optimizer.type = "AdamW";
     o.optimizer.block_size = oc.block_size;
     o.hyper.lr = oc.lr;
     o.hyper.beta1 = oc.betas.size() > 0 ? oc.betas[0] : 0.9;
@@ -168,16 +140,6 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     o.optimizer.min_coeff = oc.min_coeff;
     o.optimizer.eps_inside_sqrt = oc.eps_inside_sqrt;
     o.optimizer.bias_correction = oc.bias_correction;
-    // With optimizer offload the CPU step is the fused SIMD Adam (DeepSpeed's DeepSpeedCPUAdam).
-    if (o.offload_optimizer &&
-        (oc.type == OptimizerType::kAdam || oc.type == OptimizerType::kAdamW)) {
-      o.optimizer.type = "CpuAdam";
-    }
-  }
-  // NVMe offload steps its chunks with CpuAdam, also when the program brings no optimizer block.
-  if (o.nvme_optimizer.enabled() && (o.optimizer.type == "Adam" || o.optimizer.type == "AdamW")) {
-    o.optimizer.adamw_mode = o.optimizer.type == "AdamW";
-    o.optimizer.type = "CpuAdam";
   }
   o.optimizer.swa = {c.swa.enabled, c.swa.swa_start, c.swa.swa_freq};
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
@@ -187,6 +149,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.gradient_predivide_factor = c.gradient_predivide_factor;
   o.wall_clock_breakdown = c.wall_clock_breakdown;
   o.steps_per_print = static_cast<int>(c.steps_per_print);
+  o.max_inflight_reductions = c.communication.max_inflight_reductions;
   if (c.scheduler) o.lr_schedule = schedule_from(*c.scheduler, o.hyper.lr);
   o.units = std::move(units);
   return o;

@@ -16,7 +16,7 @@ namespace zt {
 // optimizer (+ parameter_groups: no_decay, layer_lr_decay) and scheduler,
 // communication_data_type, prescale_gradients / gradient_predivide_factor,
 // wall_clock_breakdown and steps_per_print. `freeze` is applied to the model by zt::initialize
-// (core/initialize/freeze.h) before the engine is built. `units` are the model's stage-3 units.
+// (train/freeze.h) before the engine is built. `units` are the model's stage-3 units.
 // Keys the engine does not act on (overlap_comm: always on; contiguous_gradients: always;
 // sub_group_size, stage3_max_live_parameters / max_reuse_distance) are warned about by
 // check_config; offload_param is an error there and here. offload_optimizer.device nvme fills

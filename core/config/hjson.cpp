@@ -2,7 +2,7 @@
 
 #include <cstddef>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::config_detail {
 namespace {

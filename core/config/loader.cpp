@@ -1,12 +1,12 @@
-// Entry points: check_config runs the passes (config_passes.h) and gathers every message;
+// Entry points: check_config runs the passes (passes.h) and gathers every message;
 // load_config/parse_config turn its report into a Config or one zt::Error.
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "core/config/config.h"
 #include "core/config/hjson.h"
 #include "core/config/passes.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt {
 namespace {
@@ -15,6 +15,7 @@ int64_t state_bytes(const Config& c) {
     case OptimizerType::kAdam:
     case OptimizerType::kAdamW:
     case OptimizerType::kCpuAdam:
+    case OptimizerType::kFusedAdam:
     case OptimizerType::kLamb: return 8;  // exp_avg, exp_avg_sq
     case OptimizerType::kSgd: return c.optimizer->momentum > 0 ? 4 : 0;
     case OptimizerType::kLion: return 4;      // exp_avg

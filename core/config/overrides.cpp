@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/config/passes.h"
 
 namespace zt::config_detail {

@@ -1,9 +1,9 @@
 #pragma once
 // The passes check_config runs over a config, in order (internal to the config files):
-//   apply_overrides   --set a.b=v edits of the YAML tree        (config_overrides.cpp)
-//   read_config       YAML tree -> typed Config, key by key      (config_reader.cpp)
-//   resolve_config    "auto", the batch triple, derived defaults (config_resolve.cpp)
-//   validate_config   ranges and cross-field rules               (config_validate.cpp)
+//   apply_overrides   --set a.b=v edits of the YAML tree        (overrides.cpp)
+//   read_config       YAML tree -> typed Config, key by key      (reader.cpp)
+//   resolve_config    "auto", the batch triple, derived defaults (resolve.cpp)
+//   validate_config   ranges and cross-field rules               (validate.cpp)
 // Every pass appends one-line messages, each starting with the key path it is about, and goes
 // on after an error, so one run reports every problem of a file.
 

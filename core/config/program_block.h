@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace YAML {
 class Node;

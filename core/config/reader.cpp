@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::config_detail {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // ConfigReader: the visitor that reads one YAML mapping (one block of a config) into typed
-// fields (see config_schema.h for the visitor shape). It records which keys were given, which
+// fields (see core/config/schema.h for the visitor shape). It records which keys were given, which
 // were "auto" and which were rejected in ReadState, and at finish() turns every key nobody
 // asked for into an error with a suggestion, or a warning when it is a DeepSpeed key we do not
 // implement. Internal to the config files.

@@ -1,9 +1,9 @@
 #pragma once
 // The one field list of zt::Config. Each visit_* function names every key of one block, in the
 // order written by to_json, with its options ("auto" allowed, older names). Three visitors walk
-// it: the reader (config_reader.h: YAML tree -> Config, collecting errors), the JSON writer
-// (config_json.cpp) and, through the writer, operator==. Adding a field here is all it takes for
-// it to be read, checked for unknown-key suggestions, written and compared.
+// it: the reader (core/config/reader.h: YAML tree -> Config, collecting errors), the JSON writer
+// (core/config/json.cpp) and, through the writer, operator==. Adding a field here is all it takes
+// for it to be read, checked for unknown-key suggestions, written and compared.
 //
 // A visitor V provides:
 //   v.field(key, T& value, FieldOptions)      bool, int, int64_t, double, std::string,
@@ -25,7 +25,7 @@
 namespace zt::config_schema {
 
 struct FieldOptions {
-  bool allow_auto = false;      // "auto" accepted, resolved later (config_resolve.cpp)
+  bool allow_auto = false;      // "auto" accepted, resolved later (resolve.cpp)
   const char* alias = nullptr;  // another name the key is also read under
   const char* alias2 = nullptr;
 };
@@ -141,7 +141,7 @@ void visit_offload(V& v, OffloadConfig& c, bool for_params) {
 
 // DeepSpeed reads its aio block as a plain dict (get_aio_config): unknown keys are warnings.
 template <typename V>
-void visit_aio(V& v, AioConfig& c) {
+void visit_aio(V& v, aio::AioOptions& c) {
   v.field("block_size", c.block_size, {});
   v.field("queue_depth", c.queue_depth, {});
   v.field("thread_count", c.thread_count, also_named("intra_op_parallelism"));
@@ -432,6 +432,7 @@ void visit_config(V& v, Config& c) {
       [&](auto& w) {
         w.choice("backend", c.communication.backend, kCommBackendNames, {});
         w.field("timeout", c.communication.timeout, {});
+        w.field("max_inflight_reductions", c.communication.max_inflight_reductions, {});
       },
       also_named("comms"));
   v.block("data", [&](auto& w) { visit_data(w, c.data); }, {});
@@ -482,7 +483,7 @@ void visit_config(V& v, Config& c) {
         "true"},
        {"sparse_gradients", U::kNoEffect, "gradients are dense flat buffers"},
        {"dump_state", U::kNoEffect, "no state dump"},
-       {"memory_breakdown", U::kNoEffect, "no memory breakdown (see Engine::memory_report)"},
+       {"memory_breakdown", U::kNoEffect, "no memory breakdown (see Engine::memory)"},
        {"dataloader_drop_last", U::kNoEffect, "the loader follows data.drop_last"},
        {"disable_allgather", U::kNoEffect, "gathers follow the ZeRO stage"},
        {"timers", U::kNoEffect, "timing follows wall_clock_breakdown"},

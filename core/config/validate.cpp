@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/config/passes.h"
 
 namespace zt::config_detail {
@@ -121,7 +121,7 @@ class Validator {
     check("fp16.initial_scale_power", f.initial_scale_power >= 0 && f.initial_scale_power <= 63,
           "must be 0..63, got ", f.initial_scale_power);
     at_least<int64_t>("fp16.loss_scale_window", f.loss_scale_window, 1);
-    at_least<int64_t>("fp16.hysteresis", f.hysteresis, 1);
+    at_least<int>("fp16.hysteresis", f.hysteresis, 1);
     check("fp16.min_loss_scale", f.min_loss_scale > 0, "must be > 0, got ", f.min_loss_scale);
     // An int in DeepSpeed's FP16 model (pydantic rejects 0.5 or 1e-10 there).
     check("fp16.min_loss_scale", std::floor(f.min_loss_scale) == f.min_loss_scale,
@@ -220,6 +220,8 @@ class Validator {
     at_least<int64_t>("swa.swa_start", c_.swa.swa_start, 0);
     at_least<int64_t>("swa.swa_freq", c_.swa.swa_freq, 1);
     at_least<int64_t>("communication.timeout", c_.communication.timeout, 1);
+    at_least<int64_t>("communication.max_inflight_reductions",
+                      c_.communication.max_inflight_reductions, 1);
 
     const DataConfig& d = c_.data;
     at_least<int64_t>("data.max_length", d.max_length, 1);

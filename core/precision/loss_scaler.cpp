@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt {
 

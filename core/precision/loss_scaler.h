@@ -14,8 +14,8 @@
 //     if stable > 0 and stable % loss_scale_window == 0: scale *= 2 (and, unless consecutive,
 //        the counter is refilled)
 //   then i += 1 (last_overflow starts at -1: from a fresh start with window w the first doubling
-//   happens on iteration w, i.e. after w + 1 clean iterations, as in DeepSpeed since its
-//   stable_interval change)
+//   happens on iteration w, i.e. after w + 1 clean iterations, as DeepSpeed's stable_interval
+//   rule has it)
 //
 // A static scale never changes; overflowing steps are still skipped.
 

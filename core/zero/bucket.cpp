@@ -9,7 +9,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/zero/nvme_params.h"
 #include "core/zero/pinned_host.h"
 #include "core/zero/released_storage.h"

@@ -1,28 +1,40 @@
 #pragma once
-// zt::zero::Bucket: one flat buffer of trainable parameters (parallel/flat_buffer.h) and the ZeRO
+// zt::zero::Bucket: one flat buffer of trainable parameters (core/zero/flat_buffer.h) and the ZeRO
 // state kept for it: its layout, the range this rank steps, its gradient accumulation buffer and
 // its in-flight collectives. The four verbs of overlap are the only way communication starts and
 // ends (docs/DESIGN.md, "The overlap timeline"):
 //
-//   start_grad_sync  / finish_grad_sync     reduce gradients (all-reduce at stage 0, reduce-scatter
-//                                           at stages 1-3) and fold the result into the buffer
-//   start_param_gather / finish_param_gather  stage 3: rebuild the full parameters from the shards
-//   release_params                          stage 3: free the full parameters again
-//
-// Shapes per rank (N ranks, padded = N * shard, D compute dtype, A gradient accumulation dtype,
-// C communication dtype):
 // clang-format off
-//   params       (padded,) D  every parameter is a view of it; stage 3: storage released between
-//                             uses, except in a persistent buffer (always resident)
-//   param_shard  (shard,)  D  stage 3, not persistent: this rank's slice, always resident (in host
-//                             memory with offload_param, in a file with offload_param nvme:
-//                             nvme_params.h)
-//   grad_full    (padded,) A  stages 0-1: the window's full gradient, reduced on the boundary
-//   grad_shard   (shard,)  A  stages 2-3: the window's reduced slice
-//   staging      (padded,) A  stages 2-3: this micro-step's gradients until reduce-scattered
-//                             (transient: freed by finish_grad_sync)
-//   in flight    (padded,) or (shard,) C  copies in the communication dtype when C != A
+//   start_grad_sync / finish_grad_sync        reduce gradients (all-reduce at stage 0,
+//                                             reduce-scatter at stages 1-3) and fold the result
+//                                             into the buffer
+//   start_param_gather / finish_param_gather  stage 3: rebuild the full parameters from the shards
+//   release_params                            stage 3: free the full parameters again
 // clang-format on
+//
+// Buffers per rank (N ranks, padded = N * shard, D compute dtype, A gradient accumulation dtype,
+// C communication dtype):
+//
+// clang-format off
+//   buffer       shape      dtype  stages  contents
+//   params       (padded,)  D      0-3     every parameter is a view of it; stage 3: storage
+//                                          released between uses, except in a persistent buffer
+//                                          (always resident)
+//   param_shard  (shard,)   D      3       not persistent: this rank's slice, always resident (in
+//                                          host memory with offload_param, in a file with
+//                                          offload_param nvme: nvme_params.h)
+//   grad_full    (padded,)  A      0-1     the window's full gradient, reduced on the boundary
+//   grad_shard   (shard,)   A      2-3     the window's reduced slice
+//   staging      (padded,)  A      2-3     this micro-step's gradients until reduce-scattered
+//                                          (transient: freed by finish_grad_sync)
+//   comm_in      (padded,)  C      0-3     the tensor being reduced: a copy of grad_full or
+//                                          staging when C != A, else that buffer itself
+//   reduced      (shard,)   C      1-3     the reduce-scatter's output. Stage 1: the window's
+//                                          reduced slice (cast to A by finish_grad_sync). Stages
+//                                          2-3: only when grad_shard already holds this window's
+//                                          gradients or C != A; added into grad_shard, then freed
+// clang-format on
+//
 // The stepped range is [0, padded) at stage 0 and the owned slice [r * shard, (r + 1) * shard)
 // otherwise; owned_grad() is the gradient of exactly that range once the sync finished.
 //
@@ -33,9 +45,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/zero/flat_buffer.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
-#include "parallel/flat_buffer.h"
 
 namespace zt::zero {
 
@@ -86,8 +98,8 @@ class Bucket {
   // broadcast, and when a gathered scope writes back); no-op while released. A shard on NVMe is
   // written to its file.
   void keep_shard();
-  // Stage 3, offload_param nvme: the shard moves to `slot` of `swapper` (written there now) and is
-  // no longer held in memory; every later read goes through the swapper.
+  // Stage 3, offload_param nvme: the shard moves to `slot` of `swapper` (written there now) and
+  // leaves memory; every later read goes through the swapper.
   void move_shard_to(NvmeParamSwapper* swapper, size_t slot);
   bool shard_on_nvme() const { return swapper_ != nullptr; }
   // The stepped range's values for the optimizer (and checkpoint loads) to read and write:

@@ -23,11 +23,11 @@ class GradSync::Hook : public torch::autograd::PostAccumulateGradHook {
 };
 
 GradSync::GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
-                   WaitClock& clock, int max_inflight, std::function<void(size_t)> on_complete)
+                   WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete)
     : buckets_(buckets),
       comm_(comm),
       clock_(clock),
-      max_inflight_(static_cast<size_t>(std::max(1, max_inflight))),
+      max_inflight_(static_cast<size_t>(std::max<int64_t>(1, max_inflight))),
       on_complete_(std::move(on_complete)) {
   // Backward meets the root unit's head first, then the declared units last to first; the
   // root's remaining buckets (embeddings) are guessed too early, until learn_order corrects it.

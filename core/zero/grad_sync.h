@@ -35,7 +35,7 @@ class GradSync {
   // on_complete(b) runs when bucket b has every gradient of this micro-step, before its
   // reduction starts (stage 3 frees the bucket's full parameters there).
   GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
-           WaitClock& clock, int max_inflight, std::function<void(size_t)> on_complete);
+           WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete);
   // Removes the hooks from the parameters.
   ~GradSync();
   GradSync(const GradSync&) = delete;

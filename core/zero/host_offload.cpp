@@ -4,7 +4,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/zero/pinned_host.h"
 
 namespace zt {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+#include "base/logging.h"
 #include "core/aio/swap_directory.h"
-#include "core/base/error.h"
-#include "core/base/logging.h"
 
 namespace zt::zero {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace zt::zero {
 namespace {

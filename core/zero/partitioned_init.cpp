@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/zero/released_storage.h"
 #include "core/zero/units.h"
 #include "optim/param_groups.h"

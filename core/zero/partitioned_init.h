@@ -47,9 +47,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "core/zero/shard_weight_source.h"
+#include "core/zero/flat_buffer.h"
 #include "parallel/communicator.h"
-#include "parallel/flat_buffer.h"
+#include "weights/shard_weight_source.h"
 
 namespace zt::zero {
 
@@ -89,9 +89,9 @@ class PartitionedInit {
   // Once the model is built, every rank, before the engine: overwrites the values built with
   // `source`'s, this rank's range of each flat buffer (the whole of a persistent one) and the
   // frozen parameters left whole. Every parameter is asked for, in construction order, with an
-  // empty range where this rank holds none of it (shard_weight_source.h). The values are then
-  // what a whole model loaded from `source` holds, and check_same_on_every_rank still checks the
-  // values constructed, not these.
+  // empty range where this rank holds none of it (weights/shard_weight_source.h). The values are
+  // then what a whole model loaded from `source` holds, and check_same_on_every_rank still checks
+  // the values constructed, not these.
   void load(ShardWeightSource& source);
 
   // ---- the engine's side (units.h: make_buckets) ----

@@ -5,14 +5,14 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
-#include "core/cuda_plugin.h"
+#include "base/cuda_plugin.h"
+#include "base/error.h"
 
 namespace zt::zero {
 
 namespace {
 
-// Plugin entry points (core/cuda_plugin_cuda.cpp); both return a cudaError_t.
+// Plugin entry points (base/cuda_plugin_cuda.cpp); both return a cudaError_t.
 using HostRegister = int32_t (*)(void* ptr, size_t bytes);
 using HostUnregister = int32_t (*)(void* ptr);
 constexpr const char* kHostRegister = "zt_cuda_host_register";

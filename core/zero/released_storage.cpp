@@ -4,7 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::zero {
 

@@ -9,7 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "parallel/flat_buffer.h"
+#include "core/zero/flat_buffer.h"
 
 namespace zt::zero {
 

@@ -5,15 +5,13 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
-#include "core/cuda_plugin.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "core/zero/host_offload.h"
 #include "core/zero/nvme_optimizer.h"
 #include "core/zero/pinned_host.h"
 #include "optim/clip.h"
 #include "optim/cpu_adam.h"
-#include "optim/fused_adam_launch.h"
 
 namespace zt::zero {
 
@@ -38,6 +36,9 @@ ShardedStep::ShardedStep(const EngineOptions& options,
     for (const auto& e : b->layout().entries()) all.push_back({e.name, e.range.size(), 0});
   }
   const optim::ParamGrouping grouping = optim::build_param_groups(all, options_.param_groups);
+  // One optimizer kind for every bucket, resolved once from the master's device.
+  const optim::OptimizerSpec spec = optim::resolve_for_device(
+      options_.optimizer, master_device(compute_device(), options_.offload_optimizer));
   size_t next = 0;
   for (auto& b : buckets_) {
     Slot slot;
@@ -46,7 +47,7 @@ ShardedStep::ShardedStep(const EngineOptions& options,
       slot.params.push_back({e.name, e.range.size(), e.range.begin});
       slot.grouping.group_of.push_back(grouping.group_of[next++]);
     }
-    slot.optimizer = optim::make_shard_optimizer(spec_for(b->params().device()));
+    slot.optimizer = optim::make_shard_optimizer(spec);
     slots_.push_back(std::move(slot));
   }
   if (options_.offload_optimizer && !buckets_.empty() && buckets_.front()->params().is_cuda()) {
@@ -62,10 +63,12 @@ void ShardedStep::make_nvme_swapper() {
   ZT_CHECK(options_.offload_optimizer,
            "EngineOptions.nvme_optimizer needs offload_optimizer (the master lives on the host "
            "between reads and writes)");
-  ZT_CHECK(options_.optimizer.type == "CpuAdam",
+  const optim::OptimizerKind kind =
+      optim::resolve_for_device(options_.optimizer, c10::Device(at::kCPU)).type;
+  ZT_CHECK(kind == optim::OptimizerKind::kCpuAdam,
            "zero_optimization.offload_optimizer.device nvme steps with CPUAdam (optimizer type "
            "Adam or AdamW); optimizer ",
-           options_.optimizer.type, " is not supported there");
+           optim::optimizer_name(options_.optimizer.type), " is not supported there");
   std::vector<int64_t> numels;
   for (auto& b : buckets_) numels.push_back(b->stepped().size());
   nvme_ = std::make_unique<NvmeOptimizerSwapper>(options_.nvme_optimizer, comm_.rank(), numels,
@@ -121,26 +124,6 @@ class ChunkTargets {
 };
 
 }  // namespace
-
-// Adam/AdamW stepping a shard on a GPU is the plugin's fused kernel (one launch per buffer
-// instead of ~10 ATen kernels per parameter group), as DeepSpeed picks FusedAdam; the formula is
-// the same. With offload the shard is stepped on the host by the configured optimizer.
-optim::OptimizerSpec ShardedStep::spec_for(const c10::Device& param_device) const {
-  optim::OptimizerSpec spec = options_.optimizer;
-  const bool adam = spec.type == "Adam" || spec.type == "AdamW";
-  if (param_device.is_cuda() && !options_.offload_optimizer && adam) {
-    spec.adamw_mode = spec.type == "AdamW";
-    spec.type = "FusedAdam";
-    spec.cuda_launcher = cuda::require_symbol(optim::kFusedAdamSymbol, "Adam on a GPU shard");
-  } else if (param_device.is_cpu() && adam) {
-    // A CPU shard steps Adam/AdamW with the fused SIMD pass (the same update, adam_formula.h),
-    // as the GPU one takes the fused kernel: LibTorch's per-group ATen ops make several passes
-    // over memory (bench/peers large: 196 ms per step at stage 0, against CpuAdam's ~30 ms).
-    spec.adamw_mode = spec.type == "AdamW";
-    spec.type = "CpuAdam";
-  }
-  return spec;
-}
 
 void ShardedStep::init_masters() {
   if (nvme_) {
@@ -327,9 +310,12 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
     scaler->update(false);
   }
   out.grad_norm = std::sqrt(raw_sq) * std::abs(inv);
+  // Clips only a norm above the threshold (there clip_coefficient's factor is below 1). Without
+  // the test, a norm at the threshold or up to 1e-6 under it would be scaled down too, and a NaN
+  // norm (fp32 runs no overflow vote) would make every element's factor NaN instead of 1.
   double clip = 1.0;
   if (options_.gradient_clipping > 0 && out.grad_norm > options_.gradient_clipping) {
-    clip = options_.gradient_clipping / (out.grad_norm + 1e-6);
+    clip = optim::clip_coefficient(out.grad_norm, options_.gradient_clipping);
   }
   const double grad_scale = inv * clip;
   if (nvme_) {

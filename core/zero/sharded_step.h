@@ -102,7 +102,6 @@ class ShardedStep {
     optim::ParamGrouping grouping;         // per entry: decay flag and lr scale
   };
 
-  optim::OptimizerSpec spec_for(const c10::Device& param_device) const;
   void make_nvme_swapper();
   std::vector<size_t> all_slots() const;
   // Sum of squares of every rank's owned gradients (all-reduced at stages 1-3).

@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/zero/partitioned_init.h"
 
 namespace zt::zero {

@@ -15,9 +15,9 @@
 #include <sstream>
 #include <thread>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
 #include "data/length_stats.h"
 #include "data/progress_bar.h"
 #include "data/random.h"

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
 #include "data/text_reader.h"
 #include "examples/classifier/readability.h"
 

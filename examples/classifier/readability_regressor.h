@@ -1,7 +1,7 @@
 #pragma once
-// The classifier example's model: the GPT example's trunk (gpt_model.h) used as a bidirectional
-// encoder (GptShape::causal = false), mean-pooled over the real tokens, and a linear head to one
-// number: the standardized readability grade.
+// The classifier example's model: the GPT example's trunk (examples/gpt/gpt_model.h) used as a
+// bidirectional encoder (GptShape::causal = false), mean-pooled over the real tokens, and a linear
+// head to one number: the standardized readability grade.
 //
 // Parameter names: trunk.wte.weight, trunk.wpe.weight, trunk.blocks.<i>.*, trunk.ln_f.*,
 // head.{weight,bias}. Stage-3 units: trunk.blocks.<i> (unit_names()); the rest is the root unit.

@@ -26,20 +26,24 @@
 
 #include <torch/torch.h>
 
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
-#include "core/initialize/initialize.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
 #include "examples/classifier/readability_regressor.h"
-#include "examples/common/load_by_name.h"
-#include "examples/common/swa_weights.h"
-#include "examples/common/training_run.h"
 #include "examples/gpt/gpt_config.h"
 #include "examples/gpt/gpt_model.h"
 #include "examples/gpt/pretrained.h"
+#include "train/initialize.h"
+#include "train/load_by_name.h"
+#include "train/swa_weights.h"
+#include "train/training_run.h"
 
 namespace po = boost::program_options;
 
 namespace zt::examples {
+
+// The training run's pieces (train/): TrainingRun and its bookkeeping.
+using namespace zt::train;
+
 namespace {
 
 enum class Batching { kSmart, kRandom, kFixed };

@@ -1,6 +1,6 @@
 #include "examples/gpt/gpt_block.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "examples/gpt/block_checkpoint.h"
 
 namespace zt::examples {

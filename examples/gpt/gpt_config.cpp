@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::examples {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/zero/call_unit.h"
 
 namespace zt::examples {

@@ -10,9 +10,9 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
-#include "core/checkpoint/safetensors_set.h"
-#include "core/checkpoint/safetensors_writer.h"
+#include "base/error.h"
+#include "weights/safetensors_set.h"
+#include "weights/safetensors_writer.h"
 
 namespace zt::examples {
 namespace {

@@ -2,18 +2,20 @@
 // The GPT example in Hugging Face GPT-2's format (transformers' GPT2LMHeadModel): config.json +
 // model.safetensors, out and in. Same architecture, other names and layout:
 //
-//   ours (gpt_model.h)              GPT-2                                   layout
-//   wte.weight (V, C)               transformer.wte.weight                  same
-//   wpe.weight (P, C)               transformer.wpe.weight                  same
-//   blocks.N.ln1.{weight,bias}      transformer.h.N.ln_1.*                  same
-//   blocks.N.attn.qkv.weight (3C,C) transformer.h.N.attn.c_attn.weight      Conv1D: (C, 3C) =
-//   ours^T blocks.N.attn.qkv.bias          transformer.h.N.attn.c_attn.bias        same (q, k, v
-//   thirds) blocks.N.attn.proj.*            transformer.h.N.attn.c_proj.*           weight
-//   transposed blocks.N.ln2.*                  transformer.h.N.ln_2.*                  same
-//   blocks.N.fc.* (4C, C)           transformer.h.N.mlp.c_fc.*              weight transposed
-//   blocks.N.out.* (C, 4C)          transformer.h.N.mlp.c_proj.*            weight transposed
-//   ln_f.{weight,bias}              transformer.ln_f.*                      same
-//   (tied head)                     lm_head.weight                          not written: tied
+// clang-format off
+//   ours (gpt_model.h)              GPT-2                                 layout
+//   wte.weight (V, C)               transformer.wte.weight                same
+//   wpe.weight (P, C)               transformer.wpe.weight                same
+//   blocks.N.ln1.{weight,bias}      transformer.h.N.ln_1.*                same
+//   blocks.N.attn.qkv.weight (3C,C) transformer.h.N.attn.c_attn.weight    Conv1D: (C, 3C) = ours^T
+//   blocks.N.attn.qkv.bias          transformer.h.N.attn.c_attn.bias      same (q, k, v thirds)
+//   blocks.N.attn.proj.*            transformer.h.N.attn.c_proj.*         weight transposed
+//   blocks.N.ln2.*                  transformer.h.N.ln_2.*                same
+//   blocks.N.fc.* (4C, C)           transformer.h.N.mlp.c_fc.*            weight transposed
+//   blocks.N.out.* (C, 4C)          transformer.h.N.mlp.c_proj.*          weight transposed
+//   ln_f.{weight,bias}              transformer.ln_f.*                    same
+//   (tied head)                     lm_head.weight                        not written: tied
+// clang-format on
 //
 // Both are pre-LayerNorm (eps 1e-5) with biases everywhere, a fused q/k/v projection split in
 // that order, heads split as view(B, T, H, C/H), attention scaled by 1/sqrt(C/H), an MLP of width
@@ -38,8 +40,8 @@ using NamedTensors = std::map<std::string, at::Tensor>;
 // orientation [in, out]). Throws for a name the GPT example does not have.
 std::string hf_gpt2_name(const std::string& name, bool* transposed);
 // Our name of GPT-2's `hf_name` (with or without the "transformer." prefix). Returns "" for what
-// carries no weight of ours: the tied lm_head.weight and the old attention-mask buffers
-// (attn.bias, attn.masked_bias). Throws for other names.
+// carries no weight of ours: the tied lm_head.weight and the causal-mask buffers some GPT-2
+// checkpoints hold (attn.bias, attn.masked_bias). Throws for other names.
 std::string gpt_name_from_hf(const std::string& hf_name, bool* transposed);
 
 // GPT-2's config.json for a model of this shape.

@@ -4,12 +4,12 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/format.h"
-#include "core/checkpoint/safetensors_weights.h"
 #include "core/config/config.h"
 #include "examples/gpt/gpt_config.h"
+#include "weights/safetensors_weights.h"
 
 namespace zt::examples {
 namespace {

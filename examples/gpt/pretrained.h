@@ -10,7 +10,7 @@
 //
 //   PretrainedGpt p = read_pretrained_gpt("out/checkpoints");
 //   check_same_architecture(model->shape(), p);
-//   LoadReport r = load_by_name(*model, p.values, {});   // examples/common/load_by_name.h
+//   LoadReport r = load_by_name(*model, p.values, {});   // train/load_by_name.h
 //
 // A model built partitioned (ZeRO stage 3, core/zero/partitioned_init.h) takes a Hugging Face
 // directory straight into its shards: each rank maps the files and copies only its shards' ranges

@@ -1,6 +1,6 @@
 #include "examples/gpt/text_generation.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::examples {
 

@@ -16,22 +16,26 @@
 
 #include <torch/torch.h>
 
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
-#include "core/initialize/initialize.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
 #include "data/tokenizer.h"
-#include "examples/common/cpu_memory_meter.h"
-#include "examples/common/load_by_name.h"
-#include "examples/common/rank_sum.h"
-#include "examples/common/training_run.h"
 #include "examples/gpt/gpt_config.h"
 #include "examples/gpt/gpt_model.h"
 #include "examples/gpt/pretrained.h"
 #include "examples/gpt/text_generation.h"
+#include "train/cpu_memory_meter.h"
+#include "train/initialize.h"
+#include "train/load_by_name.h"
+#include "train/rank_sum.h"
+#include "train/training_run.h"
 
 namespace po = boost::program_options;
 
 namespace zt::examples {
+
+// The training run's pieces (train/): TrainingRun and its bookkeeping.
+using namespace zt::train;
+
 namespace {
 
 int64_t peak_rss_bytes() {
@@ -155,7 +159,7 @@ std::string progress(const Engine& e, const StepTotals& s) {
 }
 
 // Per optimizer step with --measure-memory: the peak of CPU tensor bytes above what was live
-// before the step (cpu_memory_meter.h), and the largest over the run.
+// before the step (train/cpu_memory_meter.h), and the largest over the run.
 class StepPeak {
  public:
   explicit StepPeak(bool on) : on_(on) {
@@ -187,8 +191,8 @@ void log_model(const GptImpl& model) {
 // The model, with --init-from's weights when given. At stage 3 (`partitioned` set) it is built
 // partitioned, and a Hugging Face directory is read straight into this rank's shards
 // (pretrained.h: load_pretrained_shards); a checkpoint directory is consolidated, so the model is
-// built whole to take it (load_by_name.h: every parameter found, with its shape) and zt::initialize
-// shards it. Every parameter must be found, with its shape, either way.
+// built whole to take it (train/load_by_name.h: every parameter found, with its shape) and
+// zt::initialize shards it. Every parameter must be found, with its shape, either way.
 Gpt build_model(const GptShape& shape, zero::PartitionedInit* partitioned, const Args& a) {
   if (a.init_from.empty() || (partitioned && streams_into_shards(a.init_from))) {
     Gpt model(shape, partitioned);

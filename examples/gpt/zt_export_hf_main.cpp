@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 #include "examples/gpt/hf_gpt2.h"
 #include "examples/gpt/pretrained.h"
 

@@ -7,9 +7,9 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
 
 namespace {
 

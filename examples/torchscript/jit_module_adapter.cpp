@@ -1,6 +1,6 @@
 #include "examples/torchscript/jit_module_adapter.h"
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::examples {
 namespace {

@@ -15,15 +15,19 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include "core/base/logging.h"
-#include "core/base/main_guard.h"
-#include "core/initialize/initialize.h"
-#include "examples/common/training_run.h"
+#include "base/logging.h"
+#include "base/main_guard.h"
 #include "examples/torchscript/jit_module_adapter.h"
+#include "train/initialize.h"
+#include "train/training_run.h"
 
 namespace po = boost::program_options;
 
 namespace zt::examples {
+
+// The training run's pieces (train/): TrainingRun and its bookkeeping.
+using namespace zt::train;
+
 namespace {
 
 struct Dataset {

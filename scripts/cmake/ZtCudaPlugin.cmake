@@ -1,7 +1,10 @@
 # libzt_cuda.so: every *.cu and *_cuda.cpp of the areas, for Hopper (sm_90 SASS + compute_90 PTX
-# so newer GPUs JIT it), linked against libtorch_cuda, cudart and NCCL. zt_core dlopens it on
-# first CUDA use (core/cuda_plugin.h).
+# so newer GPUs JIT it), linked against libtorch_cuda, cudart and NCCL. zt_base dlopens it on
+# first CUDA use (base/cuda_plugin.h).
 enable_language(CUDA)
+if(CMAKE_CUDA_FLAGS_RELEASE STREQUAL "-O3 -DNDEBUG")  # -O2 like the C++ (CMakeLists.txt)
+  set(CMAKE_CUDA_FLAGS_RELEASE "-O2 -DNDEBUG")
+endif()
 if(NOT CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
   set(CMAKE_CUDA_ARCHITECTURES 90)
 endif()
@@ -17,7 +20,7 @@ find_path(ZT_NCCL_INCLUDE nccl.h
           HINTS ${ZT_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include REQUIRED)
 
 set(_zt_cuda_srcs)
-foreach(area core parallel optim data)
+foreach(area base parallel optim data weights core)
   file(GLOB_RECURSE _cu CONFIGURE_DEPENDS "${ZT_SOURCE_DIR}/${area}/*.cu"
                                           "${ZT_SOURCE_DIR}/${area}/*_cuda.cpp")
   list(APPEND _zt_cuda_srcs ${_cu})

@@ -32,23 +32,24 @@ function(zt_area_sources out dir)
   set(${out} ${_keep} PARENT_SCOPE)
 endfunction()
 
-# zt_library(<name> DIR <dir> [EXCLUDE <regex>] [DEPS <targets>...]): the shared library of one
-# area.
+# zt_library(<name> DIR <dir> AREA <area> [EXCLUDE <regex>] [DEPS <targets>...]): the shared
+# library of one area folder, linked to the libraries of the areas below it (ZtLayers.cmake) and
+# to DEPS (LibTorch, system libraries).
 function(zt_library name)
-  cmake_parse_arguments(A "" "DIR;EXCLUDE" "DEPS" ${ARGN})
+  cmake_parse_arguments(A "" "DIR;EXCLUDE;AREA" "DEPS" ${ARGN})
   if(A_EXCLUDE)
     zt_area_sources(srcs "${A_DIR}" "${A_EXCLUDE}")
   else()
     zt_area_sources(srcs "${A_DIR}")
   endif()
-  if(NOT srcs)  # an area whose first sources have not landed yet
-    set(srcs "${CMAKE_CURRENT_BINARY_DIR}/${name}_empty.cpp")
-    file(WRITE "${srcs}" "// ${name} has no sources yet\n")
-  endif()
   add_library(${name} SHARED ${srcs})
   add_library(zt::${name} ALIAS ${name})
   target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${ZT_SOURCE_DIR}>
                                                  $<INSTALL_INTERFACE:include/zerotorch>)
+  zt_layer_deps(${A_AREA} below)
+  foreach(area IN LISTS below)
+    target_link_libraries(${name} PUBLIC zt_${area})
+  endforeach()
   target_link_libraries(${name} PUBLIC ${A_DEPS})
   set_target_properties(${name} PROPERTIES BUILD_RPATH "$ORIGIN")
   zt_warnings(${name})

@@ -7,8 +7,6 @@
 // machines without GTest.
 //
 //   nccl_one_rank          the nccl backend, one rank: every collective and dtype, stream order
-//   overflow_check         core/precision/overflow_check.cu vs the CPU pass (fp32, fp16, bf16;
-//                          inf/NaN found)
 //   fused_adam             optim/fused_adam.cu vs CpuAdam (bit for bit with its AVX2/AVX-512
 //                          build; groups with gaps, bf16 copy, untouched gaps)
 //   adam8bit               optim/adam8bit.cu vs Adam8bit's CPU pass (codes, absmax, params)

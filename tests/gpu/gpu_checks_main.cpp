@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 #include "tests/gpu/gpu_checks.h"
 
 namespace {

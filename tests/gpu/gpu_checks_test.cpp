@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ INSTANTIATE_TEST_SUITE_P(All, GpuCheck,
                          });
 
 TEST(GpuCheck, ListIsComplete) {
-  EXPECT_EQ(zt::gpu_checks::all_checks().size(), 8u);
+  EXPECT_EQ(zt::gpu_checks::all_checks().size(), 7u);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cmake --install "$build" --prefix "$prefix" > "$work/install.log"
 for f in bin/ztrun bin/zt-config bin/zt-pretokenize bin/zt-consolidate lib/libzt_core.so \
-         include/zerotorch/core/initialize/initialize.h lib/cmake/zerotorch/zerotorchConfig.cmake; do
+         include/zerotorch/train/initialize.h lib/cmake/zerotorch/zerotorchConfig.cmake; do
   [ -e "$prefix/$f" ] || { echo "install: $prefix/$f missing"; exit 1; }
 done
 if [ -e "$build/lib/libzt_cuda.so" ]; then

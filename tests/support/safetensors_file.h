@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "core/checkpoint/safetensors_writer.h"
+#include "weights/safetensors_writer.h"
 
 namespace zt::testing {
 

@@ -11,11 +11,11 @@
 
 #include <torch/torch.h>
 
-#include "core/base/main_guard.h"
+#include "base/main_guard.h"
 #include "core/config/cli_options.h"
-#include "core/initialize/initialize.h"
 #include "core/zero/call_unit.h"
 #include "data/token_shard_writer.h"
+#include "train/initialize.h"
 
 namespace po = boost::program_options;
 

@@ -10,18 +10,19 @@
 
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
-#include "core/checkpoint/safetensors_reader.h"
-#include "core/checkpoint/safetensors_writer.h"
-#include "examples/common/load_by_name.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 #include "examples/gpt/gpt_model.h"
 #include "examples/gpt/pretrained.h"
+#include "train/load_by_name.h"
+#include "weights/safetensors_reader.h"
+#include "weights/safetensors_writer.h"
 
 int main(int argc, char** argv) {
   return zt::run_main("zt_gpt_logits", [&] {
     ZT_CHECK(argc == 4, "usage: zt_gpt_logits PRETRAINED IDS.safetensors OUT.safetensors");
     using namespace zt::examples;
+    using namespace zt::train;
     PretrainedGpt p = read_pretrained_gpt(argv[1]);
     p.shape.dropout = 0;
     Gpt model(p.shape);

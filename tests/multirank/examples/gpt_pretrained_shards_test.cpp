@@ -1,5 +1,5 @@
 // Pretrained weights into the shards of a GPT built partitioned (examples/gpt/pretrained.h:
-// load_pretrained_shards; core/checkpoint/safetensors_weights.h), against the whole-model path
+// load_pretrained_shards; weights/safetensors_weights.h), against the whole-model path
 // (read_pretrained_gpt + load_by_name into a model built whole): bit-identical parameters, and
 // three bf16 steps at stage 3 bit-identical, from one F32 file, a sharded set with its index, and
 // a BF16 file; the load's memory is this rank's shards plus at most one tensor; every bad
@@ -12,20 +12,24 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/checkpoint/safetensors_reader.h"
-#include "core/checkpoint/safetensors_writer.h"
+#include "base/error.h"
 #include "core/engine.h"
-#include "examples/common/cpu_memory_meter.h"
-#include "examples/common/load_by_name.h"
 #include "examples/gpt/gpt_model.h"
 #include "examples/gpt/hf_gpt2.h"
 #include "examples/gpt/pretrained.h"
 #include "tests/support/full_parameters.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/safetensors_file.h"
+#include "train/cpu_memory_meter.h"
+#include "train/load_by_name.h"
+#include "weights/safetensors_reader.h"
+#include "weights/safetensors_writer.h"
 
 namespace zt::examples {
+
+// The training run's pieces (train/): TrainingRun and its bookkeeping.
+using namespace zt::train;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -58,7 +62,7 @@ fs::path work_dir() {
          ("np" + std::to_string(g_comm->size()));
 }
 
-// The values a "pretrained" GPT of `shape` holds (seed 11), by our names.
+// The values a "pretrained" GPT of `shape` holds (torch's generator seeded with 11), by our names.
 NamedTensors pretrained_values(const GptShape& shape) {
   torch::manual_seed(11);
   Gpt m(shape);
@@ -128,7 +132,7 @@ EngineOptions engine_options(const Gpt& m) {
   o.reduce_bucket_size = kReduceBucket;
   o.stage3_param_persistence_threshold = kPersistence;
   o.compute_dtype = at::kBFloat16;
-  o.optimizer.type = "AdamW";
+  o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
   o.hyper.lr = 1e-2;
   return o;
 }
@@ -224,7 +228,7 @@ INSTANTIATE_TEST_SUITE_P(Files, GptPretrainedShards, ::testing::Values("f32", "s
 // Memory of the load, counted by LibTorch's CPU allocator: after partitioned construction this
 // rank holds its shards; reading the files into them holds at most one tensor more (an
 // unaligned tensor is read whole; mapped reads allocate nothing but, at one rank, ATen's 60x60
-// block for a whole transposed copy). Loading the whole model (the old path) holds the model and
+// block for a whole transposed copy). Loading into a whole model (load_by_name) holds the model and
 // the file's values, which the same bound refuses.
 TEST(GptPretrainedShardsMemory, LoadHoldsShardsPlusOneTensor) {
   CpuMemoryMeter::install();

@@ -13,8 +13,8 @@
 
 #include <ATen/ATen.h>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 #include "parallel/dist.h"
 #include "parallel/env.h"
 

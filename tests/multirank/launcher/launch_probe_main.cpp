@@ -23,9 +23,9 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "core/base/env_vars.h"
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/env_vars.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 
 namespace {
 

@@ -18,8 +18,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 #include "parallel/dist.h"
 
 namespace zt::dist {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "parallel/dist.h"
 #include "parallel/nccl_communicator.h"
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "data/length_stats.h"
 
 namespace zt::data {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "data/token_dataset.h"
 #include "data/token_shard_writer.h"
 #include "data/tokenizer.h"

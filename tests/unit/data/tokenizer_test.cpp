@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "data/text_dataset.h"
 #include "test_corpus.h"
 

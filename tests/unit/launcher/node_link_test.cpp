@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "launcher/port.h"
 
 namespace zt::launcher {

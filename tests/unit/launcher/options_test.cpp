@@ -1,4 +1,6 @@
-// ztrun's command line: accepted forms, derived topology and every bad input of issue #4.
+// ztrun's command line: accepted forms, derived topology, and every bad input (bad transport,
+// unknown or abbreviated flag, missing program or value, bad number or range, bad env assignment,
+// conflicting topology flags) rejected with one zt::Error.
 #include "launcher/options.h"
 
 #include <string>
@@ -6,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::launcher {
 namespace {

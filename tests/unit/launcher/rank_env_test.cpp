@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "launcher/local_launch.h"
 #include "launcher/remote_launch.h"
 

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "launcher/rank_env.h"
 
 namespace zt::launcher {

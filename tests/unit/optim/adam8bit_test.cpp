@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "optim/adam8bit_kernel.h"
 #include "optim/blockwise_quant.h"
 #include "optim/cpu_adam.h"
@@ -92,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(BlockSizes, RoundTrip, testing::Values(256, 2048));
 
 zt::optim::OptimizerSpec spec8(int64_t block = 2048) {
   zt::optim::OptimizerSpec s;
-  s.type = "Adam8bit";
+  s.type = zt::optim::OptimizerKind::kAdam8bit;
   s.block_size = block;
   return s;
 }

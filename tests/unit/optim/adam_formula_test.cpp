@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "optim/adam8bit.h"
 #include "optim/cpu_adam.h"
 #include "optim/fused_adam.h"
@@ -150,7 +150,7 @@ TEST_P(OneFormula, CpuAdamEqualsTheKernelsFormulaBitForBit) {
   for (bool adamw : {true, false}) {
     torch::manual_seed(21);
     zt::optim::OptimizerSpec spec;
-    spec.type = "CpuAdam";
+    spec.type = zt::optim::OptimizerKind::kCpuAdam;
     spec.adamw_mode = adamw;
     spec.simd = zt::optim::simd_path_name(GetParam());
     spec.tile = 97;  // many tiles: every SIMD tail length shows up
@@ -193,7 +193,7 @@ TEST(OneFormula, Adam8bitFp32StateEqualsTheFormulaBitForBit) {
   ASSERT_LT(n, 1 << 16);
   torch::manual_seed(22);
   zt::optim::OptimizerSpec spec;
-  spec.type = "Adam8bit";
+  spec.type = zt::optim::OptimizerKind::kAdam8bit;
   spec.min_8bit_size = 1 << 16;  // fp32 state
   zt::optim::Adam8bit opt(spec);
   torch::Tensor start = torch::randn({n});

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "optim/intra_op.h"
 
 namespace {
@@ -33,7 +33,7 @@ class CpuAdamPath : public testing::TestWithParam<SimdPath> {
   }
   std::unique_ptr<zt::optim::ShardOptimizer> make(bool adamw_mode, int64_t tile = 1 << 16) {
     zt::optim::OptimizerSpec spec;
-    spec.type = "CpuAdam";
+    spec.type = zt::optim::OptimizerKind::kCpuAdam;
     spec.adamw_mode = adamw_mode;
     spec.simd = zt::optim::simd_path_name(GetParam());
     spec.tile = tile;
@@ -191,7 +191,7 @@ TEST(CpuAdam, StateDictIsAdamsAndResumesExactly) {
   GroupHyper h;
   h.weight_decay = 0.05;
   zt::optim::OptimizerSpec spec;
-  spec.type = "CpuAdam";
+  spec.type = zt::optim::OptimizerKind::kCpuAdam;
   auto a = zt::optim::make_shard_optimizer(spec);
   torch::Tensor pa = torch::randn({n});
   std::vector<torch::Tensor> grads;
@@ -214,7 +214,7 @@ TEST(CpuAdam, StateDictIsAdamsAndResumesExactly) {
 
 TEST(CpuAdam, RejectsCudaAndBadTile) {
   zt::optim::OptimizerSpec spec;
-  spec.type = "CpuAdam";
+  spec.type = zt::optim::OptimizerKind::kCpuAdam;
   spec.tile = 0;
   EXPECT_THROW(zt::optim::make_shard_optimizer(spec), zt::Error);
 }

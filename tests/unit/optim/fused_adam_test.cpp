@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/cuda_plugin.h"
+#include "base/cuda_plugin.h"
+#include "base/error.h"
 #include "optim/cpu_adam.h"
 
 namespace {
@@ -17,7 +17,7 @@ using zt::optim::GroupRange;
 
 TEST(FusedAdam, RejectsCpuTensors) {
   zt::optim::OptimizerSpec spec;
-  spec.type = "FusedAdam";
+  spec.type = zt::optim::OptimizerKind::kFusedAdam;
   auto opt = zt::optim::make_shard_optimizer(spec);
   torch::Tensor p = torch::zeros({10});
   EXPECT_THROW(opt->step(p, torch::zeros({10}), {{0, 10, {}}}), zt::Error);
@@ -61,9 +61,9 @@ TEST_P(FusedAdamCuda, MatchesTorchAdamWAndCpuAdam) {
   torch::Tensor gpu_half = torch::zeros({n}, torch::dtype(torch::kBFloat16).device(torch::kCUDA));
   zt::optim::OptimizerSpec spec;
   spec.adamw_mode = adamw;
-  spec.type = "CpuAdam";
+  spec.type = zt::optim::OptimizerKind::kCpuAdam;
   auto cpu = zt::optim::make_shard_optimizer(spec);
-  spec.type = "FusedAdam";
+  spec.type = zt::optim::OptimizerKind::kFusedAdam;
   spec.cuda_launcher = zt::cuda::require_symbol(zt::optim::kFusedAdamSymbol, "FusedAdam test");
   auto gpu = zt::optim::make_shard_optimizer(spec);
   std::vector<torch::Tensor> ref;

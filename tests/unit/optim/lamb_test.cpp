@@ -11,7 +11,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::optim {
 namespace {
@@ -61,7 +61,7 @@ std::vector<double> to_vec(const at::Tensor& t) {
 
 OptimizerSpec spec_of(const RefOptions& o) {
   OptimizerSpec s;
-  s.type = "Lamb";
+  s.type = zt::optim::OptimizerKind::kLamb;
   s.max_coeff = o.max_coeff;
   s.min_coeff = o.min_coeff;
   s.eps_inside_sqrt = o.eps_inside_sqrt;

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "optim/cpu_adam.h"
 
 namespace {
@@ -20,7 +20,7 @@ constexpr int kSteps = 20;
 
 zt::optim::OptimizerSpec spec_of(const std::string& type) {
   zt::optim::OptimizerSpec s;
-  s.type = type;
+  s.type = zt::optim::optimizer_kind(type);
   return s;
 }
 
@@ -64,7 +64,7 @@ void run_against_reference(const std::string& type, const std::vector<GroupHyper
   }
   auto ref_opt = make_ref(ref, l.groups);
   zt::optim::OptimizerSpec spec;
-  spec.type = type;
+  spec.type = zt::optim::optimizer_kind(type);
   auto opt = zt::optim::make_shard_optimizer(spec);
   torch::Tensor half = torch::zeros({l.numel}, half_dtype);
   for (int s = 0; s < kSteps; ++s) {
@@ -204,7 +204,7 @@ TEST_P(StateDictRoundTrip, ContinuesIdentically) {
   h.weight_decay = 0.01;
   std::vector<GroupRange> groups{{0, 1000, h}, {1200, n, h}};
   zt::optim::OptimizerSpec spec;
-  spec.type = GetParam();
+  spec.type = zt::optim::optimizer_kind(GetParam());
   auto a = zt::optim::make_shard_optimizer(spec);
   torch::Tensor pa = torch::randn({n});
   std::vector<torch::Tensor> grads;
@@ -259,7 +259,7 @@ TEST_P(GradScale, EqualsAStepOnThePrescaledGradient) {
     std::vector<GroupRange> plain = scaled;
     for (auto& g : scaled) g.hyper.grad_scale = scale;
     zt::optim::OptimizerSpec spec;
-    spec.type = c.type;
+    spec.type = zt::optim::optimizer_kind(c.type);
     spec.simd = c.simd;
     spec.adamw_mode = adamw;
     auto a = zt::optim::make_shard_optimizer(spec);
@@ -329,6 +329,27 @@ TEST(ShardOptimizer, RejectsBadArguments) {
     FAIL() << "unknown type accepted";
   } catch (const zt::Error& e) {
     EXPECT_NE(e.message().find("Adamax"), std::string::npos);
+  }
+}
+
+// The one place a kind meets a device: Adam and AdamW step a host master with the fused CpuAdam
+// pass (weight decay decoupled only for AdamW); every other kind is kept, and names round-trip.
+TEST(ShardOptimizer, ResolvesAdamForTheMastersDevice) {
+  using zt::optim::OptimizerKind;
+  const c10::Device host(c10::kCPU);
+  zt::optim::OptimizerSpec adam = spec_of("Adam");
+  adam.adamw_mode = true;  // the kind decides, not a stale flag
+  const zt::optim::OptimizerSpec a = zt::optim::resolve_for_device(adam, host);
+  EXPECT_EQ(a.type, OptimizerKind::kCpuAdam);
+  EXPECT_FALSE(a.adamw_mode);
+  const zt::optim::OptimizerSpec w = zt::optim::resolve_for_device(spec_of("AdamW"), host);
+  EXPECT_EQ(w.type, OptimizerKind::kCpuAdam);
+  EXPECT_TRUE(w.adamw_mode);
+  for (const char* kept : {"SGD", "Lion", "Lamb", "Adam8bit", "CpuAdam"}) {
+    EXPECT_EQ(zt::optim::resolve_for_device(spec_of(kept), host).type,
+              zt::optim::optimizer_kind(kept))
+        << kept;
+    EXPECT_EQ(std::string(zt::optim::optimizer_name(zt::optim::optimizer_kind(kept))), kept);
   }
 }
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace {
 
@@ -26,7 +26,7 @@ std::vector<GroupRange> groups() {
 
 OptimizerSpec spec(const std::string& type, int64_t start, int64_t freq) {
   OptimizerSpec s;
-  s.type = type;
+  s.type = zt::optim::optimizer_kind(type);
   s.swa = {true, start, freq};
   return s;
 }

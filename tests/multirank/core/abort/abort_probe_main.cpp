@@ -24,8 +24,8 @@
 
 #include <torch/torch.h>
 
-#include "core/base/error.h"
-#include "core/base/main_guard.h"
+#include "base/error.h"
+#include "base/main_guard.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/format.h"
 #include "core/engine.h"
@@ -70,7 +70,7 @@ int probe(int argc, char** argv) {
   torch::manual_seed(1);
   zt::EngineOptions o;
   o.stage = 3;
-  o.optimizer.type = "AdamW";
+  o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
   zt::Engine engine(zt::testing::Mlp().ptr(), o, comm);
   auto& model = static_cast<zt::testing::MlpImpl&>(*engine.model());
   torch::Tensor loss = engine.forward([&] {

@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/checkpoint/model_export.h"
 #include "core/engine.h"
 #include "parallel/dist.h"
@@ -59,7 +59,7 @@ zt::EngineOptions engine_options(ModelKind kind, int stage,
   o.fp16.hysteresis = 2;
   o.reduce_bucket_size = 97;  // several buckets, each padded
   o.stage3_prefetch_bucket_size = 200;
-  o.optimizer.type = "AdamW";
+  o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
   o.hyper.lr = 1e-2;
   o.hyper.weight_decay = 0.01;
   o.param_groups.no_decay_patterns = {"bias", "ln"};
@@ -421,7 +421,7 @@ namespace nvme_resume {
 zt::EngineOptions nvme_options(ModelKind kind, int stage, torch::ScalarType dtype, bool nvme) {
   zt::EngineOptions o = engine_options(kind, stage, dtype);
   o.offload_optimizer = true;
-  o.optimizer.type = "CpuAdam";
+  o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
   if (nvme) {
     const fs::path d = fs::path(ZT_BINARY_DIR) / "test_scratch" / "nvme_checkpoint";
     fs::create_directories(d);
@@ -493,7 +493,8 @@ TEST(NvmeResume, SaveLoadStreamsChunksAndResumesBitForBit) {
     expect_equal(resume(k.kind, nvme, dir, "nvme4"), want, want_params, name + " nvme -> nvme");
     expect_equal(resume(k.kind, cpu, dir, "nvme4"), want, want_params, name + " nvme -> cpu");
     expect_equal(resume(k.kind, nvme, dir, "cpu4"), want, want_params, name + " cpu -> nvme");
-    // Other buckets: the saved ranges no longer match, so the load reshards piece by piece.
+    // Other buckets: the saved ranges do not match this engine's, so the load reshards piece by
+    // piece.
     zt::EngineOptions other = nvme;
     other.reduce_bucket_size = 61;
     expect_equal(resume(k.kind, other, dir, "nvme4"), want, want_params, name + " resharded");

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/engine.h"
 #include "core/zero/nvme_optimizer.h"
 #include "parallel/dist.h"
@@ -107,7 +107,7 @@ zt::EngineOptions engine_options(ModelKind kind, int stage, int accumulation, do
   o.gradient_clipping = clip;
   o.reduce_bucket_size = 97;  // several buckets per unit, each padded
   o.stage3_prefetch_bucket_size = 200;
-  o.optimizer.type = "AdamW";
+  o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
   o.hyper.lr = kLr;
   o.hyper.weight_decay = kWd;
   o.param_groups.no_decay_patterns = kNoDecay;
@@ -422,7 +422,7 @@ Trace train_offloaded(ModelKind kind, int stage, at::ScalarType dtype,
   auto model = make_model(kind);
   zt::EngineOptions o = engine_options(kind, stage, 1, /*clip=*/0.5);
   o.offload_optimizer = true;
-  o.optimizer.type = "CpuAdam";
+  o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
   o.compute_dtype = dtype;
   if (adjust) adjust(o);
   zt::Engine engine(model, o, g_comm);
@@ -548,7 +548,7 @@ TEST(EngineNvmeOffload, ParametersOnNvmeAreBitIdenticalToInMemoryShards) {
        [&](zt::EngineOptions& o) {
          params_on_nvme(0, 3)(o);
          o.offload_optimizer = false;
-         o.optimizer.type = "AdamW";
+         o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
        },
        true},
       {"params cpu", [&](zt::EngineOptions& o) { o.offload_param.device = Device::kCpu; }, false},
@@ -638,7 +638,7 @@ TEST(EngineNvmeOffload, MissingNvmePathStopsBeforeTraining) {
   auto model = make_model(ModelKind::kMlp);
   zt::EngineOptions o = engine_options(ModelKind::kMlp, 2, 1, 0.0);
   o.offload_optimizer = true;
-  o.optimizer.type = "CpuAdam";
+  o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
   o.nvme_optimizer.path = scratch() + "/missing";
   std::string msg;
   try {
@@ -676,7 +676,7 @@ TEST(EngineNvmeOffload, IoErrorOnOneRankStopsEveryRank) {
   auto model = make_model(ModelKind::kMlp);
   zt::EngineOptions o = engine_options(ModelKind::kMlp, 2, 1, 0.0);
   o.offload_optimizer = true;
-  o.optimizer.type = "CpuAdam";
+  o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
   o.nvme_optimizer.path = scratch();
   zt::Engine engine(model, o, g_comm);
   const int world = g_comm->size(), rank = g_comm->rank();

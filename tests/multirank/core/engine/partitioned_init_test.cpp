@@ -14,13 +14,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/engine.h"
-#include "examples/common/cpu_memory_meter.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/full_parameters.h"
 #include "tests/support/mpi_world.h"
+#include "train/cpu_memory_meter.h"
 
 namespace {
 
@@ -83,7 +83,7 @@ zt::EngineOptions engine_options(const Stack& m, at::ScalarType dtype) {
   o.stage3_param_persistence_threshold = kPersistence;
   o.stage3_prefetch_bucket_size = 1000;
   o.compute_dtype = dtype;
-  o.optimizer.type = "AdamW";
+  o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
   o.hyper.lr = 1e-2;
   o.hyper.weight_decay = 0.01;
   return o;
@@ -172,10 +172,10 @@ TEST(PartitionedInit, CheckpointRoundTripAndConsolidation) {
 
 // Construction memory: counted by LibTorch's CPU allocator (every storage made after install).
 // Partitioned, the peak is the largest unit plus this rank's shards, and what stays is the
-// shards; a plain construction (the old path) holds the whole model, which the same bound
-// refuses from two ranks on.
+// shards; a plain construction (whole, then sharded by the engine) holds the whole model, which
+// the same bound refuses from two ranks on.
 TEST(PartitionedInit, ConstructionMemoryIsLargestUnitPlusShards) {
-  using zt::examples::CpuMemoryMeter;
+  using zt::train::CpuMemoryMeter;
   CpuMemoryMeter::install();
   constexpr int64_t kWidth = 96;  // a block: ~110k parameters, 440 KB in fp32
   const int64_t slack = 16 * 1024;

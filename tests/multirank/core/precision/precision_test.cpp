@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/engine.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
@@ -23,7 +23,7 @@ zt::EngineOptions options(int stage, at::ScalarType dtype) {
   o.stage = stage;
   o.compute_dtype = dtype;
   o.reduce_bucket_size = 300;
-  o.optimizer.type = "AdamW";
+  o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
   o.hyper.lr = 1e-2;
   o.units = {"block0", "block1"};
   o.fp16.initial_scale_power = 16;

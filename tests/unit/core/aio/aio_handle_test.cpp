@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "core/aio/aligned_buffer.h"
-#include "core/base/error.h"
 
 namespace zt::aio {
 namespace {

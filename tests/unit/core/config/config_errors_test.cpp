@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/config/config.h"
 
 namespace zt {
@@ -327,6 +327,12 @@ const BadConfig kBadConfigs[] = {
      {},
      1,
      "communication.timeout",
+     "must be >= 1"},
+    {"ZeroInflightReductions",
+     "train_batch_size: 8\ncommunication: {max_inflight_reductions: 0}",
+     {},
+     1,
+     "communication.max_inflight_reductions",
      "must be >= 1"},
     {"BadTagValidation",
      "train_batch_size: 8\ncheckpoint: {tag_validation: Strict}",

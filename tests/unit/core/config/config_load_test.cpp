@@ -1,5 +1,6 @@
 // Configs that must load: every file of configs/, JSON vs YAML, "auto" as the Hugging Face
-// integration writes it, scientific-notation integers, the batch rule, overrides, old names.
+// integration writes it, scientific-notation integers, the batch rule, overrides, DeepSpeed's
+// older and alternative key names.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -8,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 #include "core/config/config.h"
 #include "core/config/engine_config.h"
 
@@ -264,6 +265,18 @@ optimizer: {type: adamw}
   EXPECT_EQ(c.optimizer->type, OptimizerType::kAdamW);  // type names ignore case
 }
 
+// The in-flight bound on gradient reductions is a config key of our communication block; left
+// out, config and engine share one default.
+TEST(ConfigLoad, MaxInflightReductionsReachesTheEngine) {
+  Config c = yaml("train_batch_size: 8\ncommunication: {max_inflight_reductions: 2}\n");
+  EXPECT_EQ(c.communication.max_inflight_reductions, 2);
+  EXPECT_EQ(engine_options_from_config(c).max_inflight_reductions, 2);
+  Config d = yaml("train_batch_size: 8\n");
+  EXPECT_EQ(engine_options_from_config(d).max_inflight_reductions,
+            EngineOptions{}.max_inflight_reductions);
+  EXPECT_EQ(EngineOptions{}.max_inflight_reductions, defaults::kMaxInflightReductions);
+}
+
 TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
   ConfigReport r = check_config(R"({
   "train_batch_size": 8,
@@ -276,7 +289,7 @@ TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
                                 ConfigFormat::kJson, {}, 1);
   ASSERT_TRUE(r.errors.empty()) << r.errors[0];
   ASSERT_TRUE(r.config);
-  // tensorboard acts (core/monitor); a disabled comet block means what zerotorch does.
+  // tensorboard acts (train/monitor); a disabled comet block means what zerotorch does.
   ASSERT_EQ(r.warnings.size(), 3u);
   EXPECT_EQ(r.warnings[0].rfind("zero_optimization.round_robin_gradients:", 0), 0u);
   std::string all;
@@ -288,7 +301,8 @@ TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
 
 // ZeRO-Infinity's optimizer offload (DeepSpeed's nvme example configs): device nvme, the aio
 // block (thread_count also as intra_op_parallelism), sub_group_size and the pipeline flags reach
-// EngineOptions; Adam becomes CPUAdam, which steps the NVMe chunks.
+// EngineOptions; AdamW steps the host chunks with CPUAdam (the kind the engine resolves for a
+// master in host memory).
 TEST(ConfigLoad, NvmeOptimizerOffloadFillsEngineOptions) {
   ConfigReport r = check_config(R"({
   "train_batch_size": 8,
@@ -308,7 +322,9 @@ TEST(ConfigLoad, NvmeOptimizerOffloadFillsEngineOptions) {
   }
   const EngineOptions o = engine_options_from_config(*r.config);
   EXPECT_TRUE(o.offload_optimizer);
-  EXPECT_EQ(o.optimizer.type, "CpuAdam");
+  EXPECT_EQ(o.optimizer.type, OptimizerType::kAdamW);
+  EXPECT_EQ(optim::resolve_for_device(o.optimizer, c10::Device(c10::kCPU)).type,
+            OptimizerType::kCpuAdam);
   EXPECT_EQ(o.nvme_optimizer.path, "/local_nvme");
   EXPECT_EQ(o.nvme_optimizer.sub_group_size, 10'000'000);
   EXPECT_EQ(o.nvme_optimizer.buffer_count, 5);

@@ -12,7 +12,7 @@ Config with(const std::string& yaml) {
   return parse_config("train_batch_size: 8\n" + yaml, ConfigFormat::kYaml, {}, 2);
 }
 
-// The 686M GPT: stage 3, bf16, 2 ranks: 18 bytes per parameter / N in memory; with NVMe
+// A 686M-parameter GPT: stage 3, bf16, 2 ranks: 18 bytes per parameter / N in memory; with NVMe
 // offload 12 of them move to disk and the host keeps buffer_count chunk buffers.
 TEST(MemoryEstimate, Stage3Bf16MatchesTheTablePerOffloadChoice) {
   const int64_t psi = 686'000'000;

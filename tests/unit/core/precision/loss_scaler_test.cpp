@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace {
 
@@ -84,8 +84,8 @@ TEST(LossScaler, StartsAtTwoToTheInitialPower) {
   EXPECT_EQ(zt::DynamicLossScaler(o).scale(), 65536.0);  // DeepSpeed's default power 16
 }
 
-// The case: window 4 from a fresh start. stable_interval on iteration i is i (last
-// overflow -1), so the first doubling is on iteration 4, not 3.
+// Window 4 from a fresh start, where an off-by-one would double a step early. stable_interval on
+// iteration i is i (last overflow -1), so the first doubling is on iteration 4, not 3.
 TEST(LossScaler, WindowFourFirstDoublesOnIterationFour) {
   zt::DynamicLossScaler s(opts(2, 4));
   EXPECT_EQ(run(s, "CCCCC"), (std::vector<double>{16, 16, 16, 16, 32}));

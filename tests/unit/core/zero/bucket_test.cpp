@@ -123,7 +123,7 @@ TEST(WallClockBreakdown, LogsEveryStepsPerPrintSteps) {
   torch::manual_seed(0);
   auto model = torch::nn::Linear(4, 2);
   EngineOptions o;
-  o.optimizer.type = "AdamW";
+  o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
   o.wall_clock_breakdown = true;
   o.steps_per_print = 2;
   Engine engine(model.ptr(), o, comm);

@@ -13,7 +13,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "core/base/error.h"
+#include "base/error.h"
 
 namespace zt::zero {
 namespace {

@@ -1,0 +1,46 @@
+#pragma once
+// Names of every environment variable zerotorch reads or sets, in one place.
+
+namespace zt::env {
+
+// torchrun / ztrun launch contract (docs/DESIGN.md, Launch environment).
+inline constexpr const char* kRank = "RANK";
+inline constexpr const char* kWorldSize = "WORLD_SIZE";
+inline constexpr const char* kLocalRank = "LOCAL_RANK";
+inline constexpr const char* kLocalWorldSize = "LOCAL_WORLD_SIZE";
+inline constexpr const char* kGroupRank = "GROUP_RANK";
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";
+inline constexpr const char* kMasterPort = "MASTER_PORT";
+inline constexpr const char* kRestartCount = "ZT_RESTART_COUNT";
+inline constexpr const char* kTorchElasticRestartCount = "TORCHELASTIC_RESTART_COUNT";
+
+// OpenMPI.
+inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
+inline constexpr const char* kOmpiSize = "OMPI_COMM_WORLD_SIZE";
+inline constexpr const char* kOmpiLocalRank = "OMPI_COMM_WORLD_LOCAL_RANK";
+inline constexpr const char* kOmpiLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";
+
+// Slurm.
+inline constexpr const char* kSlurmProcId = "SLURM_PROCID";
+inline constexpr const char* kSlurmNTasks = "SLURM_NTASKS";
+inline constexpr const char* kSlurmLocalId = "SLURM_LOCALID";
+inline constexpr const char* kSlurmNTasksPerNode = "SLURM_NTASKS_PER_NODE";
+inline constexpr const char* kSlurmNodeId = "SLURM_NODEID";
+inline constexpr const char* kSlurmStepTasksPerNode = "SLURM_STEP_TASKS_PER_NODE";
+inline constexpr const char* kSlurmStepNodeList = "SLURM_STEP_NODELIST";
+
+// Network interfaces (parallel/gloo_communicator.h); ztrun passes NCCL_*, GLOO_* to remote nodes.
+inline constexpr const char* kGlooSocketIfname = "GLOO_SOCKET_IFNAME";
+inline constexpr const char* kNcclSocketIfname = "NCCL_SOCKET_IFNAME";
+
+// Set by the launcher for its ranks.
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+
+// zerotorch's own.
+inline constexpr const char* kLogLevel = "ZT_LOG_LEVEL";
+inline constexpr const char* kLogAllRanks = "ZT_LOG_ALL_RANKS";
+inline constexpr const char* kVenv = "ZT_VENV";
+inline constexpr const char* kCudaPlugin = "ZT_CUDA_PLUGIN";  // path of libzt_cuda.so
+
+}  // namespace zt::env

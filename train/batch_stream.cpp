@@ -1,0 +1,66 @@
+#include "train/batch_stream.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "data/collator.h"
+
+namespace zt {
+
+BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, const Config& c,
+                         const dist::Communicator& comm, BatchStreamOptions o)
+    : dataset_(std::move(dataset)), training_(o.training) {
+  ZT_CHECK(dataset_ != nullptr, "BatchStream: no dataset");
+  const DataConfig& d = c.data;
+  const int64_t max_len = o.max_length > 0 ? std::min(d.max_length, o.max_length) : d.max_length;
+  const int64_t pad_multiple = o.pad_to_multiple.value_or(d.pad_to_multiple);
+  data::SamplerOptions so;
+  so.max_tokens = d.max_tokens;
+  so.batch_size = d.max_tokens > 0 ? 0 : c.train_micro_batch_size_per_gpu;
+  so.mega_batch_mult = d.mega_batch_mult;
+  // Evaluation draws its own order (seed + 1), so it never mirrors the training epoch's.
+  so.seed = static_cast<uint64_t>(d.seed.value_or(c.seed)) + (o.training ? 0 : 1);
+  so.tail = d.drop_last && o.training ? data::TailPolicy::kDrop : data::TailPolicy::kPadByRepeat;
+  so.rank = comm.rank();
+  so.world_size = comm.size();
+  so.max_length = o.causal_lm_shift ? max_len + 1 : max_len;
+  so.pad_to_multiple = pad_multiple;
+  if (!o.training || o.bucketing.value_or(d.bucketing)) {
+    sampler_ = std::make_unique<data::LengthBucketedSampler>(dataset_->lengths(), so);
+  } else {
+    sampler_ = std::make_unique<data::RandomBatchSampler>(dataset_->lengths(), so);
+  }
+  data::CollatorOptions co;
+  co.pad_id = dataset_->pad_id();  // the tokenizer's, from the shard; throws naming the file
+  co.pad_to_multiple = pad_multiple;
+  co.max_length = max_len;
+  co.causal_lm_shift = o.causal_lm_shift;
+  loader_ = std::make_unique<data::Loader>(*dataset_, *sampler_, data::Collator(co),
+                                           data::LoaderOptions{.num_workers = o.num_workers});
+  loader_->set_epoch(0);
+}
+
+std::optional<data::Batch> BatchStream::next() {
+  auto b = loader_->next();
+  if (b || !training_) return b;
+  loader_->set_epoch(++epoch_);
+  return loader_->next();
+}
+
+void BatchStream::restart() {
+  epoch_ = 0;
+  loader_->set_epoch(0);
+}
+
+void BatchStream::load_sampler_state(const std::string& state) {
+  const data::SamplerState s = data::SamplerState::parse(state);
+  loader_->load_state(s);
+  epoch_ = s.epoch;
+}
+
+void BatchStream::start_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  loader_->set_epoch(epoch);
+}
+
+}  // namespace zt

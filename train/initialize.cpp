@@ -1,0 +1,95 @@
+#include "train/initialize.h"
+
+#include <torch/torch.h>
+
+#include "base/error.h"
+#include "base/logging.h"
+#include "core/config/engine_config.h"
+#include "parallel/dist.h"
+#include "train/freeze.h"
+
+namespace zt {
+
+namespace {
+
+// The layout the engine will use, known before the model exists: the config's bucket keys, with
+// "auto" resolved from the program's values as initialize() will resolve them.
+std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
+  if (l.config.zero_optimization.stage != 3) return nullptr;
+  Config resolved = l.config;
+  if (!resolved.pending_autos.empty()) resolve_program_autos(resolved, l.program);
+  const ZeroConfig& z = resolved.zero_optimization;
+  return std::make_shared<zero::PartitionedInit>(
+      zero::PartitionOptions{.rank = l.comm->rank(),
+                             .world = l.comm->size(),
+                             .reduce_bucket_size = z.reduce_bucket_size,
+                             .persistence_threshold = z.stage3_param_persistence_threshold,
+                             .frozen = l.config.freeze});
+}
+
+}  // namespace
+
+Launch launch(const LaunchOptions& options) {
+  Launch l;
+  l.env = dist::Env::discover();
+  l.config = load_config(options.config_path, options.overrides, l.env.world_size, options.program);
+  l.comm = dist::create_communicator(comm_options_from_config(l.config), l.env);
+  l.program = options.program;
+  l.partitioned = partitioned_init(l);
+  torch::manual_seed(static_cast<uint64_t>(l.config.seed));
+  return l;
+}
+
+Launch launch(const CliOptions& cli, const ProgramValues& program) {
+  ZT_CHECK(!cli.config_path().empty(), "no --config given");
+  // The Trainer's flags (--per-device-train-batch-size, --learning-rate, ...) fill what the
+  // program leaves open, as "auto" is resolved by the Hugging Face Trainer.
+  return launch(
+      LaunchOptions{cli.config_path(), cli.overrides(), cli.merged_program_values(program)});
+}
+
+Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, InitOptions options) {
+  ZT_CHECK(model != nullptr, "zt::initialize: no model");
+  Training t;
+  t.config = std::move(launch.config);
+  t.comm = std::move(launch.comm);
+  t.frozen = freeze_parameters(*model, t.config.freeze);
+  if (!t.frozen.empty()) {
+    std::string names;
+    for (const auto& n : t.frozen) names += (names.empty() ? "" : ", ") + n;
+    ZT_LOG_INFO("frozen (config `freeze`): ", names);
+  }
+  // "auto" keys that needed the program's model or step count (bucket sizes from the hidden
+  // size, scheduler steps); engine_options_from_config names any still unresolved.
+  if (!t.config.pending_autos.empty()) {
+    for (const auto& note : resolve_program_autos(t.config, launch.program)) {
+      ZT_LOG_INFO("config: ", note);
+    }
+  }
+  if (launch.partitioned && !launch.partitioned->empty()) {
+    ZT_LOG_INFO("model built partitioned: ", launch.partitioned->resident_bytes(),
+                " B of shards on this rank, largest unit ",
+                launch.partitioned->largest_unit_bytes(), " B");
+  }
+  t.engine = std::make_unique<Engine>(
+      std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm,
+      std::move(launch.partitioned));
+  t.monitor = make_monitor(t.config, t.comm->rank());
+  if (options.train_data) {
+    options.data.training = true;
+    t.loader = t.make_loader(std::move(options.train_data), options.data);
+  }
+  return t;
+}
+
+Training initialize(std::shared_ptr<torch::nn::Module> model, const LaunchOptions& launch_options,
+                    InitOptions options) {
+  return initialize(launch(launch_options), std::move(model), std::move(options));
+}
+
+std::unique_ptr<BatchStream> Training::make_loader(
+    std::shared_ptr<const data::TokenDataset> dataset, BatchStreamOptions options) const {
+  return std::make_unique<BatchStream>(std::move(dataset), config, *comm, options);
+}
+
+}  // namespace zt

@@ -1,0 +1,104 @@
+#pragma once
+// zt::initialize: what a training program needs from a config, in the spirit of
+// deepspeed.initialize. Two calls, because a model's shape may come from the config (the GPT
+// example's `model` block) and its initial weights should follow the config's seed:
+//
+//   zt::Launch launch = zt::launch(cli);                 // env -> config -> communicator -> seed
+//   Gpt model(shape_from(launch.config.program_block("model")));
+//   zt::Training t = zt::initialize(std::move(launch), model.ptr(),
+//                                   {.units = model->unit_names(), .train_data = shard});
+//   for (...) {
+//     data::Batch b = *t.loader->next();
+//     at::Tensor loss = t.engine->forward([&] { return model->loss(b); });
+//     t.engine->backward(loss);
+//     t.engine->step();
+//   }
+//
+// At stage 3 the model can be built partitioned, unit by unit, so that no rank holds all of it:
+//
+//   Gpt model(shape, launch.partitioned.get());   // null at stages 0-2: built whole
+//
+// launch(): the launch environment (parallel/env.h: ztrun, torchrun, mpirun, srun or none) gives
+// the world size; the config file is read with the --set overrides and resolved for it
+// (core/config/config.h); the communicator is created from its `communication` block
+// (parallel/dist.h); torch's generator is seeded with the config's `seed`.
+// initialize(): the config's `freeze` globs set requires_grad false (freeze.h), then the engine
+// is built from the config (core/config/engine_config.h: ZeRO stage, precision, optimizer,
+// parameter groups, LR schedule, accumulation, clipping), and, given a token dataset, the
+// training BatchStream from the config's `data` block (batch_stream.h).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "core/config/cli_options.h"
+#include "core/config/config.h"
+#include "core/engine.h"
+#include "core/zero/partitioned_init.h"
+#include "parallel/communicator.h"
+#include "parallel/env.h"
+#include "train/batch_stream.h"
+#include "train/monitor/monitor.h"
+
+namespace zt {
+
+struct LaunchOptions {
+  std::string config_path = {};             // JSON or YAML
+  std::vector<std::string> overrides = {};  // "a.b=value", applied in order
+  ProgramValues program = {};               // what "auto" keys resolve from
+};
+
+// The job as launched: this process's place in it, the resolved config, the communicator.
+struct Launch {
+  dist::Env env;
+  Config config;
+  std::shared_ptr<dist::Communicator> comm;
+  ProgramValues program;  // what the "auto" keys still pending resolve from in initialize
+  // ZeRO stage 3: partitioned construction (core/zero/partitioned_init.h) laid out as the engine
+  // will be (this rank, the world size, reduce_bucket_size, stage3_param_persistence_threshold,
+  // the `freeze` globs); null at other stages. A model whose constructor hands its units to it
+  // is never whole on any rank; initialize() gives it to the engine, which adopts the shards.
+  std::shared_ptr<zero::PartitionedInit> partitioned;
+};
+
+Launch launch(const LaunchOptions& options);
+// From the command line's --config and --set (core/config/cli_options.h).
+Launch launch(const CliOptions& cli, const ProgramValues& program = {});
+
+struct InitOptions {
+  // The model's stage-3 units (submodule names gathered together, e.g. transformer blocks).
+  std::vector<std::string> units = {};
+  // The training data; null: no loader.
+  std::shared_ptr<const data::TokenDataset> train_data = {};
+  // How the program's batches differ from the data block (training is forced on).
+  BatchStreamOptions data = {};
+};
+
+// What the training loop uses.
+struct Training {
+  Config config;
+  std::shared_ptr<dist::Communicator> comm;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<BatchStream> loader;  // null without InitOptions::train_data
+  std::vector<std::string> frozen;      // parameter names the config's `freeze` matched
+  // The config's `tensorboard` / `csv_monitor` blocks (rank 0 writes; elsewhere an empty list).
+  // The training loop writes its scalars (loss, lr, loss scale, grad norm, tokens/s, samples)
+  // under DeepSpeed's names (train/monitor/monitor.h); TrainingRun (train/training_run.h) does
+  // so every step.
+  std::shared_ptr<Monitor> monitor;
+
+  // Another stream over `dataset` with this job's config and ranks (validation: training false).
+  std::unique_ptr<BatchStream> make_loader(std::shared_ptr<const data::TokenDataset> dataset,
+                                           BatchStreamOptions options) const;
+};
+
+Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model,
+                    InitOptions options = {});
+// launch() then initialize(), for a model whose shape does not depend on the config (its
+// initial weights were drawn before the config's seed was applied).
+Training initialize(std::shared_ptr<torch::nn::Module> model, const LaunchOptions& launch_options,
+                    InitOptions options = {});
+
+}  // namespace zt

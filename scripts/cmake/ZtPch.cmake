@@ -1,9 +1,10 @@
 # Precompiled LibTorch headers. Parsing <torch/torch.h> is most of the compile time of a
 # zerotorch source, so every C++ target that links LibTorch reuses one precompiled copy: one for
 # libraries (-fPIC), one for libraries compiled with OpenMP (zt::torch_parallel defines _OPENMP)
-# and one for programs (-fPIE), since GCC refuses a PCH built with other settings. Call zt_torch_pch() once, after every target exists. Sources compiled with their own
-# -m flags (the SIMD kernels of optim/) set SKIP_PRECOMPILE_HEADERS: a PCH is only valid for the
-# target flags it was built with. ZT_PCH=OFF turns it off (e.g. to time a build without it).
+# and one for programs (-fPIE), since GCC refuses a PCH built with other settings. Call
+# zt_torch_pch() once, after every target exists. Sources compiled with their own -m flags (the
+# SIMD kernels of optim/) set SKIP_PRECOMPILE_HEADERS: a PCH is only valid for the target flags
+# it was built with. ZT_PCH=OFF turns it off (e.g. to time a build without it).
 option(ZT_PCH "Precompile LibTorch's headers for every target that links it" ON)
 
 set(_zt_pch_dir ${ZT_BINARY_DIR}/zt_pch)

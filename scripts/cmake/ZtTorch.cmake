@@ -28,9 +28,9 @@ if(ZT_WITH_CUDA STREQUAL "ON" OR ZT_WITH_CUDA STREQUAL "AUTO")
 endif()
 
 # at::parallel_for is a header template: compiled without OpenMP (_OPENMP undefined) it runs the
-# whole range on the calling thread, whatever at::set_num_threads says. The libraries that call it
-# (CpuAdam, Adam8bit, block-wise quantization, clipping, the overflow check) compile with OpenMP
-# through this target, so their loops run on LibTorch's intra-op threads. The OpenMP runtime is
+# whole range on the calling thread, whatever at::set_num_threads says. The library that calls it
+# (optim/: CpuAdam, Adam8bit, block-wise quantization, the gradient norm's sum of squares)
+# compiles with OpenMP through this target, so its loops run on LibTorch's intra-op threads. The OpenMP runtime is
 # the one LibTorch loads (libgomp.so.1, bundled with the PyPI wheel): one runtime per process, one
 # thread pool, and at::set_num_threads (omp_set_num_threads) governs both.
 find_package(OpenMP REQUIRED COMPONENTS CXX)

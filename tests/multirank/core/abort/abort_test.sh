@@ -6,7 +6,7 @@
 # and no surviving rank may get past the failed operation (zt_abort_probe).
 #   abort_test.sh ZTRUN PROBE WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
 # ZT_ABORT_LAUNCHERS picks the launchers (default "ztrun-native ztrun-mpi mpirun"); "srun" needs a running Slurm
-# and MASTER_ADDR/MASTER_PORT for gloo (launcher/slurm_single_node.sh runs it so).
+# and MASTER_ADDR/MASTER_PORT for gloo (tests/multirank/launcher/slurm_single_node.sh runs it so).
 set -uo pipefail
 ztrun="$1"; probe="$2"; work="$3"; mpiexec="$4"; shift 4
 mpi_flags=("$@")

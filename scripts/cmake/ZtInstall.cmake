@@ -5,7 +5,8 @@
 #   find_package(zerotorch REQUIRED)          # P on CMAKE_PREFIX_PATH (or zerotorch_DIR)
 #   target_link_libraries(my_train PRIVATE zerotorch::zerotorch)
 #
-# Layout: P/include/zerotorch/<area>/**.h (the public headers, below) (included as "core/engine.h"),
+# Layout: P/include/zerotorch/<area>/**.h (the public headers, below; included as
+# "core/engine.h"),
 # P/lib/libzt_*.so (zt_tokenizer: SentencePiece, linked only by programs that tokenize; see
 # data/CMakeLists.txt) and libzt_cuda.so (zt_base loads the plugin from its own folder),
 # P/bin/{ztrun,zt-config,zt-pretokenize,zt-consolidate}, P/lib/cmake/zerotorch/. Installed

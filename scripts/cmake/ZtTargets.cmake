@@ -55,6 +55,22 @@ function(zt_library name)
   zt_warnings(${name})
 endfunction()
 
+# zt_add_subdirectories([EXCLUDE <regex>]): every subfolder of the current folder that has a
+# CMakeLists.txt (the examples, the benchmarks and the test folders of an area, one per concept),
+# except those whose path matches EXCLUDE.
+function(zt_add_subdirectories)
+  cmake_parse_arguments(A "" "EXCLUDE" "" ${ARGN})
+  file(GLOB dirs LIST_DIRECTORIES true CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  foreach(d IN LISTS dirs)
+    if(A_EXCLUDE AND d MATCHES "${A_EXCLUDE}")
+      continue()
+    endif()
+    if(IS_DIRECTORY ${d} AND EXISTS ${d}/CMakeLists.txt)
+      add_subdirectory(${d})
+    endif()
+  endforeach()
+endfunction()
+
 # zt_executable(<name> SOURCES ... [LIBS ...]): a program in build/bin.
 function(zt_executable name)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})

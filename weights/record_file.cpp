@@ -173,29 +173,19 @@ void RecordReader::read(void* dst, uint64_t n) {
   pos_ += n;
 }
 uint8_t RecordReader::u8() {
-  uint8_t v;
-  read(&v, 1);
-  return v;
+  return scalar<uint8_t>();
 }
 uint32_t RecordReader::u32() {
-  uint32_t v;
-  read(&v, 4);
-  return v;
+  return scalar<uint32_t>();
 }
 int64_t RecordReader::i64() {
-  int64_t v;
-  read(&v, 8);
-  return v;
+  return scalar<int64_t>();
 }
 uint64_t RecordReader::u64() {
-  uint64_t v;
-  read(&v, 8);
-  return v;
+  return scalar<uint64_t>();
 }
 double RecordReader::f64() {
-  double v;
-  read(&v, 8);
-  return v;
+  return scalar<double>();
 }
 std::string RecordReader::str() {
   const uint64_t n = u64();

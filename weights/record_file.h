@@ -83,6 +83,13 @@ class RecordReader {
   uint64_t size_ = 0;
   uint64_t pos_ = 0;
   void read(void* dst, uint64_t n);
+  // One little-endian scalar at the current position (the targets are little-endian).
+  template <typename T>
+  T scalar() {
+    T v;
+    read(&v, sizeof(T));
+    return v;
+  }
 };
 
 }  // namespace zt::io

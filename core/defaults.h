@@ -1,6 +1,7 @@
 #pragma once
-// The engine's size defaults, declared once: EngineOptions (core/engine_options.h) and the
-// config's structs (core/config/config.h) both start from these.
+// The engine's size defaults, declared once: the zero_optimization block
+// (core/config/zero_config.h), which EngineOptions (core/engine_options.h) is built on, and the
+// communication block's in-flight bound, which both the config and EngineOptions carry.
 
 #include <cstdint>
 

@@ -113,11 +113,11 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   bo.grad_dtype = impl_->options_.grad_accum_dtype;
   bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;
-  using ParamDevice = ParamOffloadOptions::Device;
-  ZT_CHECK(impl_->options_.offload_param.device == ParamDevice::kNone || impl_->options_.stage == 3,
-           "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
-           impl_->options_.stage);
-  bo.host_shard = impl_->options_.offload_param.device != ParamDevice::kNone;
+  ZT_CHECK(
+      impl_->options_.offload_param.device == OffloadDevice::kNone || impl_->options_.stage == 3,
+      "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
+      impl_->options_.stage);
+  bo.host_shard = impl_->options_.offload_param.device != OffloadDevice::kNone;
   bo.pin_shard = impl_->options_.offload_param.pin_memory;
   if (partitioned && partitioned->empty()) partitioned.reset();
   if (partitioned) {
@@ -233,14 +233,14 @@ void Engine::broadcast_initial_state() {
 // except the first max_in_cpu elements, which stay in host memory (DeepSpeed's max_in_cpu: a prefix
 // of the flat buffers in order), and the persistent buffers, which stay gathered.
 void Engine::move_param_shards_to_nvme() {
-  const ParamOffloadOptions& po = impl_->options_.offload_param;
+  const OffloadConfig& po = impl_->options_.offload_param;
   const bool cpu_model = impl_->buckets_.empty() || impl_->buckets_.front()->params().is_cpu();
-  if (po.device == ParamOffloadOptions::Device::kCpu && cpu_model) {
+  if (po.device == OffloadDevice::kCpu && cpu_model) {
     ZT_LOG_INFO(
         "offload_param cpu: the model is on the CPU, so its shards are in host memory "
         "already (the same code path gathers them to a GPU model)");
   }
-  if (po.device != ParamOffloadOptions::Device::kNvme) return;
+  if (po.device != OffloadDevice::kNvme) return;
   std::vector<int64_t> numels(impl_->buckets_.size(), 0);
   int64_t in_cpu = 0, on_nvme = 0;
   bool cpu_full = false;
@@ -259,7 +259,7 @@ void Engine::move_param_shards_to_nvme() {
               " in host memory (max_in_cpu ", po.max_in_cpu, ")");
   if (on_nvme == 0) return;
   impl_->param_swapper_ = std::make_unique<zero::NvmeParamSwapper>(
-      po, impl_->rank_, impl_->options_.compute_dtype, numels);
+      po, impl_->options_.aio, impl_->rank_, impl_->options_.compute_dtype, numels);
   at::NoGradGuard no_grad;
   for (size_t b = 0; b < impl_->buckets_.size(); ++b) {
     if (numels[b] > 0) impl_->buckets_[b]->move_shard_to(impl_->param_swapper_.get(), b);
@@ -420,14 +420,14 @@ std::vector<Engine::ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < impl_->buckets_.size(); ++b) {
     out.push_back({&impl_->buckets_[b]->layout(), impl_->buckets_[b]->stepped(),
-                   impl_->sharded_step_->nvme() ? at::Tensor() : impl_->sharded_step_->master(b),
+                   impl_->sharded_step_->masters().resident(b),
                    impl_->sharded_step_->optimizer(b)});
   }
   return out;
 }
 
-zero::NvmeOptimizerSwapper* Engine::nvme_optimizer() const {
-  return impl_->sharded_step_->nvme();
+zero::MasterStore& Engine::master_store() const {
+  return impl_->sharded_step_->masters();
 }
 
 void Engine::sync_params_from_masters() {

@@ -75,7 +75,7 @@ class Communicator;
 }
 namespace zero {
 class PartitionedInit;
-class NvmeOptimizerSwapper;
+class MasterStore;
 struct PartitionOptions;
 }  // namespace zero
 
@@ -134,7 +134,7 @@ class Engine {
   // stage-3 shard, so writing into it changes the model once sync_params_from_masters() runs),
   // and the optimizer stepping it (state laid out like master). With offload_optimizer.device
   // nvme, master is undefined and the optimizer holds only its step count: master and state are
-  // streamed chunk by chunk through nvme_optimizer() instead.
+  // streamed chunk by chunk through master_store() instead.
   struct ShardState {
     const dist::FlatLayout* layout = nullptr;
     dist::Range stepped;
@@ -142,8 +142,9 @@ class Engine {
     optim::ShardOptimizer* optimizer = nullptr;
   };
   std::vector<ShardState> shard_states();
-  // The swap files of offload_optimizer.device nvme (core/zero/nvme_optimizer.h), else nullptr.
-  zero::NvmeOptimizerSwapper* nvme_optimizer() const;
+  // Where the masters and the optimizer state live (core/zero/master_store.h): checkpoints
+  // stream every placement through it, chunk by chunk.
+  zero::MasterStore& master_store() const;
   // After masters were overwritten (checkpoint load): casts them into the compute parameters and
   // re-gathers full parameters where the stage keeps them (collective: every rank calls it).
   void sync_params_from_masters();

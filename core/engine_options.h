@@ -12,6 +12,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "core/aio/aio_options.h"
+#include "core/config/zero_config.h"
 #include "core/defaults.h"
 #include "core/precision/loss_scaler.h"
 #include "optim/param_groups.h"
@@ -26,49 +27,16 @@ inline optim::ParamGroupOptions every_parameter_decays() {
   return o;
 }
 
-// offload_optimizer.device nvme (ZeRO-Infinity): the fp32 master and optimizer state of this
-// rank's stepped ranges live in files under path, cut into chunks of sub_group_size elements and
-// streamed through buffer_count host buffers at each step (core/zero/nvme_optimizer.h).
-struct NvmeOptimizerOptions {
-  std::string path;  // empty: not on NVMe
-  int64_t sub_group_size = defaults::kSubGroupSize;
-  int64_t buffer_count = defaults::kOptimizerBufferCount;
-  bool pipeline_read = false;   // read chunk k+1 while chunk k steps
-  bool pipeline_write = false;  // write chunk k back while chunk k+1 steps
-  aio::AioOptions aio;
-  bool enabled() const { return !path.empty(); }
-};
-
-// offload_param (stage 3; ZeRO-Infinity's parameter offload): where the 16-bit parameter shards
-// live between uses (core/zero/bucket.h, core/zero/nvme_params.h).
-//   kNone  with the model (on its device)
-//   kCpu   in host memory (pinned with pin_memory when the model is on a GPU); on a CPU model that
-//          is where they are anyway
-//   kNvme  in files under nvme_path, except the first max_in_cpu elements (flat buffers in order),
-//          which stay in host memory as with kCpu; read ahead of use through buffer_count buffers
-//          of at most buffer_size elements, written back after the step
-struct ParamOffloadOptions {
-  enum class Device { kNone, kCpu, kNvme };
-  Device device = Device::kNone;
-  std::string nvme_path;
-  int64_t buffer_count = defaults::kParamBufferCount;
-  int64_t buffer_size = defaults::kParamBufferSize;
-  int64_t max_in_cpu = defaults::kMaxInCpu;
-  bool pin_memory = false;
-  aio::AioOptions aio;
-};
-
-struct EngineOptions {
-  int stage = 0;
+// The zero_optimization block as the config reads it (core/config/zero_config.h: stage, bucket
+// sizes, stage-3 thresholds, offload blocks, sub_group_size, with DeepSpeed's defaults), plus the
+// rest of what the engine acts on. Offload blocks are honoured at every stage the engine can run
+// them; the config applies DeepSpeed's rule (offload_optimizer from stage 1, offload_param at
+// stage 3) when it builds these (core/config/engine_config.h).
+struct EngineOptions : ZeroConfig {
   int gradient_accumulation_steps = 1;
-  double gradient_clipping = 0.0;                            // max global L2 norm; 0 = off
-  int64_t reduce_bucket_size = defaults::kReduceBucketSize;  // elements per flat buffer / bucket
-  int64_t stage3_prefetch_bucket_size = defaults::kPrefetchBucketSize;  // gathered ahead of use
-  int64_t stage3_param_persistence_threshold = 0;  // buffers below this stay gathered
-  bool offload_optimizer = false;  // fp32 master + optimizer state in (pinned) host memory
-  // With offload_optimizer: master and state on NVMe instead of in host memory (CpuAdam only).
-  NvmeOptimizerOptions nvme_optimizer;
-  ParamOffloadOptions offload_param;  // stage 3 only
+  double gradient_clipping = 0.0;  // max global L2 norm; 0 = off
+  // The asynchronous I/O of both NVMe offloads (DeepSpeed's aio block).
+  aio::AioOptions aio;
   // Compute dtype of the model: fp32, or fp16/bf16 with an fp32 master of the owned slice. The
   // engine casts the model's floating parameters and buffers; inputs are the caller's.
   at::ScalarType compute_dtype = at::kFloat;
@@ -99,10 +67,6 @@ struct EngineOptions {
   // every steps_per_print optimizer steps.
   bool wall_clock_breakdown = false;
   int steps_per_print = 10;
-  // zero_optimization.stage3_gather_16bit_weights_on_model_save: save_16bit_model
-  // (core/checkpoint/model_export.h) gathers a stage-3 model's weights; off, it saves nothing at
-  // stage 3.
-  bool stage3_gather_16bit_weights_on_model_save = false;
 };
 
 // Bytes this rank holds for model states, by the engine's own accounting.

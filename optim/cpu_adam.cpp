@@ -127,7 +127,10 @@ std::map<std::string, at::Tensor> CpuAdam::state_dict() const {
   return s;
 }
 
-void CpuAdam::adopt_state(at::Tensor exp_avg, at::Tensor exp_avg_sq) {
+bool CpuAdam::adopt_state(const std::map<std::string, at::Tensor>& state) {
+  ZT_CHECK(state.count("exp_avg") && state.count("exp_avg_sq"),
+           "CpuAdam::adopt_state: needs exp_avg and exp_avg_sq");
+  at::Tensor exp_avg = state.at("exp_avg"), exp_avg_sq = state.at("exp_avg_sq");
   for (const at::Tensor* t : {&exp_avg, &exp_avg_sq}) {
     ZT_CHECK(t->is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous() &&
                  t->numel() == exp_avg.numel(),
@@ -136,6 +139,7 @@ void CpuAdam::adopt_state(at::Tensor exp_avg, at::Tensor exp_avg_sq) {
   }
   exp_avg_ = std::move(exp_avg);
   exp_avg_sq_ = std::move(exp_avg_sq);
+  return true;
 }
 
 void CpuAdam::load_state_dict(const std::map<std::string, at::Tensor>& state) {

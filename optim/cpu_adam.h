@@ -41,10 +41,10 @@ class CpuAdam : public ShardOptimizer {
   std::map<std::string, at::Tensor> state_dict() const override;
   void load_state_dict(const std::map<std::string, at::Tensor>& state) override;
   std::string name() const override { return "CpuAdam"; }
-  // The next steps update these tensors in place (CPU fp32, contiguous, the master's numel): NVMe
-  // offload's chunk views (core/zero/nvme_optimizer.h), with no copy in or out as
-  // load_state_dict/state_dict make. load_state_dict or init replaces them.
-  void adopt_state(at::Tensor exp_avg, at::Tensor exp_avg_sq);
+  // exp_avg and exp_avg_sq (CPU fp32, contiguous, one numel) are updated in place by the next
+  // steps: NVMe offload's chunk views (core/zero/nvme_optimizer.h). load_state_dict or init
+  // replaces them. Always true.
+  bool adopt_state(const std::map<std::string, at::Tensor>& state) override;
 
   SimdPath simd_path() const { return path_; }
 

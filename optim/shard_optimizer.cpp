@@ -23,6 +23,13 @@ ShardOptimizer::~ShardOptimizer() = default;
 
 void ShardOptimizer::init(int64_t, const at::TensorOptions&) {}
 
+bool ShardOptimizer::adopt_state(const std::map<std::string, at::Tensor>& state) {
+  std::map<std::string, at::Tensor> with_step = state;
+  with_step["step"] = at::scalar_tensor(step_count_, at::kLong);
+  load_state_dict(with_step);
+  return false;
+}
+
 void ShardOptimizer::check_step_args(const at::Tensor& master, const at::Tensor& grad,
                                      const std::vector<GroupRange>& groups,
                                      const at::Tensor* half_out) const {

@@ -122,6 +122,11 @@ class ShardOptimizer {
   virtual void load_state_dict(const std::map<std::string, at::Tensor>& state) = 0;
   // The optimizer's type name as in OptimizerSpec::type.
   virtual std::string name() const = 0;
+  // Takes `state` (the tensors state_dict() names besides "step", each laid out like the master:
+  // views of a chunk that a master store holds, core/zero/master_store.h) for the next steps, at
+  // the current step count. True when the optimizer updates them in place (no copy in or out);
+  // false when it loaded copies, and the caller reads the updated values back from state_dict().
+  virtual bool adopt_state(const std::map<std::string, at::Tensor>& state);
 
   int64_t step_count() const { return step_count_; }
 

@@ -117,13 +117,14 @@ int run(int argc, char** argv) {
 
   zt::EngineOptions o;
   o.stage = a.stage;
-  o.offload_optimizer = a.offload;
+  o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
+  o.offload_optimizer.device = a.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
   o.compute_dtype = a.dtype == "bf16" ? at::kBFloat16 : a.dtype == "fp16" ? at::kHalf : at::kFloat;
   o.optimizer.type =
       a.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;
   if (!a.offload_param.empty()) {
-    o.offload_param.device = a.offload_param == "cpu" ? zt::ParamOffloadOptions::Device::kCpu
-                                                      : zt::ParamOffloadOptions::Device::kNvme;
+    o.offload_param.device =
+        a.offload_param == "cpu" ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNvme;
     o.offload_param.pin_memory = true;
     o.offload_param.nvme_path = std::filesystem::temp_directory_path().string();
     o.offload_param.max_in_cpu = 0;

@@ -126,7 +126,8 @@ examples::GptShape shape_of(const Args& a, int64_t vocab) {
 EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
   EngineOptions o;
   o.stage = a.stage;
-  o.offload_optimizer = a.offload;
+  o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
+  o.offload_optimizer.device = a.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
   // What engine_options_from_config picks: the fused SIMD CPU Adam for offload, else AdamW.
   o.optimizer.type =
       a.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;

@@ -183,7 +183,8 @@ int run(int argc, char** argv) {
       for (auto& p : model->parameters()) psi += p.numel();
       zt::EngineOptions o;
       o.stage = s.stage;
-      o.offload_optimizer = s.offload;
+      o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
+      o.offload_optimizer.device = s.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
       o.optimizer.type =
           s.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;
       o.hyper.lr = 1e-4;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -20,7 +21,7 @@
 #include "base/logging.h"
 #include "base/shape_str.h"
 #include "core/checkpoint/format.h"
-#include "core/zero/nvme_optimizer.h"
+#include "core/zero/master_store.h"
 #include "parallel/communicator.h"
 #include "weights/safetensors_writer.h"
 
@@ -52,14 +53,12 @@ void fsync_dir(const fs::path& dir) {
 
 // The bytes of tensor data this rank's shard holds at least (the engine's stepped ranges: masters
 // and optimizer state; names, frozen parameters and the RNG add a little).
-// nvme_states: the state tensors laid out like master that live in NVMe swap files (with
-// offload_optimizer.device nvme the master is there too, and s.master is undefined).
-uint64_t shard_bytes_at_least(const std::vector<Engine::ShardState>& states, size_t nvme_states) {
+// store_states: the state tensors laid out like master that the master store holds (in its
+// chunks, not in the optimizer's state_dict).
+uint64_t shard_bytes_at_least(const std::vector<Engine::ShardState>& states, size_t store_states) {
   uint64_t n = 0;
   for (const auto& s : states) {
-    const uint64_t stepped = static_cast<uint64_t>(s.stepped.size()) * sizeof(float);
-    n += s.master.defined() ? static_cast<uint64_t>(s.master.numel()) * sizeof(float)
-                            : stepped * (1 + nvme_states);
+    n += static_cast<uint64_t>(s.stepped.size()) * sizeof(float) * (1 + store_states);
     for (const auto& [k, t] : s.optimizer->state_dict())
       n += static_cast<uint64_t>(t.numel()) * t.element_size();
   }
@@ -235,45 +234,58 @@ bool same_layouts(const std::vector<Engine::ShardState>& states, const ShardInde
   return true;
 }
 
-// New values of one buffer, prepared before the engine is touched.
+// The first saved buffer and its shard: every saved buffer has the same optimizer, so it names
+// the state keys (nullptr when no rank saved a buffer).
+std::pair<const ShardBuffer*, int> prototype(const OpenCheckpoint& c) {
+  for (size_t s = 0; s < c.shards.size(); ++s) {
+    if (!c.shards[s].buffers.empty()) return {&c.shards[s].buffers.front(), static_cast<int>(s)};
+  }
+  return {nullptr, 0};
+}
+
+// New values of one buffer that are read before the engine is touched: everything, when the
+// master store keeps the buffer in memory; only what the optimizer keeps in memory ("step"), when
+// the store streams the master and state from files (they are streamed in at the commit, one
+// chunk at a time, never a whole buffer in host memory).
 struct Prepared {
-  at::Tensor master;
+  at::Tensor master;  // undefined when streamed
   std::map<std::string, at::Tensor> state;
 };
 
-std::vector<Prepared> prepare_exact(const OpenCheckpoint& c, int rank) {
+std::vector<Prepared> prepare_exact(const OpenCheckpoint& c, int rank,
+                                    const std::set<std::string>& streamed) {
   std::vector<Prepared> out;
   for (const auto& b : c.shards[rank].buffers) {
     Prepared p;
-    p.master = read_ref(c, rank, b.master);
-    for (const auto& [k, ref] : b.state) p.state[k] = read_ref(c, rank, ref);
+    if (!streamed.count("master")) p.master = read_ref(c, rank, b.master);
+    for (const auto& [k, ref] : b.state) {
+      if (!streamed.count(k)) p.state[k] = read_ref(c, rank, ref);
+    }
     out.push_back(std::move(p));
   }
   return out;
 }
 
 std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
-                                      const std::vector<Engine::ShardState>& states) {
+                                      const std::vector<Engine::ShardState>& states,
+                                      const std::set<std::string>& streamed) {
   const PieceIndex idx = index_pieces(c);
-  // Every saved buffer has the same optimizer, so the first one names the state keys.
-  const ShardBuffer* proto = nullptr;
-  for (const auto& s : c.shards)
-    if (!s.buffers.empty()) {
-      proto = &s.buffers.front();
-      break;
-    }
+  const auto [proto, proto_shard] = prototype(c);
   std::vector<Prepared> out;
   for (const auto& st : states) {
     Prepared p;
     const int64_t n = st.stepped.size();
     // Padding elements stay zero, as a fresh engine has them.
-    p.master = at::zeros({n}, at::kFloat);
     std::vector<std::string> laid_out;
+    if (!streamed.count("master")) {
+      p.master = at::zeros({n}, at::kFloat);
+      laid_out.push_back("master");
+    }
     if (proto) {
       for (const auto& [k, ref] : proto->state) {
         if (ref.shape.empty()) {  // a scalar such as "step": the same on every rank
-          p.state[k] = read_ref(c, 0, ref);
-        } else {
+          p.state[k] = read_ref(c, proto_shard, ref);
+        } else if (!streamed.count(k)) {
           p.state[k] = at::zeros({n}, at::TensorOptions().dtype(ref.dtype));
           laid_out.push_back(k);
         }
@@ -285,39 +297,42 @@ std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
       if (lo >= hi) continue;
       const int64_t pb = lo - e.range.begin, pe = hi - e.range.begin;
       const int64_t dst_at = lo - st.stepped.begin;
-      fill_range(c, idx, e.name, "master", pb, pe, p.master, dst_at);
-      for (const auto& k : laid_out) fill_range(c, idx, e.name, k, pb, pe, p.state[k], dst_at);
+      for (const auto& k : laid_out) {
+        fill_range(c, idx, e.name, k, pb, pe, k == "master" ? p.master : p.state[k], dst_at);
+      }
     }
     out.push_back(std::move(p));
   }
   return out;
 }
 
-// ---- NVMe optimizer offload (core/zero/nvme_optimizer.h) ----
-// The master and the state laid out like it stream between the swap files and the shard file one
-// chunk at a time (host memory: the swap buffers, never a whole buffer). The records are those of
-// a master in memory, with CpuAdam's state_dict keys in its (sorted) order, so a checkpoint saved
-// with NVMe offload loads with CPU offload and the other way round.
+// ---- the master store's side of a shard ----
+// A buffer's master and the state laid out like it stream between the master store
+// (core/zero/master_store.h) and the shard file one chunk at a time, whatever the placement (in
+// memory a chunk is the whole buffer; on NVMe the swap buffers, never a whole buffer in host
+// memory). The records do not depend on the placement, with the state keys in sorted order, so a
+// checkpoint saved with NVMe offload loads with CPU offload or none, and the other way round.
 
-void write_nvme_buffer(ckpt::ShardWriter& w, zero::NvmeOptimizerSwapper& nvme, size_t b,
-                       const Engine::ShardState& s) {
+void write_buffer_state(ckpt::ShardWriter& w, zero::MasterStore& store, size_t b,
+                        const Engine::ShardState& s) {
   const int64_t n = s.stepped.size();
   auto stream = [&](int state) {  // -1: the master
     w.tensor_header(at::kFloat, {n});
-    nvme.for_each_chunk(
+    store.for_each_chunk(
         {b},
-        [&](zero::NvmeOptimizerSwapper::Chunk& c) {
+        [&](zero::MasterChunk& c) {
           const at::Tensor& t = state < 0 ? c.master : c.states[static_cast<size_t>(state)];
-          w.bytes(t.data_ptr(), static_cast<size_t>(c.numel) * sizeof(float));
+          const at::Tensor host = t.to(at::kCPU, at::kFloat).contiguous();
+          w.bytes(host.data_ptr(), static_cast<size_t>(c.numel) * sizeof(float));
         },
         /*read=*/true, /*write_back=*/false);
   };
   stream(-1);
-  std::map<std::string, int> keys;  // state name -> index in the swap files, -1: in memory
-  const auto in_memory = s.optimizer->state_dict();  // between steps: "step" only
+  std::map<std::string, int> keys;  // state name -> index in the store's chunks, -1: in memory
+  const auto in_memory = s.optimizer->state_dict();
   for (const auto& kv : in_memory) keys[kv.first] = -1;
-  for (size_t i = 0; i < nvme.state_names().size(); ++i) {
-    keys[nvme.state_names()[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < store.state_names().size(); ++i) {
+    keys[store.state_names()[i]] = static_cast<int>(i);
   }
   w.state_count(keys.size());
   for (const auto& [k, i] : keys) {
@@ -330,62 +345,51 @@ void write_nvme_buffer(ckpt::ShardWriter& w, zero::NvmeOptimizerSwapper& nvme, s
   }
 }
 
-// Fills the swap files from checkpoint `c` (this rank's own shard when exact, else resharded from
-// every shard's pieces) and the optimizers' step counts. State missing from the checkpoint (saved
-// before the first step) is zero, as a fresh Adam has it.
-void load_nvme_buffers(const OpenCheckpoint& c, int rank, bool exact,
-                       const std::vector<Engine::ShardState>& states,
-                       zero::NvmeOptimizerSwapper& nvme) {
-  const PieceIndex idx = exact ? PieceIndex() : index_pieces(c);
-  const ShardBuffer* proto = nullptr;  // every saved buffer has the same state keys
-  int proto_shard = 0;
-  for (size_t s = 0; s < c.shards.size() && proto == nullptr; ++s) {
-    if (!c.shards[s].buffers.empty()) {
-      proto = &c.shards[s].buffers.front();
-      proto_shard = static_cast<int>(s);
+// Fills buffer b of the master store at the commit of a load: what `prepared` holds is copied;
+// what it does not (the store streams it) is read from checkpoint `c` chunk by chunk (this rank's
+// own shard when exact, else resharded from every shard's pieces). State missing from the
+// checkpoint (saved before the first step) is zero, as a fresh Adam has it.
+void fill_store_buffer(const OpenCheckpoint& c, const PieceIndex& idx, int rank, bool exact,
+                       size_t b, const Engine::ShardState& st, const Prepared& prepared,
+                       zero::MasterStore& store) {
+  const ShardBuffer* own = exact ? &c.shards[rank].buffers[b] : prototype(c).first;
+  auto fill = [&](const std::string& what, int64_t begin, int64_t n, at::Tensor& dst) {
+    const at::Tensor* ready =
+        what == "master" ? (prepared.master.defined() ? &prepared.master : nullptr)
+                         : (prepared.state.count(what) ? &prepared.state.at(what) : nullptr);
+    if (ready != nullptr) {
+      dst.copy_(ready->narrow(0, begin, n));
+      return;
     }
-  }
-  const auto& names = nvme.state_names();
-  for (size_t b = 0; b < states.size(); ++b) {
-    const Engine::ShardState& st = states[b];
-    const ShardBuffer* own = exact ? &c.shards[rank].buffers[b] : proto;
-    auto fill = [&](const std::string& what, int64_t begin, int64_t n, at::Tensor& dst) {
-      if (what != "master" && (own == nullptr || own->state.count(what) == 0)) {
-        dst.zero_();
-        return;
-      }
-      if (exact) {
-        const ckpt::TensorRef& ref = what == "master" ? own->master : own->state.at(what);
-        ZT_CHECK(ref.dtype == at::kFloat && ref.numel() == st.stepped.size(), "checkpoint shard ",
-                 c.shards[rank].path, ": ", what, " of buffer ", b, " is not ", st.stepped.size(),
-                 " fp32 elements");
-        c.readers[rank]->read_at(ref.offset + static_cast<uint64_t>(begin) * sizeof(float),
-                                 dst.data_ptr(), static_cast<uint64_t>(n) * sizeof(float));
-        return;
-      }
-      dst.zero_();  // padding stays zero, as a fresh engine has it
-      const int64_t lo_chunk = st.stepped.begin + begin, hi_chunk = lo_chunk + n;
-      for (const auto& e : st.layout->entries()) {
-        const int64_t lo = std::max(e.range.begin, lo_chunk), hi = std::min(e.range.end, hi_chunk);
-        if (lo >= hi) continue;
-        fill_range(c, idx, e.name, what, lo - e.range.begin, hi - e.range.begin, dst,
-                   lo - lo_chunk);
-      }
-    };
-    nvme.for_each_chunk(
-        {b},
-        [&](zero::NvmeOptimizerSwapper::Chunk& ch) {
-          fill("master", ch.begin, ch.numel, ch.master);
-          for (size_t i = 0; i < names.size(); ++i)
-            fill(names[i], ch.begin, ch.numel, ch.states[i]);
-        },
-        /*read=*/false, /*write_back=*/true);
-    at::Tensor step = at::scalar_tensor(int64_t{0}, at::kLong);
-    if (own != nullptr && own->state.count("step")) {
-      step = read_ref(c, exact ? rank : proto_shard, own->state.at("step"));
+    if (what != "master" && (own == nullptr || own->state.count(what) == 0)) {
+      dst.zero_();
+      return;
     }
-    st.optimizer->load_state_dict({{"step", step}});
-  }
+    if (exact) {
+      const ckpt::TensorRef& ref = what == "master" ? own->master : own->state.at(what);
+      ZT_CHECK(ref.dtype == at::kFloat && ref.numel() == st.stepped.size(), "checkpoint shard ",
+               c.shards[rank].path, ": ", what, " of buffer ", b, " is not ", st.stepped.size(),
+               " fp32 elements");
+      c.readers[rank]->read_at(ref.offset + static_cast<uint64_t>(begin) * sizeof(float),
+                               dst.data_ptr(), static_cast<uint64_t>(n) * sizeof(float));
+      return;
+    }
+    dst.zero_();  // padding stays zero, as a fresh engine has it
+    const int64_t lo_chunk = st.stepped.begin + begin, hi_chunk = lo_chunk + n;
+    for (const auto& e : st.layout->entries()) {
+      const int64_t lo = std::max(e.range.begin, lo_chunk), hi = std::min(e.range.end, hi_chunk);
+      if (lo >= hi) continue;
+      fill_range(c, idx, e.name, what, lo - e.range.begin, hi - e.range.begin, dst, lo - lo_chunk);
+    }
+  };
+  const auto& names = store.state_names();
+  store.for_each_chunk(
+      {b},
+      [&](zero::MasterChunk& ch) {
+        fill("master", ch.begin, ch.numel, ch.master);
+        for (size_t i = 0; i < names.size(); ++i) fill(names[i], ch.begin, ch.numel, ch.states[i]);
+      },
+      /*read=*/false, /*write_back=*/true);
 }
 
 // Tag directories with a metadata file, oldest metadata first.
@@ -453,8 +457,8 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
   auto states = engine.shard_states();
   {
     const fs::path shard = tag_dir / ckpt::shard_file_name(rank);
-    const uint64_t need = shard_bytes_at_least(
-        states, engine.nvme_optimizer() ? engine.nvme_optimizer()->state_names().size() : 0);
+    zero::MasterStore& store = engine.master_store();
+    const uint64_t need = shard_bytes_at_least(states, store.state_names().size());
     check_free_space(tag_dir, shard, need);
     ckpt::ShardWriter w(shard.string(), rank, world, states.size(), need);
     for (size_t b = 0; b < states.size(); ++b) {
@@ -463,17 +467,7 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
       for (const auto& e : s.layout->entries())
         entries.push_back({e.name, e.range.begin, e.range.end});
       w.buffer(s.layout->padded_numel(), s.stepped.begin, s.stepped.end, entries);
-      if (!s.master.defined()) {  // NVMe optimizer offload
-        write_nvme_buffer(w, *engine.nvme_optimizer(), b, s);
-        continue;
-      }
-      w.tensor(s.master.to(at::kFloat));
-      const auto sd = s.optimizer->state_dict();
-      w.state_count(sd.size());
-      for (const auto& [k, t] : sd) {
-        w.state_key(k);
-        w.tensor(t);
-      }
+      write_buffer_state(w, store, b, s);
     }
     // Frozen parameters never change and live outside the flat buffers; rank 0 keeps a copy so
     // consolidation exports the whole model.
@@ -535,11 +529,16 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
              states.front().optimizer->name());
   }
   const bool exact = c.meta.world_size == world && same_layouts(states, c.shards[rank]);
-  // NVMe optimizer offload streams into its swap files at the commit below instead.
-  zero::NvmeOptimizerSwapper* nvme = engine.nvme_optimizer();
-  std::vector<Prepared> prepared = nvme    ? std::vector<Prepared>()
-                                   : exact ? prepare_exact(c, rank)
-                                           : prepare_reshard(c, states);
+  // A store that holds the state in files streams it (and the master) in at the commit instead.
+  zero::MasterStore& store = engine.master_store();
+  std::set<std::string> streamed;
+  if (store.holds_state()) {
+    streamed.insert("master");
+    streamed.insert(store.state_names().begin(), store.state_names().end());
+  }
+  std::vector<Prepared> prepared =
+      exact ? prepare_exact(c, rank, streamed) : prepare_reshard(c, states, streamed);
+  const PieceIndex idx = exact || streamed.empty() ? PieceIndex() : index_pieces(c);
   const ShardIndex& own = c.shards[rank < c.meta.world_size ? rank : 0];
   std::vector<std::pair<std::string, at::Tensor>> frozen;
   for (const auto& [name, ref] : c.shards[0].frozen) frozen.emplace_back(name, read_ref(c, 0, ref));
@@ -548,9 +547,8 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
   // Commit.
   {
     c10::NoGradGuard no_grad;
-    if (nvme) load_nvme_buffers(c, rank, exact, states, *nvme);
-    for (size_t b = 0; b < prepared.size(); ++b) {
-      states[b].master.copy_(prepared[b].master);
+    for (size_t b = 0; b < states.size(); ++b) {
+      fill_store_buffer(c, idx, rank, exact, b, states[b], prepared[b], store);
       states[b].optimizer->load_state_dict(prepared[b].state);
     }
     auto params = engine.model()->named_parameters();

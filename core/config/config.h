@@ -35,13 +35,13 @@
 
 #include "core/aio/aio_options.h"
 #include "core/config/program_block.h"
+#include "core/config/zero_config.h"
 #include "core/defaults.h"
 #include "core/precision/loss_scaler.h"
 #include "optim/optimizer_kind.h"
 
 namespace zt {
 
-enum class OffloadDevice { kNone, kCpu, kNvme };
 enum class DType { kFp32, kFp16, kBf16 };
 // The config names the optimizer's kind with optim's enum (one list of optimizers); the reader
 // accepts every kind but FusedAdam, which the engine picks itself for Adam/AdamW on a GPU.
@@ -61,46 +61,6 @@ const char* to_string(WarmupType v);
 const char* to_string(CommBackend v);
 const char* to_string(TagValidation v);
 const char* to_string(LoadFallback v);
-
-// zero_optimization.offload_optimizer / offload_param. Defaults are DeepSpeed's (core/
-// defaults.h); buffer_count is 4 for the optimizer and 5 for parameters.
-struct OffloadConfig {
-  OffloadDevice device = OffloadDevice::kNone;
-  std::string nvme_path;  // required when device is nvme
-  bool pin_memory = false;
-  int64_t buffer_count = defaults::kParamBufferCount;
-  int64_t buffer_size = defaults::kParamBufferSize;  // offload_param only: elements per buffer
-  int64_t max_in_cpu = defaults::kMaxInCpu;  // offload_param only: elements kept in CPU memory
-  double ratio = 1.0;  // offload_optimizer only: share of the states offloaded
-  // offload_optimizer with device nvme only: overlap reading the next chunk (sub_group_size
-  // elements) / writing the previous one with the step of the current one.
-  bool pipeline_read = false;
-  bool pipeline_write = false;
-};
-
-// zero_optimization. Sizes count elements, as in DeepSpeed.
-struct ZeroConfig {
-  int stage = 0;              // 0 = DDP, 1 = optimizer states, 2 = + grads, 3 = + params
-  bool overlap_comm = false;  // DeepSpeed: false, but true by default at stage 3
-  bool contiguous_gradients = true;
-  int64_t reduce_bucket_size = defaults::kReduceBucketSize;
-  int64_t allgather_bucket_size = defaults::kReduceBucketSize;
-  bool reduce_scatter = true;
-  bool allgather_partitions = true;
-  int64_t stage3_prefetch_bucket_size = defaults::kPrefetchBucketSize;
-  int64_t stage3_param_persistence_threshold = 100'000;
-  int64_t stage3_max_live_parameters = 1'000'000'000;
-  int64_t stage3_max_reuse_distance = 1'000'000'000;
-  // Also read under its older name stage3_gather_fp16_weights_on_model_save.
-  bool stage3_gather_16bit_weights_on_model_save = false;
-  int64_t sub_group_size = defaults::kSubGroupSize;
-  OffloadConfig offload_optimizer = [] {
-    OffloadConfig c;
-    c.buffer_count = defaults::kOptimizerBufferCount;
-    return c;
-  }();
-  OffloadConfig offload_param;
-};
 
 // fp16: DeepSpeed's dynamic loss scaler (loss_scale 0 = dynamic, starting at
 // 2^initial_scale_power). The scaler's own options, read as they are (the engine takes them

@@ -77,41 +77,14 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
              "{hidden_size, total_steps}) before building the engine (zt::initialize does)");
   }
   EngineOptions o;
-  const ZeroConfig& z = c.zero_optimization;
-  o.stage = z.stage;
+  // The zero_optimization block as read; DeepSpeed reads an offload block only from the stage
+  // that shards what it moves (check_config warned that it is ignored below).
+  static_cast<ZeroConfig&>(o) = c.zero_optimization;
+  if (o.stage < 1) o.offload_optimizer.device = OffloadDevice::kNone;
+  if (o.stage < 3) o.offload_param.device = OffloadDevice::kNone;
+  o.aio = c.aio;
   o.gradient_accumulation_steps = static_cast<int>(c.gradient_accumulation_steps);
   o.gradient_clipping = c.gradient_clipping;
-  o.reduce_bucket_size = z.reduce_bucket_size;
-  o.stage3_prefetch_bucket_size = z.stage3_prefetch_bucket_size;
-  o.stage3_param_persistence_threshold = z.stage3_param_persistence_threshold;
-  o.stage3_gather_16bit_weights_on_model_save = z.stage3_gather_16bit_weights_on_model_save;
-  // Below stage 3 check_config warns that the block is ignored, as DeepSpeed ignores it.
-  if (z.offload_param.device != OffloadDevice::kNone && z.stage == 3) {
-    ParamOffloadOptions& p = o.offload_param;
-    p.device = z.offload_param.device == OffloadDevice::kNvme ? ParamOffloadOptions::Device::kNvme
-                                                              : ParamOffloadOptions::Device::kCpu;
-    ZT_CHECK(p.device != ParamOffloadOptions::Device::kNvme || !z.offload_param.nvme_path.empty(),
-             "zero_optimization.offload_param.nvme_path: required when device is nvme");
-    p.nvme_path = z.offload_param.nvme_path;
-    p.buffer_count = z.offload_param.buffer_count;
-    p.buffer_size = z.offload_param.buffer_size;
-    p.max_in_cpu = z.offload_param.max_in_cpu;
-    p.pin_memory = z.offload_param.pin_memory;
-    p.aio = c.aio;
-  }
-  o.offload_optimizer = z.offload_optimizer.device != OffloadDevice::kNone;
-  // Below stage 1 check_config warns that the block is ignored, as DeepSpeed ignores it.
-  if (z.offload_optimizer.device == OffloadDevice::kNvme && z.stage >= 1) {
-    ZT_CHECK(!z.offload_optimizer.nvme_path.empty(),
-             "zero_optimization.offload_optimizer.nvme_path: required when device is nvme");
-    NvmeOptimizerOptions& n = o.nvme_optimizer;
-    n.path = z.offload_optimizer.nvme_path;
-    n.sub_group_size = z.sub_group_size;
-    n.buffer_count = z.offload_optimizer.buffer_count;
-    n.pipeline_read = z.offload_optimizer.pipeline_read;
-    n.pipeline_write = z.offload_optimizer.pipeline_write;
-    n.aio = c.aio;
-  }
   if (c.fp16.enabled) {
     o.compute_dtype = at::kHalf;
     o.fp16 = c.fp16;  // the scaler's options (Fp16Config is LossScalerOptions plus switches)

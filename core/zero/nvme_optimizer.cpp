@@ -21,13 +21,18 @@ int64_t NvmeOptimizerSwapper::chunk_bytes(int64_t numel, int64_t states) {
   return (1 + states) * region_bytes(numel);
 }
 
-NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, int rank,
+NvmeOptimizerSwapper::NvmeOptimizerSwapper(const OffloadConfig& options, int64_t sub_group_size,
+                                           const aio::AioOptions& aio, int rank,
                                            const std::vector<int64_t>& slot_numels,
                                            std::vector<std::string> state_names)
-    : options_(options), rank_(rank), state_names_(std::move(state_names)) {
-  ZT_CHECK(options_.enabled(), kKey, " is empty");
-  ZT_CHECK(options_.sub_group_size >= 1, "zero_optimization.sub_group_size must be >= 1, got ",
-           options_.sub_group_size);
+    : options_(options),
+      sub_group_size_(sub_group_size),
+      aio_options_(aio),
+      rank_(rank),
+      state_names_(std::move(state_names)) {
+  ZT_CHECK(!options_.nvme_path.empty(), kKey, " is empty");
+  ZT_CHECK(sub_group_size_ >= 1, "zero_optimization.sub_group_size must be >= 1, got ",
+           sub_group_size_);
   ZT_CHECK(options_.buffer_count >= 1,
            "zero_optimization.offload_optimizer.buffer_count must be >= 1 with nvme, got ",
            options_.buffer_count);
@@ -35,15 +40,15 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, 
   int64_t needed = 0, largest = 0;
   chunks_of_slot_.resize(slot_numels.size());
   for (size_t s = 0; s < slot_numels.size(); ++s) {
-    for (int64_t b = 0; b < slot_numels[s]; b += options_.sub_group_size) {
-      const int64_t n = std::min(options_.sub_group_size, slot_numels[s] - b);
+    for (int64_t b = 0; b < slot_numels[s]; b += sub_group_size_) {
+      const int64_t n = std::min(sub_group_size_, slot_numels[s] - b);
       chunks_of_slot_[s].push_back(chunks_.size());
       chunks_.push_back({s, b, n, nullptr});
       needed += chunk_bytes(n, states);
       largest = std::max(largest, chunk_bytes(n, states));
     }
   }
-  dir_ = std::make_unique<aio::SwapDirectory>(kKey, options_.path, "optimizer", rank_, needed,
+  dir_ = std::make_unique<aio::SwapDirectory>(kKey, options_.nvme_path, "optimizer", rank_, needed,
                                               "NVMe optimizer offload");
   try {
     open_files_and_buffers(largest);
@@ -60,12 +65,12 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, 
 
 void NvmeOptimizerSwapper::open_files_and_buffers(int64_t largest) {
   for (auto& c : chunks_) {
-    c.file = std::make_unique<aio::AioFile>(
-        dir_->path() + "/buffer" + std::to_string(c.slot) + "_chunk" +
-            std::to_string(c.begin / options_.sub_group_size) + ".swp",
-        /*create=*/true);
+    c.file = std::make_unique<aio::AioFile>(dir_->path() + "/buffer" + std::to_string(c.slot) +
+                                                "_chunk" +
+                                                std::to_string(c.begin / sub_group_size_) + ".swp",
+                                            /*create=*/true);
   }
-  aio_ = std::make_unique<aio::AioHandle>(options_.aio);
+  aio_ = std::make_unique<aio::AioHandle>(aio_options_);
   const int64_t count = std::min<int64_t>(
       options_.buffer_count, std::max<int64_t>(1, static_cast<int64_t>(chunks_.size())));
   for (int64_t i = 0; i < count; ++i) buffers_.emplace_back(largest);

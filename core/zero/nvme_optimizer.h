@@ -32,28 +32,27 @@
 
 #include "core/aio/aio_file.h"
 #include "core/aio/aio_handle.h"
+#include "core/aio/aio_options.h"
 #include "core/aio/aligned_buffer.h"
 #include "core/aio/swap_directory.h"
-#include "core/engine_options.h"
+#include "core/config/zero_config.h"
+#include "core/zero/master_chunk.h"
 
 namespace zt::zero {
 
 class NvmeOptimizerSwapper {
  public:
   // One chunk of one slot: views into a swap buffer, valid inside the callback only.
-  struct Chunk {
-    size_t slot = 0;
-    int64_t begin = 0;  // element offset of the chunk in the slot's stepped range
-    int64_t numel = 0;
-    at::Tensor master;               // (numel,) fp32
-    std::vector<at::Tensor> states;  // per state name, (numel,) fp32
-  };
+  using Chunk = MasterChunk;
   using ChunkFn = std::function<void(Chunk&)>;
 
-  // slot_numels: elements of each slot's stepped range. Checks options.path before anything is
+  // options: zero_optimization.offload_optimizer (nvme_path, buffer_count, pipeline_read/write);
+  // chunks of sub_group_size elements. slot_numels: elements of each slot's stepped range. Checks
+  // options.nvme_path before anything is
   // written: it must be a writable directory whose filesystem has room for this rank's files
   // (times LOCAL_WORLD_SIZE, the ranks that share it); errors name the path and the bytes.
-  NvmeOptimizerSwapper(const NvmeOptimizerOptions& options, int rank,
+  NvmeOptimizerSwapper(const OffloadConfig& options, int64_t sub_group_size,
+                       const aio::AioOptions& aio, int rank,
                        const std::vector<int64_t>& slot_numels,
                        std::vector<std::string> state_names);
   ~NvmeOptimizerSwapper();
@@ -84,7 +83,9 @@ class NvmeOptimizerSwapper {
   void open_files_and_buffers(int64_t largest);
   Chunk views(const ChunkFile& c, const aio::AlignedBuffer& buf) const;
 
-  NvmeOptimizerOptions options_;
+  OffloadConfig options_;
+  int64_t sub_group_size_;
+  aio::AioOptions aio_options_;
   int rank_;
   std::vector<std::string> state_names_;
   std::unique_ptr<aio::SwapDirectory> dir_;

@@ -13,9 +13,10 @@ constexpr const char* kKey = "zero_optimization.offload_param.nvme_path";
 
 }  // namespace
 
-NvmeParamSwapper::NvmeParamSwapper(const ParamOffloadOptions& options, int rank,
-                                   at::ScalarType dtype, const std::vector<int64_t>& slot_numels)
-    : options_(options), dtype_(dtype), element_size_(c10::elementSize(dtype)) {
+NvmeParamSwapper::NvmeParamSwapper(const OffloadConfig& options, const aio::AioOptions& aio,
+                                   int rank, at::ScalarType dtype,
+                                   const std::vector<int64_t>& slot_numels)
+    : options_(options), aio_options_(aio), dtype_(dtype), element_size_(c10::elementSize(dtype)) {
   ZT_CHECK(!options_.nvme_path.empty(), kKey, " is empty");
   ZT_CHECK(options_.buffer_count >= 1,
            "zero_optimization.offload_param.buffer_count must be >= 1 with device nvme, got ",
@@ -41,7 +42,7 @@ NvmeParamSwapper::NvmeParamSwapper(const ParamOffloadOptions& options, int rank,
       slots_[s].file = std::make_unique<aio::AioFile>(
           dir_->path() + "/buffer" + std::to_string(s) + ".swp", /*create=*/true);
     }
-    aio_ = std::make_unique<aio::AioHandle>(options_.aio);
+    aio_ = std::make_unique<aio::AioHandle>(aio_options_);
     // No more buffers than files: a buffer beyond that would never be used.
     const int64_t count =
         std::min<int64_t>(options_.buffer_count, std::max<int64_t>(1, static_cast<int64_t>(files)));

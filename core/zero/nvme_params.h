@@ -39,18 +39,20 @@
 
 #include "core/aio/aio_file.h"
 #include "core/aio/aio_handle.h"
+#include "core/aio/aio_options.h"
 #include "core/aio/aligned_buffer.h"
 #include "core/aio/swap_directory.h"
-#include "core/engine_options.h"
+#include "core/config/zero_config.h"
 
 namespace zt::zero {
 
 class NvmeParamSwapper {
  public:
   // slot_numels[b]: elements of slot b's shard, or 0 for a slot that does not live on NVMe.
-  // Checks options.path first (SwapDirectory); errors name the key, the path and the bytes.
-  NvmeParamSwapper(const ParamOffloadOptions& options, int rank, at::ScalarType dtype,
-                   const std::vector<int64_t>& slot_numels);
+  // options: zero_optimization.offload_param. Checks options.nvme_path first (SwapDirectory);
+  // errors name the key, the path and the bytes.
+  NvmeParamSwapper(const OffloadConfig& options, const aio::AioOptions& aio, int rank,
+                   at::ScalarType dtype, const std::vector<int64_t>& slot_numels);
   ~NvmeParamSwapper();
   NvmeParamSwapper(const NvmeParamSwapper&) = delete;
   NvmeParamSwapper& operator=(const NvmeParamSwapper&) = delete;
@@ -92,7 +94,8 @@ class NvmeParamSwapper {
   int take_buffer(bool may_wait);
   void settle(Buffer& b);  // waits for its transfer; a finished write frees it
 
-  ParamOffloadOptions options_;
+  OffloadConfig options_;
+  aio::AioOptions aio_options_;
   at::ScalarType dtype_;
   int64_t element_size_;
   std::unique_ptr<aio::SwapDirectory> dir_;

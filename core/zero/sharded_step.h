@@ -18,10 +18,12 @@
 //   4. publish: stages 1-2 and persistent stage-3 buffers all-gather the updated slices into the
 //      full parameters (Bucket::publish_params)
 //
-// The fp32 master lives where the optimizer steps: on the model's device, or in host memory with
-// optimizer offload (page-locked when the model is on a GPU, pinned_host.h). It is a separate copy
-// unless the parameters (or stage-3 shard) are fp32 and already live there; a shard offloaded to
-// the host of a GPU model, or to NVMe, always has one. Optimizer state lives next to the master.
+// The fp32 master and the optimizer state live in a master store (core/zero/master_store.h): on
+// the model's device, in host memory with optimizer offload, or in NVMe files. The step is one
+// loop over the store's chunks, whatever the placement: per chunk the gradient comes to the
+// master's device (with the model on a GPU and the master in host memory, through the pinned,
+// asynchronous copies of core/zero/host_offload.h), the optimizer steps the chunk with the state
+// the store holds for it (or its own), and the updated parameters go where the bucket keeps them.
 //
 // Memory per rank for the optimizer side (Ψ_r = elements this rank steps): master 4 Ψ_r bytes
 // when separate, plus the optimizer's state (Adam: 8 Ψ_r). With offload_optimizer.device nvme
@@ -37,6 +39,7 @@
 #include "core/engine_options.h"
 #include "core/precision/loss_scaler.h"
 #include "core/zero/bucket.h"
+#include "core/zero/master_store.h"
 #include "core/zero/wait_clock.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
@@ -47,12 +50,6 @@ class HostOffload;
 }
 
 namespace zt::zero {
-
-class NvmeOptimizerSwapper;
-
-// Where a shard's fp32 master and optimizer state live: in host memory with optimizer offload,
-// otherwise on the parameters' device.
-c10::Device master_device(const c10::Device& param_device, bool offload_optimizer);
 
 struct StepOutcome {
   bool skipped = false;    // inf/NaN gradients: nothing was updated
@@ -75,12 +72,8 @@ class ShardedStep {
   // The step described in the file comment. step_index names the step in errors.
   StepOutcome step(double lr, DynamicLossScaler* scaler, int64_t step_index);
 
-  // The fp32 values this rank steps for bucket b: the separate master, or a view of the fp32
-  // parameters / shard (writing into it changes them directly). With NVMe offload the master is
-  // on disk: an error (checkpoints stream it instead, see nvme()).
-  at::Tensor master(size_t b) const;
-  // The NVMe swapper with offload_optimizer.device nvme, else nullptr.
-  NvmeOptimizerSwapper* nvme() const { return nvme_.get(); }
+  // Where the fp32 masters and the optimizer state live; checkpoints stream them through it.
+  MasterStore& masters() const { return *store_; }
   optim::ShardOptimizer* optimizer(size_t b) const { return slots_[b].optimizer.get(); }
   // After masters were overwritten (checkpoint load): casts them into the parameters (the stepped
   // ranges) without publishing.
@@ -96,22 +89,19 @@ class ShardedStep {
 
  private:
   struct Slot {
-    at::Tensor master;  // (stepped,) fp32, or undefined when the parameters are the master
     std::unique_ptr<optim::ShardOptimizer> optimizer;
     std::vector<optim::ParamInfo> params;  // entries in flat-buffer coordinates
     optim::ParamGrouping grouping;         // per entry: decay flag and lr scale
   };
 
-  void make_nvme_swapper();
-  std::vector<size_t> all_slots() const;
   // Sum of squares of every rank's owned gradients (all-reduced at stages 1-3).
   double global_grad_norm_squared();
   // Bucket b's group ranges for this step, every one with the step's gradient factor.
   std::vector<optim::GroupRange> groups(size_t b, double lr, double grad_scale) const;
-  void offload_step(double grad_scale, double lr);
-  void nvme_step(double grad_scale, double lr);
+  // Steps every chunk of the buckets in `stepped` and publishes them.
+  void update(const std::vector<size_t>& stepped, double grad_scale, double lr);
   std::string overflow_culprits() const;
-  // The model's device: where gradients are reduced and the non-offloaded masters live.
+  // The model's device: where gradients are reduced.
   c10::Device compute_device() const;
 
   const EngineOptions& options_;
@@ -120,8 +110,10 @@ class ShardedStep {
   WaitClock& clock_;
   double post_reduce_scale_;
   std::vector<Slot> slots_;
-  std::unique_ptr<HostOffload> host_offload_;   // offload with the model on a GPU
-  std::unique_ptr<NvmeOptimizerSwapper> nvme_;  // master and state on NVMe
+  std::unique_ptr<MasterStore> store_;
+  // The master in host memory of a model on a GPU: gradients come over, parameters go back,
+  // through pinned buffers on a side stream.
+  std::unique_ptr<HostOffload> host_offload_;
 };
 
 }  // namespace zt::zero

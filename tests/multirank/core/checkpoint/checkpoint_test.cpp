@@ -51,6 +51,9 @@ zt::EngineOptions engine_options(ModelKind kind, int stage,
                                  torch::ScalarType dtype = torch::kFloat) {
   zt::EngineOptions o;
   o.stage = stage;
+  // Stage 3 shards every buffer, however small (DeepSpeed's default threshold would keep
+  // this test's small buffers gathered).
+  o.stage3_param_persistence_threshold = 0;
   o.compute_dtype = dtype;
   // fp16: a start scale that overflows for the first steps and a short window that probes
   // upward again, so the scaler's state changes throughout a 10-step run.
@@ -420,17 +423,18 @@ namespace nvme_resume {
 
 zt::EngineOptions nvme_options(ModelKind kind, int stage, torch::ScalarType dtype, bool nvme) {
   zt::EngineOptions o = engine_options(kind, stage, dtype);
-  o.offload_optimizer = true;
+  o.offload_optimizer.device = zt::OffloadDevice::kCpu;
   o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
   if (nvme) {
     const fs::path d = fs::path(ZT_BINARY_DIR) / "test_scratch" / "nvme_checkpoint";
     fs::create_directories(d);
-    o.nvme_optimizer.path = d.string();
-    o.nvme_optimizer.sub_group_size = 33;
-    o.nvme_optimizer.buffer_count = 3;
-    o.nvme_optimizer.pipeline_read = o.nvme_optimizer.pipeline_write = true;
+    o.offload_optimizer.device = zt::OffloadDevice::kNvme;
+    o.offload_optimizer.nvme_path = d.string();
+    o.sub_group_size = 33;
+    o.offload_optimizer.buffer_count = 3;
+    o.offload_optimizer.pipeline_read = o.offload_optimizer.pipeline_write = true;
     if (stage == 3) {  // the 16-bit parameter shards in files too (core/zero/nvme_params.h)
-      o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
+      o.offload_param.device = zt::OffloadDevice::kNvme;
       o.offload_param.nvme_path = d.string();
       o.offload_param.max_in_cpu = 0;
       o.offload_param.buffer_count = 2;

@@ -18,7 +18,7 @@
 
 #include "base/error.h"
 #include "core/engine.h"
-#include "core/zero/nvme_optimizer.h"
+#include "core/zero/master_store.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/mpi_world.h"
@@ -103,6 +103,9 @@ Trace reference(ModelKind kind, double clip, const LrScale& lr_scale = nullptr) 
 zt::EngineOptions engine_options(ModelKind kind, int stage, int accumulation, double clip) {
   zt::EngineOptions o;
   o.stage = stage;
+  // Stage 3 shards every buffer, however small (DeepSpeed's default threshold would keep
+  // this test's small buffers gathered).
+  o.stage3_param_persistence_threshold = 0;
   o.gradient_accumulation_steps = accumulation;
   o.gradient_clipping = clip;
   o.reduce_bucket_size = 97;  // several buckets per unit, each padded
@@ -332,7 +335,7 @@ TEST(EngineOffload, OptimizerOffloadTrainsLikeSingleProcess) {
   for (int stage : {1, 2, 3}) {
     auto model = make_model(ModelKind::kMlp);
     zt::EngineOptions o = engine_options(ModelKind::kMlp, stage, 1, 0.0);
-    o.offload_optimizer = true;
+    o.offload_optimizer.device = zt::OffloadDevice::kCpu;
     zt::Engine engine(model, o, g_comm);
     EXPECT_GT(engine.memory().master_bytes, 0) << "offload keeps a separate host master";
     const int64_t micro = kGlobalBatch / g_comm->size();
@@ -421,7 +424,7 @@ Trace train_offloaded(ModelKind kind, int stage, at::ScalarType dtype,
                       zt::MemoryReport* memory) {
   auto model = make_model(kind);
   zt::EngineOptions o = engine_options(kind, stage, 1, /*clip=*/0.5);
-  o.offload_optimizer = true;
+  o.offload_optimizer.device = zt::OffloadDevice::kCpu;
   o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
   o.compute_dtype = dtype;
   if (adjust) adjust(o);
@@ -463,20 +466,22 @@ TEST(EngineNvmeOffload, OptimizerStateOnNvmeIsBitIdenticalToCpuOffload) {
   const std::vector<Variant> variants = {
       {"pipelined, 37-element chunks, 4 buffers",
        [&](zt::EngineOptions& o) {
-         o.nvme_optimizer.path = dir;
-         o.nvme_optimizer.sub_group_size = 37;
-         o.nvme_optimizer.buffer_count = 4;
-         o.nvme_optimizer.pipeline_read = o.nvme_optimizer.pipeline_write = true;
-         o.nvme_optimizer.aio.thread_count = 2;
+         o.offload_optimizer.device = zt::OffloadDevice::kNvme;
+         o.offload_optimizer.nvme_path = dir;
+         o.sub_group_size = 37;
+         o.offload_optimizer.buffer_count = 4;
+         o.offload_optimizer.pipeline_read = o.offload_optimizer.pipeline_write = true;
+         o.aio.thread_count = 2;
        }},
       {"sequential, one buffer, lock-step single submits",
        [&](zt::EngineOptions& o) {
-         o.nvme_optimizer.path = dir;
-         o.nvme_optimizer.sub_group_size = 1000;
-         o.nvme_optimizer.buffer_count = 1;
-         o.nvme_optimizer.aio.block_size = 4096;
-         o.nvme_optimizer.aio.single_submit = true;
-         o.nvme_optimizer.aio.overlap_events = false;
+         o.offload_optimizer.device = zt::OffloadDevice::kNvme;
+         o.offload_optimizer.nvme_path = dir;
+         o.sub_group_size = 1000;
+         o.offload_optimizer.buffer_count = 1;
+         o.aio.block_size = 4096;
+         o.aio.single_submit = true;
+         o.aio.overlap_events = false;
        }},
   };
   for (ModelKind kind : {ModelKind::kMlp, ModelKind::kTransformer}) {
@@ -517,7 +522,7 @@ TEST(EngineNvmeOffload, OptimizerStateOnNvmeIsBitIdenticalToCpuOffload) {
 // memory (max_in_cpu), with the optimizer state on NVMe too, and without optimizer offload.
 TEST(EngineNvmeOffload, ParametersOnNvmeAreBitIdenticalToInMemoryShards) {
   const std::string dir = scratch();
-  using Device = zt::ParamOffloadOptions::Device;
+  using Device = zt::OffloadDevice;
   auto params_on_nvme = [&](int64_t max_in_cpu, int64_t buffers) {
     return [=](zt::EngineOptions& o) {
       o.offload_param.device = Device::kNvme;
@@ -538,16 +543,17 @@ TEST(EngineNvmeOffload, ParametersOnNvmeAreBitIdenticalToInMemoryShards) {
       {"params and optimizer nvme",
        [&](zt::EngineOptions& o) {
          params_on_nvme(0, 5)(o);
-         o.nvme_optimizer.path = dir;
-         o.nvme_optimizer.sub_group_size = 37;
-         o.nvme_optimizer.buffer_count = 3;
-         o.nvme_optimizer.pipeline_read = o.nvme_optimizer.pipeline_write = true;
+         o.offload_optimizer.device = zt::OffloadDevice::kNvme;
+         o.offload_optimizer.nvme_path = dir;
+         o.sub_group_size = 37;
+         o.offload_optimizer.buffer_count = 3;
+         o.offload_optimizer.pipeline_read = o.offload_optimizer.pipeline_write = true;
        },
        true},
       {"params nvme, no optimizer offload",
        [&](zt::EngineOptions& o) {
          params_on_nvme(0, 3)(o);
-         o.offload_optimizer = false;
+         o.offload_optimizer.device = zt::OffloadDevice::kNone;
          o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
        },
        true},
@@ -583,7 +589,7 @@ TEST(EngineNvmeOffload, ParametersOnNvmeAreBitIdenticalToInMemoryShards) {
 // prefix): the setting of the NVMe parameter error tests below.
 zt::EngineOptions nvme_param_options(const std::string& nvme_path) {
   zt::EngineOptions o = engine_options(ModelKind::kMlp, 3, 1, 0.0);
-  o.offload_param.device = zt::ParamOffloadOptions::Device::kNvme;
+  o.offload_param.device = zt::OffloadDevice::kNvme;
   o.offload_param.nvme_path = nvme_path;
   o.offload_param.max_in_cpu = 0;
   return o;
@@ -637,17 +643,19 @@ TEST(EngineNvmeOffload, ParameterShardReadErrorNamesTheFile) {
 TEST(EngineNvmeOffload, MissingNvmePathStopsBeforeTraining) {
   auto model = make_model(ModelKind::kMlp);
   zt::EngineOptions o = engine_options(ModelKind::kMlp, 2, 1, 0.0);
-  o.offload_optimizer = true;
+  o.offload_optimizer.device = zt::OffloadDevice::kCpu;
   o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
-  o.nvme_optimizer.path = scratch() + "/missing";
+  o.offload_optimizer.device = zt::OffloadDevice::kNvme;
+  o.offload_optimizer.nvme_path = scratch() + "/missing";
   std::string msg;
   try {
     zt::Engine engine(model, o, g_comm);
   } catch (const zt::Error& e) {
     msg = e.message();
   }
-  EXPECT_NE(msg.find("offload_optimizer.nvme_path " + o.nvme_optimizer.path + " does not exist"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("offload_optimizer.nvme_path " + o.offload_optimizer.nvme_path + " does not exist"),
+      std::string::npos)
       << msg;
   EXPECT_NE(msg.find(" bytes there for this rank"), std::string::npos) << msg;
 }
@@ -675,9 +683,10 @@ TEST(EngineNvmeOffload, MissingParamNvmePathStopsBeforeTraining) {
 TEST(EngineNvmeOffload, IoErrorOnOneRankStopsEveryRank) {
   auto model = make_model(ModelKind::kMlp);
   zt::EngineOptions o = engine_options(ModelKind::kMlp, 2, 1, 0.0);
-  o.offload_optimizer = true;
+  o.offload_optimizer.device = zt::OffloadDevice::kCpu;
   o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
-  o.nvme_optimizer.path = scratch();
+  o.offload_optimizer.device = zt::OffloadDevice::kNvme;
+  o.offload_optimizer.nvme_path = scratch();
   zt::Engine engine(model, o, g_comm);
   const int world = g_comm->size(), rank = g_comm->rank();
   const int64_t micro = kGlobalBatch / world;
@@ -691,7 +700,7 @@ TEST(EngineNvmeOffload, IoErrorOnOneRankStopsEveryRank) {
   };
   step(0);
   const bool culprit = rank == world - 1;
-  const std::string bad = engine.nvme_optimizer()->directory() + "/buffer0_chunk0.swp";
+  const std::string bad = engine.master_store().swap_directory() + "/buffer0_chunk0.swp";
   if (culprit) std::filesystem::resize_file(bad, 0);
   g_comm->barrier()->wait();
   std::string msg;

@@ -277,6 +277,33 @@ TEST(ConfigLoad, MaxInflightReductionsReachesTheEngine) {
   EXPECT_EQ(EngineOptions{}.max_inflight_reductions, defaults::kMaxInflightReductions);
 }
 
+// The engine takes the zero_optimization block the config reads, so a program that fills
+// EngineOptions itself starts from DeepSpeed's defaults too, and the config's values arrive whole.
+TEST(ConfigLoad, EngineTakesTheZeroBlockAsRead) {
+  const EngineOptions plain;
+  EXPECT_EQ(plain.stage3_param_persistence_threshold, 100'000);
+  EXPECT_EQ(plain.reduce_bucket_size, 500'000'000);
+  EXPECT_EQ(plain.stage3_prefetch_bucket_size, 50'000'000);
+  EXPECT_EQ(plain.sub_group_size, 1'000'000'000);
+  EXPECT_EQ(plain.offload_optimizer.buffer_count, 4);
+  EXPECT_EQ(plain.offload_param.buffer_count, 5);
+  Config c = yaml(
+      "train_batch_size: 8\n"
+      "zero_optimization: {stage: 3, reduce_bucket_size: 1234, stage3_prefetch_bucket_size: 77,\n"
+      "  stage3_param_persistence_threshold: 9, sub_group_size: 321,\n"
+      "  offload_param: {device: cpu, pin_memory: true, max_in_cpu: 5}}\n");
+  const EngineOptions o = engine_options_from_config(c);
+  EXPECT_EQ(o.stage, 3);
+  EXPECT_EQ(o.reduce_bucket_size, 1234);
+  EXPECT_EQ(o.stage3_prefetch_bucket_size, 77);
+  EXPECT_EQ(o.stage3_param_persistence_threshold, 9);
+  EXPECT_EQ(o.sub_group_size, 321);
+  EXPECT_EQ(o.offload_param.device, OffloadDevice::kCpu);
+  EXPECT_TRUE(o.offload_param.pin_memory);
+  EXPECT_EQ(o.offload_param.max_in_cpu, 5);
+  EXPECT_FALSE(o.optimizer_offloaded());
+}
+
 TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
   ConfigReport r = check_config(R"({
   "train_batch_size": 8,
@@ -321,24 +348,24 @@ TEST(ConfigLoad, NvmeOptimizerOffloadFillsEngineOptions) {
     EXPECT_EQ(w.find("pipeline"), std::string::npos) << w;
   }
   const EngineOptions o = engine_options_from_config(*r.config);
-  EXPECT_TRUE(o.offload_optimizer);
+  EXPECT_TRUE(o.optimizer_offloaded());
   EXPECT_EQ(o.optimizer.type, OptimizerType::kAdamW);
   EXPECT_EQ(optim::resolve_for_device(o.optimizer, c10::Device(c10::kCPU)).type,
             OptimizerType::kCpuAdam);
-  EXPECT_EQ(o.nvme_optimizer.path, "/local_nvme");
-  EXPECT_EQ(o.nvme_optimizer.sub_group_size, 10'000'000);
-  EXPECT_EQ(o.nvme_optimizer.buffer_count, 5);
-  EXPECT_TRUE(o.nvme_optimizer.pipeline_read);
-  EXPECT_FALSE(o.nvme_optimizer.pipeline_write);
-  EXPECT_EQ(o.nvme_optimizer.aio.block_size, 262144);
-  EXPECT_EQ(o.nvme_optimizer.aio.queue_depth, 32);
-  EXPECT_EQ(o.nvme_optimizer.aio.thread_count, 2);
-  EXPECT_TRUE(o.nvme_optimizer.aio.single_submit);
-  EXPECT_FALSE(o.nvme_optimizer.aio.overlap_events);
+  EXPECT_EQ(o.offload_optimizer.nvme_path, "/local_nvme");
+  EXPECT_EQ(o.sub_group_size, 10'000'000);
+  EXPECT_EQ(o.offload_optimizer.buffer_count, 5);
+  EXPECT_TRUE(o.offload_optimizer.pipeline_read);
+  EXPECT_FALSE(o.offload_optimizer.pipeline_write);
+  EXPECT_EQ(o.aio.block_size, 262144);
+  EXPECT_EQ(o.aio.queue_depth, 32);
+  EXPECT_EQ(o.aio.thread_count, 2);
+  EXPECT_TRUE(o.aio.single_submit);
+  EXPECT_FALSE(o.aio.overlap_events);
   // CPU offload leaves the NVMe options empty.
   Config cpu =
       yaml("train_batch_size: 8\nzero_optimization: {stage: 2, offload_optimizer: {device: cpu}}");
-  EXPECT_FALSE(engine_options_from_config(cpu).nvme_optimizer.enabled());
+  EXPECT_FALSE(engine_options_from_config(cpu).optimizer_on_nvme());
 }
 
 // Without NVMe offload the aio block and the pipeline flags change nothing: one warning each.

@@ -200,21 +200,21 @@ TEST(DeepSpeedSyntax, OffloadParamReachesTheEngine) {
     "aio": {"block_size": 262144, "queue_depth": 16}})");
   ASSERT_TRUE(r.errors.empty()) << all(r.errors);
   const zt::EngineOptions o = zt::engine_options_from_config(*r.config);
-  EXPECT_EQ(o.offload_param.device, zt::ParamOffloadOptions::Device::kNvme);
+  EXPECT_EQ(o.offload_param.device, zt::OffloadDevice::kNvme);
   EXPECT_EQ(o.offload_param.nvme_path, "/local_nvme");
   EXPECT_TRUE(o.offload_param.pin_memory);
   EXPECT_EQ(o.offload_param.buffer_count, 6);
   EXPECT_EQ(o.offload_param.buffer_size, 200000000);
   EXPECT_EQ(o.offload_param.max_in_cpu, 100000000);
-  EXPECT_EQ(o.offload_param.aio.block_size, 262144);
-  EXPECT_EQ(o.offload_param.aio.queue_depth, 16);
-  EXPECT_FALSE(o.offload_optimizer);
+  EXPECT_EQ(o.aio.block_size, 262144);
+  EXPECT_EQ(o.aio.queue_depth, 16);
+  EXPECT_FALSE(o.optimizer_offloaded());
 
   ConfigReport cpu = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
     "offload_param": {"device": "cpu", "pin_memory": true}}})");
   ASSERT_TRUE(cpu.errors.empty()) << all(cpu.errors);
   EXPECT_EQ(zt::engine_options_from_config(*cpu.config).offload_param.device,
-            zt::ParamOffloadOptions::Device::kCpu);
+            zt::OffloadDevice::kCpu);
 
   ConfigReport stage2 = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
     "offload_param": {"device": "cpu"}}})");
@@ -224,7 +224,18 @@ TEST(DeepSpeedSyntax, OffloadParamReachesTheEngine) {
                                 "offload is ignored at zero_optimization.stage 2"))
       << all(stage2.warnings);
   EXPECT_EQ(zt::engine_options_from_config(*stage2.config).offload_param.device,
-            zt::ParamOffloadOptions::Device::kNone);
+            zt::OffloadDevice::kNone);
+
+  // Likewise offload_optimizer at stage 0 (DeepSpeed builds no ZeRO optimizer there): the warning
+  // says it is ignored, and the engine does not offload.
+  ConfigReport stage0 = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 0,
+    "offload_optimizer": {"device": "cpu"}}})");
+  ASSERT_TRUE(stage0.errors.empty()) << all(stage0.errors);
+  EXPECT_TRUE(has_line_starting(stage0.warnings,
+                                "zero_optimization.offload_optimizer.device: cpu "
+                                "offload is ignored at zero_optimization.stage 0"))
+      << all(stage0.warnings);
+  EXPECT_FALSE(zt::engine_options_from_config(*stage0.config).optimizer_offloaded());
 }
 
 using zt::config_test::trainer_defaults;

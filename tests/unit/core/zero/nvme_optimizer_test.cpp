@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "core/engine_options.h"
 
 namespace zt::zero {
 namespace {
@@ -27,12 +28,14 @@ std::string scratch() {
   return d.string();
 }
 
-NvmeOptimizerOptions options(const std::string& path, bool pipelined) {
-  NvmeOptimizerOptions o;
-  o.path = path;
+// zero_optimization with offload_optimizer nvme under path, and the aio block.
+EngineOptions options(const std::string& path, bool pipelined) {
+  EngineOptions o;
+  o.offload_optimizer.device = OffloadDevice::kNvme;
+  o.offload_optimizer.nvme_path = path;
   o.sub_group_size = 40;
-  o.buffer_count = pipelined ? 3 : 1;
-  o.pipeline_read = o.pipeline_write = pipelined;
+  o.offload_optimizer.buffer_count = pipelined ? 3 : 1;
+  o.offload_optimizer.pipeline_read = o.offload_optimizer.pipeline_write = pipelined;
   o.aio.block_size = 4096;
   return o;
 }
@@ -48,6 +51,11 @@ std::string error_of(const std::function<void()>& fn) {
 
 const std::vector<std::string> kStates = {"exp_avg", "exp_avg_sq"};
 
+// The swapper as the engine builds it from o.
+NvmeOptimizerSwapper make(const EngineOptions& o, int rank, const std::vector<int64_t>& numels) {
+  return NvmeOptimizerSwapper(o.offload_optimizer, o.sub_group_size, o.aio, rank, numels, kStates);
+}
+
 // Values of element i of a slot: master s*1000 + i, state k: -(s*1000 + i) - k.
 void fill(NvmeOptimizerSwapper::Chunk& c, float shift) {
   at::Tensor idx = at::arange(c.begin, c.begin + c.numel, at::kFloat) + 1000.0f * c.slot + shift;
@@ -57,7 +65,7 @@ void fill(NvmeOptimizerSwapper::Chunk& c, float shift) {
 
 TEST(NvmeOptimizerSwapper, ChunksRoundTripThroughTheirFiles) {
   for (bool pipelined : {false, true}) {
-    NvmeOptimizerSwapper s(options(scratch(), pipelined), 0, {100, 50, 7}, kStates);
+    NvmeOptimizerSwapper s = make(options(scratch(), pipelined), 0, {100, 50, 7});
     EXPECT_EQ(s.nvme_bytes(), 3 * 4096 * (3 + 2 + 1));  // chunks of 40, 40, 20 | 40, 10 | 7
     std::vector<int64_t> seen;
     s.for_each_chunk(
@@ -94,7 +102,7 @@ TEST(NvmeOptimizerSwapper, ChunksRoundTripThroughTheirFiles) {
 TEST(NvmeOptimizerSwapper, RemovesItsFilesWhenDestroyed) {
   std::string dir;
   {
-    NvmeOptimizerSwapper s(options(scratch(), true), 3, {64}, kStates);
+    NvmeOptimizerSwapper s = make(options(scratch(), true), 3, {64});
     dir = s.directory();
     EXPECT_NE(dir.find("zerotorch_optimizer_rank3_pid"), std::string::npos) << dir;
     EXPECT_TRUE(fs::is_directory(dir));
@@ -105,7 +113,7 @@ TEST(NvmeOptimizerSwapper, RemovesItsFilesWhenDestroyed) {
 TEST(NvmeOptimizerSwapper, MissingPathNamesItAndTheBytesNeeded) {
   const std::string path = scratch() + "/no_such_dir";
   const std::string msg =
-      error_of([&] { NvmeOptimizerSwapper s(options(path, false), 0, {100}, kStates); });
+      error_of([&] { NvmeOptimizerSwapper s = make(options(path, false), 0, {100}); });
   EXPECT_NE(msg.find("nvme_path " + path + " does not exist"), std::string::npos) << msg;
   EXPECT_NE(msg.find("needs " + std::to_string(3 * 3 * 4096) + " bytes"), std::string::npos) << msg;
 }
@@ -114,14 +122,14 @@ TEST(NvmeOptimizerSwapper, PathThatIsAFileIsRefused) {
   const std::string path = scratch() + "/a_file";
   std::ofstream(path) << "x";
   const std::string msg =
-      error_of([&] { NvmeOptimizerSwapper s(options(path, false), 0, {100}, kStates); });
+      error_of([&] { NvmeOptimizerSwapper s = make(options(path, false), 0, {100}); });
   EXPECT_NE(msg.find(path + " is not a directory"), std::string::npos) << msg;
 }
 
 // /proc takes no new directory, even from root.
 TEST(NvmeOptimizerSwapper, UnwritablePathIsRefused) {
   const std::string msg =
-      error_of([&] { NvmeOptimizerSwapper s(options("/proc", false), 0, {100}, kStates); });
+      error_of([&] { NvmeOptimizerSwapper s = make(options("/proc", false), 0, {100}); });
   EXPECT_NE(msg.find("nvme_path /proc is not writable"), std::string::npos) << msg;
   EXPECT_NE(msg.find("needs " + std::to_string(3 * 3 * 4096) + " bytes"), std::string::npos) << msg;
 }
@@ -129,9 +137,9 @@ TEST(NvmeOptimizerSwapper, UnwritablePathIsRefused) {
 TEST(NvmeOptimizerSwapper, TooSmallFilesystemIsRefusedBeforeAnythingIsWritten) {
   const std::string path = scratch();
   const int64_t huge = int64_t{1} << 50;  // 12 PiB of master and Adam state
-  NvmeOptimizerOptions o = options(path, false);
+  EngineOptions o = options(path, false);
   o.sub_group_size = huge;
-  const std::string msg = error_of([&] { NvmeOptimizerSwapper s(o, 0, {huge}, kStates); });
+  const std::string msg = error_of([&] { NvmeOptimizerSwapper s = make(o, 0, {huge}); });
   EXPECT_NE(msg.find("nvme_path " + path + " is too small"), std::string::npos) << msg;
   EXPECT_NE(msg.find("needs " + std::to_string(3 * huge * 4)), std::string::npos) << msg;
   EXPECT_NE(msg.find(" free"), std::string::npos) << msg;
@@ -145,7 +153,7 @@ TEST(NvmeOptimizerSwapper, TooSmallFilesystemIsRefusedBeforeAnythingIsWritten) {
 // and the offset of the failed read.
 TEST(NvmeOptimizerSwapper, ReadErrorMidRunNamesFileAndOffset) {
   for (bool pipelined : {false, true}) {
-    NvmeOptimizerSwapper s(options(scratch(), pipelined), 0, {100}, kStates);
+    NvmeOptimizerSwapper s = make(options(scratch(), pipelined), 0, {100});
     s.for_each_chunk(
         {0}, [&](NvmeOptimizerSwapper::Chunk& c) { fill(c, 0.0f); }, false, true);
     const std::string bad = s.directory() + "/buffer0_chunk1.swp";

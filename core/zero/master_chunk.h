@@ -1,0 +1,24 @@
+#pragma once
+// MasterChunk: the unit in which the fp32 master and the optimizer state are visited, whatever
+// store holds them (core/zero/master_store.h).
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace zt::zero {
+
+// One piece of one slot's stepped range, valid inside the visiting callback only.
+struct MasterChunk {
+  size_t slot = 0;
+  int64_t begin = 0;  // element offset of the chunk in the slot's stepped range
+  int64_t numel = 0;
+  at::Tensor master;  // (numel,) fp32
+  // The state the store holds, in MasterStore::state_names() order, each (numel,) fp32 laid out
+  // like master; empty when the optimizer holds its own state.
+  std::vector<at::Tensor> states;
+};
+
+}  // namespace zt::zero

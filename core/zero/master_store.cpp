@@ -1,0 +1,139 @@
+#include "core/zero/master_store.h"
+
+#include <ATen/ATen.h>
+
+#include "base/error.h"
+#include "core/zero/nvme_optimizer.h"
+#include "core/zero/pinned_host.h"
+
+namespace zt::zero {
+
+c10::Device master_device(const c10::Device& param_device, bool offload_optimizer) {
+  return offload_optimizer ? c10::Device(at::kCPU) : param_device;
+}
+
+std::vector<size_t> MasterStore::all_slots() const {
+  std::vector<size_t> all(buckets_.size());
+  for (size_t b = 0; b < all.size(); ++b) all[b] = b;
+  return all;
+}
+
+namespace {
+
+c10::Device model_device(const std::vector<std::unique_ptr<Bucket>>& buckets) {
+  return buckets.empty() ? c10::Device(at::kCPU) : buckets.front()->params().device();
+}
+
+// On the model's device, or in host memory with offload_optimizer cpu.
+class ResidentMasters final : public MasterStore {
+ public:
+  ResidentMasters(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets)
+      : MasterStore(buckets),
+        options_(options),
+        device_(master_device(model_device(buckets), options.optimizer_offloaded())),
+        masters_(buckets.size()) {}
+
+  void init() override {
+    const c10::Device model = model_device(buckets_);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      // The stepped range: at stage 3 the resident shard (a released buffer holds no values).
+      at::Tensor src = buckets_[b]->param_target();
+      // The master's place follows the optimizer, never the shard's. The parameters themselves
+      // are the master only when they are fp32 and live there too; a shard offloaded to the host
+      // of a GPU model, or to a file, is not.
+      const bool separate = options_.compute_dtype != at::kFloat || src.device() != device_ ||
+                            options_.optimizer_offloaded() ||
+                            options_.offload_param.device == OffloadDevice::kNvme;
+      if (!separate) continue;
+      if (device_.is_cpu() && model.is_cuda()) {
+        masters_[b] = pinned_host_copy(src, at::kFloat);  // asynchronous copies to the GPU
+      } else {
+        masters_[b] = at::empty({src.numel()}, src.options().dtype(at::kFloat).device(device_));
+        masters_[b].copy_(src);
+      }
+    }
+  }
+
+  void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool /*read*/,
+                      bool /*write_back*/) override {
+    for (size_t b : slots) {
+      MasterChunk c;
+      c.slot = b;
+      c.master = resident(b);
+      c.numel = c.master.numel();
+      fn(c);
+    }
+  }
+
+  c10::Device device() const override { return device_; }
+  const std::vector<std::string>& state_names() const override { return no_states_; }
+  at::Tensor resident(size_t b) const override {
+    return masters_[b].defined() ? masters_[b] : buckets_[b]->param_target();
+  }
+  int64_t master_bytes() const override {
+    int64_t n = 0;
+    for (const auto& m : masters_) {
+      if (m.defined()) n += m.numel() * m.element_size();
+    }
+    return n;
+  }
+
+ private:
+  const EngineOptions& options_;
+  c10::Device device_;
+  std::vector<at::Tensor> masters_;  // per slot: the separate master, or undefined
+  std::vector<std::string> no_states_;
+};
+
+// offload_optimizer nvme: master and state in the swap files of core/zero/nvme_optimizer.h.
+class NvmeMasters final : public MasterStore {
+ public:
+  NvmeMasters(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets, int rank,
+              std::vector<std::string> state_names)
+      : MasterStore(buckets) {
+    std::vector<int64_t> numels;
+    for (auto& b : buckets_) numels.push_back(b->stepped().size());
+    swapper_ =
+        std::make_unique<NvmeOptimizerSwapper>(options.offload_optimizer, options.sub_group_size,
+                                               options.aio, rank, numels, std::move(state_names));
+  }
+
+  void init() override {
+    swapper_->for_each_chunk(
+        all_slots(),
+        [&](MasterChunk& c) {
+          c.master.copy_(buckets_[c.slot]->param_target().narrow(0, c.begin, c.numel));
+          for (auto& s : c.states) s.zero_();
+        },
+        /*read=*/false, /*write_back=*/true);
+  }
+
+  void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool read,
+                      bool write_back) override {
+    swapper_->for_each_chunk(slots, fn, read, write_back);
+  }
+
+  c10::Device device() const override { return c10::Device(at::kCPU); }
+  const std::vector<std::string>& state_names() const override { return swapper_->state_names(); }
+  at::Tensor resident(size_t) const override { return at::Tensor(); }
+  std::string swap_directory() const override { return swapper_->directory(); }
+  int64_t master_bytes() const override { return 0; }
+  int64_t nvme_bytes() const override { return swapper_->nvme_bytes(); }
+  int64_t buffer_bytes() const override { return swapper_->buffer_bytes(); }
+
+ private:
+  std::unique_ptr<NvmeOptimizerSwapper> swapper_;
+};
+
+}  // namespace
+
+std::unique_ptr<MasterStore> make_master_store(const EngineOptions& options,
+                                               std::vector<std::unique_ptr<Bucket>>& buckets,
+                                               int rank, std::vector<std::string> state_names) {
+  if (options.optimizer_on_nvme()) {
+    return std::make_unique<NvmeMasters>(options, buckets, rank, std::move(state_names));
+  }
+  return std::make_unique<ResidentMasters>(options, buckets);
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,85 @@
+#pragma once
+// MasterStore: where the fp32 master of each flat buffer's stepped range ("slot") and the
+// optimizer state laid out like it live, behind one interface that the step
+// (core/zero/sharded_step.h) and checkpoints (core/checkpoint/checkpoint.cpp) iterate chunk by
+// chunk, whatever the placement:
+//
+//   placement (EngineOptions)      store             a chunk is            optimizer state
+//   ----------------------------   ---------------   -------------------   -------------------
+//   no offload_optimizer           ResidentMasters   the whole slot, on    held by the
+//   offload_optimizer cpu                            the model's device    optimizer itself
+//                                                    or in host memory
+//   offload_optimizer nvme         NvmeMasters       sub_group_size        in the chunk, read
+//                                                    elements in a swap    from and written
+//                                                    buffer                back to its file
+//
+// A resident master is a separate fp32 copy unless the parameters (or the stage-3 shard) are fp32
+// and live where the optimizer steps: then the chunk's master is a view of them, and writing it
+// changes the parameters. With the model on a GPU, a host master is page-locked (pinned_host.h) so
+// the step's copies can be asynchronous (core/zero/host_offload.h).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "core/engine_options.h"
+#include "core/zero/bucket.h"
+#include "core/zero/master_chunk.h"
+
+namespace zt::zero {
+
+class MasterStore {
+ public:
+  using ChunkFn = std::function<void(MasterChunk&)>;
+  virtual ~MasterStore() = default;
+
+  // Takes every slot's master from the current parameter values (and zero store-held state, as a
+  // fresh optimizer has it). Call once, after every rank holds the same parameters and before
+  // they are cast to the compute dtype.
+  virtual void init() = 0;
+  // Visits the chunks of `slots`, in order. read: the chunk holds the stored values (false: fn
+  // sets every element of master and states); write_back: what fn wrote is kept. A resident
+  // store's memory is the storage itself, so for it both flags change nothing.
+  virtual void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool read,
+                              bool write_back) = 0;
+  // Where the master lives and the optimizer steps it.
+  virtual c10::Device device() const = 0;
+  // Names of the state tensors the store holds (CPUAdam's exp_avg, exp_avg_sq on NVMe); empty
+  // when the optimizer holds its state.
+  virtual const std::vector<std::string>& state_names() const = 0;
+  // Slot b's whole master as one tensor (a separate master, or a view of the fp32 parameters), or
+  // undefined when the store streams it from files.
+  virtual at::Tensor resident(size_t b) const = 0;
+  // The directory of the store's swap files, empty when it keeps everything in memory.
+  virtual std::string swap_directory() const { return ""; }
+
+  virtual int64_t master_bytes() const = 0;  // separate fp32 masters in host or device memory
+  virtual int64_t nvme_bytes() const { return 0; }    // bytes of its swap files
+  virtual int64_t buffer_bytes() const { return 0; }  // host buffers the chunks stream through
+
+  // True when state_names() is not empty: the store, not the optimizer, holds the state.
+  bool holds_state() const { return !state_names().empty(); }
+  std::vector<size_t> all_slots() const;
+
+ protected:
+  explicit MasterStore(std::vector<std::unique_ptr<Bucket>>& buckets) : buckets_(buckets) {}
+  std::vector<std::unique_ptr<Bucket>>& buckets_;
+};
+
+// Where the master of a model on param_device lives: in host memory with optimizer offload,
+// otherwise on the parameters' device.
+c10::Device master_device(const c10::Device& param_device, bool offload_optimizer);
+
+// The store for options' placement (the table above). The NVMe store checks its path and free
+// space before anything is written; state_names are the optimizer's state laid out like the
+// master, which that store holds.
+std::unique_ptr<MasterStore> make_master_store(const EngineOptions& options,
+                                               std::vector<std::unique_ptr<Bucket>>& buckets,
+                                               int rank, std::vector<std::string> state_names);
+
+}  // namespace zt::zero

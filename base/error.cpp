@@ -41,6 +41,10 @@ void set_process_rank(int rank) {
   g_rank.store(rank);
 }
 
+std::string first_line(const std::string& message) {
+  return message.substr(0, message.find('\n'));
+}
+
 Error::Error(ErrorKind kind, std::string message, const char* file, int line)
     : std::runtime_error(located(message, file, line, process_rank())),
       kind_(kind),

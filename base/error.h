@@ -43,6 +43,10 @@ class Error : public std::runtime_error {
 int process_rank();
 void set_process_rank(int rank);
 
+// The first line of a message: a LibTorch error's what() goes on with its backtrace, which a
+// one-line error leaves out.
+std::string first_line(const std::string& message);
+
 namespace detail {
 
 inline void append(std::ostringstream&) {}

@@ -18,10 +18,6 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-std::string first_line(const std::string& s) {
-  return s.substr(0, s.find('\n'));
-}
-
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
     case ReduceOp::kMax: return c10d::ReduceOp(c10d::ReduceOp::MAX);

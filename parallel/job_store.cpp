@@ -38,10 +38,6 @@ StoreCache& cache() {
   return *c;
 }
 
-std::string first_line(const std::string& s) {
-  return s.substr(0, s.find('\n'));
-}
-
 c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, int port, bool server,
                                           int world_size, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions opts;

@@ -54,4 +54,7 @@ std::string yaml_to_json(const YAML::Node& node);
 // count one), or "" when none is close enough to be a plausible typo.
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);
 
+// s in lower case (ASCII): DeepSpeed matches optimizer and scheduler names case-insensitively.
+std::string lower(const std::string& s);
+
 }  // namespace zt::config_detail

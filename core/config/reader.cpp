@@ -38,12 +38,6 @@ bool parse_double(const std::string& text, double& out) {
   return true;
 }
 
-std::string lower(const std::string& s) {
-  std::string out = s;
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
 // Collects the full path of every key of the schema (default optimizer and scheduler types), so
 // that a key written in the wrong block can be pointed to its place.
 class KeyCollector {

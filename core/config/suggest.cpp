@@ -8,13 +8,14 @@
 #include "core/config/passes.h"
 
 namespace zt::config_detail {
-namespace {
 
 std::string lower(const std::string& s) {
   std::string out = s;
   for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return out;
 }
+
+namespace {
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   const size_t n = a.size(), m = b.size();

@@ -9,7 +9,7 @@
 namespace zt::zero {
 namespace {
 
-constexpr const char* kKey = "zero_optimization.offload_optimizer.nvme_path";
+constexpr const char* kOptimizerPathKey = "zero_optimization.offload_optimizer.nvme_path";
 
 int64_t region_bytes(int64_t numel) {
   return aio::align_up(numel * static_cast<int64_t>(sizeof(float)));
@@ -30,7 +30,7 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const OffloadConfig& options, int64_t
       aio_options_(aio),
       rank_(rank),
       state_names_(std::move(state_names)) {
-  ZT_CHECK(!options_.nvme_path.empty(), kKey, " is empty");
+  ZT_CHECK(!options_.nvme_path.empty(), kOptimizerPathKey, " is empty");
   ZT_CHECK(sub_group_size_ >= 1, "zero_optimization.sub_group_size must be >= 1, got ",
            sub_group_size_);
   ZT_CHECK(options_.buffer_count >= 1,
@@ -48,8 +48,8 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const OffloadConfig& options, int64_t
       largest = std::max(largest, chunk_bytes(n, states));
     }
   }
-  dir_ = std::make_unique<aio::SwapDirectory>(kKey, options_.nvme_path, "optimizer", rank_, needed,
-                                              "NVMe optimizer offload");
+  dir_ = std::make_unique<aio::SwapDirectory>(kOptimizerPathKey, options_.nvme_path, "optimizer",
+                                              rank_, needed, "NVMe optimizer offload");
   try {
     open_files_and_buffers(largest);
   } catch (...) {

@@ -9,7 +9,7 @@
 namespace zt::zero {
 namespace {
 
-constexpr const char* kKey = "zero_optimization.offload_param.nvme_path";
+constexpr const char* kParamPathKey = "zero_optimization.offload_param.nvme_path";
 
 }  // namespace
 
@@ -17,7 +17,7 @@ NvmeParamSwapper::NvmeParamSwapper(const OffloadConfig& options, const aio::AioO
                                    int rank, at::ScalarType dtype,
                                    const std::vector<int64_t>& slot_numels)
     : options_(options), aio_options_(aio), dtype_(dtype), element_size_(c10::elementSize(dtype)) {
-  ZT_CHECK(!options_.nvme_path.empty(), kKey, " is empty");
+  ZT_CHECK(!options_.nvme_path.empty(), kParamPathKey, " is empty");
   ZT_CHECK(options_.buffer_count >= 1,
            "zero_optimization.offload_param.buffer_count must be >= 1 with device nvme, got ",
            options_.buffer_count);
@@ -32,8 +32,8 @@ NvmeParamSwapper::NvmeParamSwapper(const OffloadConfig& options, const aio::AioO
   ZT_CHECK(largest <= options_.buffer_size, "zero_optimization.offload_param.buffer_size ",
            options_.buffer_size, " is smaller than the largest parameter shard on NVMe (", largest,
            " elements); raise it, or lower zero_optimization.reduce_bucket_size");
-  dir_ = std::make_unique<aio::SwapDirectory>(kKey, options_.nvme_path, "params", rank, needed,
-                                              "NVMe parameter offload");
+  dir_ = std::make_unique<aio::SwapDirectory>(kParamPathKey, options_.nvme_path, "params", rank,
+                                              needed, "NVMe parameter offload");
   slots_.resize(slot_numels.size());
   try {
     for (size_t s = 0; s < slot_numels.size(); ++s) {

@@ -16,6 +16,21 @@ function(zt_warnings target)
   endif()
 endfunction()
 
+# Unity builds of the libraries: their sources compile in batches of up to ZT_UNITY_BATCH files, so
+# LibTorch's headers (even precompiled, ZtPch.cmake) are loaded and its templates instantiated
+# once per batch rather than once per file, which is most of a first build's time on a few cores.
+# Sources with their own flags (the SIMD kernels of optim/) compile alone, as CMake never batches
+# a file with per-source options. File-local names must therefore be unique within a library.
+# ZT_UNITY=OFF compiles every file on its own (e.g. to find which file a diagnostic belongs to).
+option(ZT_UNITY "Compile each library's sources in batches (unity build)" ON)
+set(ZT_UNITY_BATCH 8 CACHE STRING "Sources per unity batch")
+function(zt_unity target)
+  if(ZT_UNITY)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+                                               UNITY_BUILD_BATCH_SIZE ${ZT_UNITY_BATCH})
+  endif()
+endfunction()
+
 # zt_area_sources(<out-var> <dir> [<exclude-regex>]): the library sources of one area folder.
 function(zt_area_sources out dir)
   file(GLOB_RECURSE _all CONFIGURE_DEPENDS "${dir}/*.cpp")
@@ -53,6 +68,7 @@ function(zt_library name)
   target_link_libraries(${name} PUBLIC ${A_DEPS})
   set_target_properties(${name} PROPERTIES BUILD_RPATH "$ORIGIN")
   zt_warnings(${name})
+  zt_unity(${name})
 endfunction()
 
 # zt_add_subdirectories([EXCLUDE <regex>]): every subfolder of the current folder that has a

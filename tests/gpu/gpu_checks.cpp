@@ -27,13 +27,6 @@ namespace {
 
 const torch::Device kGpu(torch::kCUDA, 0);
 
-// The first line of an error message (a LibTorch error goes on with its backtrace).
-std::string first_line(std::string message) {
-  const auto nl = message.find('\n');
-  if (nl != std::string::npos) message.resize(nl);
-  return message;
-}
-
 // The cases of one check. The device window is short and rare, so a check reports every failing
 // case of a run, not the first: each case runs until its own first error, and finish() then throws
 // one error listing all of them. A CUDA fault that leaves a sticky error fails the cases after it

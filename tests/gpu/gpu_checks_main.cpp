@@ -38,13 +38,6 @@ bool is_known(const std::string& name) {
                      [&](const zt::gpu_checks::Check& c) { return c.name == name; });
 }
 
-// One line: a LibTorch error's backtrace would otherwise follow its message.
-std::string first_line(std::string s) {
-  const auto nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  return s;
-}
-
 std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -105,7 +98,7 @@ int run(int argc, char** argv) {
     try {
       check.run();
     } catch (const std::exception& e) {
-      error = first_line(e.what());
+      error = zt::first_line(e.what());
       if (error.empty()) error = "exception without a message";
     }
     const double s =

@@ -219,6 +219,12 @@ class Validator {
     check("checkpoint.tag_prefix", !c_.checkpoint.tag_prefix.empty(), "must not be empty");
     at_least<int64_t>("swa.swa_start", c_.swa.swa_start, 0);
     at_least<int64_t>("swa.swa_freq", c_.swa.swa_freq, 1);
+    check("swa.enabled",
+          !(c_.swa.enabled && c_.zero_optimization.stage >= 1 &&
+            c_.zero_optimization.optimizer_on_nvme()),
+          "the average is laid out like the whole fp32 master in memory, which "
+          "zero_optimization.offload_optimizer.device nvme streams from files chunk by chunk; use "
+          "device cpu, or turn swa off");
     at_least<int64_t>("communication.timeout", c_.communication.timeout, 1);
     at_least<int64_t>("communication.max_inflight_reductions",
                       c_.communication.max_inflight_reductions, 1);

@@ -54,6 +54,9 @@ ShardedStep::ShardedStep(const EngineOptions& options,
              "zero_optimization.offload_optimizer.device nvme steps with CPUAdam (optimizer type "
              "Adam or AdamW); optimizer ",
              optim::optimizer_name(options_.optimizer.type), " is not supported there");
+    ZT_CHECK(!options_.optimizer.swa.enabled,
+             "swa: the average is laid out like the whole fp32 master in memory, which "
+             "zero_optimization.offload_optimizer.device nvme streams chunk by chunk");
     store_states = {"exp_avg", "exp_avg_sq"};
   }
   store_ = make_master_store(options_, buckets_, comm_.rank(), std::move(store_states));

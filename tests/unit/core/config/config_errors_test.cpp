@@ -303,6 +303,13 @@ const BadConfig kBadConfigs[] = {
      1,
      "zero_optimization.offload_param.nvme_path",
      "required when device is nvme"},
+    {"SwaWithNvmeOptimizer",
+     "train_batch_size: 8\nswa: {enabled: true}\nzero_optimization: {stage: 2, offload_optimizer: "
+     "{device: nvme, nvme_path: /tmp}}",
+     {},
+     1,
+     "swa.enabled",
+     "offload_optimizer.device nvme"},
     {"OldAndNewNamesDisagree",
      "train_batch_size: 8\nzero_optimization: {stage3_gather_16bit_weights_on_model_save: true, "
      "stage3_gather_fp16_weights_on_model_save: false}",

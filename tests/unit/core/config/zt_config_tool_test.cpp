@@ -1,6 +1,7 @@
 // zt-config as users run it: a real process, exit status and output checked.
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
@@ -21,18 +22,28 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// Per-process names under the build's scratch folder (not /tmp, which they would litter): ctest
+// runs each case as its own process, two at a time.
+std::string scratch_prefix() {
+  const std::string dir = std::string(ZT_BINARY_DIR) + "/test_scratch/zt_config_tool/";
+  std::filesystem::create_directories(dir);
+  return dir + std::to_string(::getpid()) + "_";
+}
+
 ToolRun zt_config(const std::string& args) {
-  // Per-process names: ctest runs each case as its own process, two at a time.
-  const std::string dir = ::testing::TempDir() + std::to_string(::getpid()) + "_";
+  const std::string dir = scratch_prefix();
   const std::string out = dir + "zt_config_out.txt", err = dir + "zt_config_err.txt";
   const std::string cmd =
       std::string(ZT_BINARY_DIR) + "/bin/zt-config " + args + " >" + out + " 2>" + err;
   int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+  ToolRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return r;
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
+  const std::string path = scratch_prefix() + name;
   std::ofstream(path) << text;
   return path;
 }

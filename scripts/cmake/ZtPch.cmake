@@ -8,9 +8,14 @@
 option(ZT_PCH "Precompile LibTorch's headers for every target that links it" ON)
 
 set(_zt_pch_dir ${ZT_BINARY_DIR}/zt_pch)
-file(WRITE ${_zt_pch_dir}/pch_lib.cpp "// the precompiled LibTorch headers, library flags\n")
-file(WRITE ${_zt_pch_dir}/pch_lib_omp.cpp "// the same, library flags with OpenMP\n")
-file(WRITE ${_zt_pch_dir}/pch_exe.cpp "int main() { return 0; }  // the same, program flags\n")
+# file(CONFIGURE) rewrites a file only when its content changes, so a re-configure does not make
+# these stale (and the PCH targets rebuild).
+file(CONFIGURE OUTPUT ${_zt_pch_dir}/pch_lib.cpp
+     CONTENT "// the precompiled LibTorch headers, library flags\n")
+file(CONFIGURE OUTPUT ${_zt_pch_dir}/pch_lib_omp.cpp
+     CONTENT "// the same, library flags with OpenMP\n")
+file(CONFIGURE OUTPUT ${_zt_pch_dir}/pch_exe.cpp
+     CONTENT "int main() { return 0; }  // the same, program flags\n")
 
 # _zt_links_torch(<target> <out-var>): whether <target> links LibTorch, directly or through the
 # libraries it links (the walk stops at imported targets other than LibTorch's).

@@ -24,3 +24,12 @@ start=$(date +%s)
 # shellcheck disable=SC2086  # the target list splits on spaces
 cmake --build "$build" -j "$jobs" ${ZT_BUILD_TARGETS:+--target $ZT_BUILD_TARGETS}
 echo "[build] done in $(( $(date +%s) - start )) s"
+# The Python package is assembled in $build/python (python/CMakeLists.txt); a .pth file in the
+# project's virtualenv puts it on that python's path, so `import zerotorch` works after a build.
+if [ -d "$build/python/zerotorch" ]; then
+  py="$(sed -n 's/^ZT_PYTHON:FILEPATH=//p' "$build/CMakeCache.txt")"
+  if [ -x "$py" ]; then
+    site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    echo "$build/python" >"$site/zerotorch-build.pth"
+  fi
+fi

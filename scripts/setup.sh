@@ -16,7 +16,7 @@ say() { echo "[setup] $*"; }
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git clang-format
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip python3-dev
   openmpi-bin libopenmpi-dev
   libyaml-cpp-dev libboost-program-options-dev
   libgtest-dev libgmock-dev libgloo-dev
@@ -60,9 +60,11 @@ else
 fi
 # Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib), and
 # tensorboard, whose reader checks the event files train/monitor writes, and transformers, whose
-# GPT2LMHeadModel checks the GPT example's Hugging Face export and import (examples/gpt/hf_gpt2.h).
-if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers" 2>/dev/null; then
-  say "installing numpy, safetensors, matplotlib, tensorboard, transformers into $ZT_VENV"
-  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard transformers
+# GPT2LMHeadModel checks the GPT example's Hugging Face export and import (examples/gpt/hf_gpt2.h),
+# and pytest, which runs the Python package's tests (tests/unit/python).
+if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers, pytest" \
+  2>/dev/null; then
+  say "installing numpy, safetensors, matplotlib, tensorboard, transformers, pytest into $ZT_VENV"
+  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard transformers pytest
 fi
 say "done: Torch CMake prefix $("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')"

@@ -12,6 +12,7 @@
 #             zerotorch checkpoints and export, the DeepSpeed config
 #   train     the training run: zt::launch / zt::initialize, batch stream, resume policy,
 #             monitors, TrainingRun
+#   python    the Python package's C++ extension (python/csrc), zerotorch._C
 #   launcher  ztrun
 #   tools     the installed programs zt-config and zt-consolidate
 #   examples  the example models and their programs
@@ -24,6 +25,7 @@ set(ZT_LAYERS
     "weights:base"
     "core:base parallel optim weights"
     "train:base parallel optim data weights core"
+    "python:base parallel optim data weights core train"
     "launcher:base"
     "tools:base parallel optim data weights core train"
     "examples:base parallel optim data weights core train examples")

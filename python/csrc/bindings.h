@@ -1,0 +1,13 @@
+#pragma once
+// The parts of the extension module zerotorch._C (python/csrc/module.cpp), one function per area
+// bound. Tensors cross as torch.Tensor through LibTorch's own casters (torch/python.h); a
+// zt::Error reaches Python as RuntimeError with its one-line message.
+
+#include <pybind11/pybind11.h>
+
+namespace zt::python {
+
+// Token shards, the length-bucketed distributed sampler, dynamic padding (data/).
+void bind_data(pybind11::module_& m);
+
+}  // namespace zt::python

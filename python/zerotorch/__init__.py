@@ -1,0 +1,13 @@
+"""zerotorch: ZeRO-style sharded training with a C++ engine.
+
+This package is the Python side of the project: ``zerotorch.data`` gives Python scripts the
+token shards, the length-bucketed distributed sampler and the dynamic-padding collator that the
+C++ programs use.
+"""
+
+import torch  # noqa: F401  (loads LibTorch before the extension that links it)
+
+from . import _C  # noqa: F401
+from . import data
+
+__all__ = ["data"]

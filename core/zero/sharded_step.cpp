@@ -260,8 +260,8 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
 // the optimizer on the chunk with its state (the store's chunk views, or the optimizer's own),
 // and the updated values into the bucket's target: in the optimizer's pass where the target is a
 // 16-bit tensor beside the master, else copied (to a GPU through a pinned staging buffer and the
-// side stream). The arithmetic per element is the same for every placement, bit for bit: CpuAdam's
-// update is elementwise, so a chunk boundary changes nothing.
+// side stream). Chunking changes no bit: the optimizer that steps chunks (CpuAdam) updates each
+// element on its own.
 void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, double lr) {
   if (host_offload_) {
     for (size_t b : stepped) {

@@ -121,12 +121,38 @@ def initialize(model, config, model_parameters=None, overrides=()):
     ``config`` is a path (JSON, hjson-lenient, or YAML, read as the C++ programs read it) or a
     dict. The optimizer and scheduler are the config's; they live inside the engine, so the
     second and fourth values are None, and so is the loader (use ``zerotorch.data``).
-    ``model_parameters`` is accepted for DeepSpeed's signature: every parameter with
-    requires_grad is trained (the config's ``freeze`` globs freeze others). "auto" bucket sizes
-    resolve from ``model.config.hidden_size`` as the Hugging Face Trainer does.
+    ``model_parameters``, when given, must be the model's trainable parameters (those with
+    requires_grad; the config's ``freeze`` globs freeze more): the engine trains exactly those,
+    with the weight decay and learning rates of the config's ``optimizer`` and
+    ``parameter_groups`` blocks, so parameter groups given here (dicts) are refused rather than
+    ignored. "auto" bucket sizes resolve from ``model.config.hidden_size`` as the Hugging Face
+    Trainer does.
     """
-    del model_parameters
+    if model_parameters is not None:
+        given = list(model_parameters)
+        if any(isinstance(p, dict) for p in given):
+            raise ValueError(
+                "zerotorch.initialize: model_parameters as parameter groups (dicts) are not "
+                "supported; set weight decay and learning rates in the config's optimizer and "
+                "parameter_groups blocks")
+        if {id(p) for p in given} != {id(p) for p in model.parameters() if p.requires_grad}:
+            raise ValueError(
+                "zerotorch.initialize: model_parameters must be the model's trainable "
+                "parameters; freeze the others with requires_grad=False or the config's freeze "
+                "globs")
     hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    # DeepSpeed builds the config's optimizer over model_parameters (model.parameters() when
+    # none are given): one group, so every parameter decays. The C++ programs' default grouping
+    # (parameter_groups.no_decay: biases and norms, as the Hugging Face Trainer groups them) is
+    # kept only when the config names it.
+    if isinstance(config, dict):
+        text = json.dumps(config)
+    else:
+        with open(config) as f:
+            text = f.read()
+    overrides = list(overrides)
+    if "parameter_groups" not in text:
+        overrides.insert(0, "parameter_groups.no_decay=[]")
     if isinstance(config, dict):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)

@@ -1,6 +1,8 @@
 """One rank of a zerotorch-vs-torch run (ztrun starts it): a small torch.nn.Module trained by
 zerotorch.initialize's engine from a DeepSpeed config must end with the parameters of plain
-single-process torch.optim.AdamW training on the same global batches (fp32, atol 1e-5).
+single-process torch.optim.AdamW training on the same global batches (fp32, atol 1e-5). The
+config leaves parameter groups to DeepSpeed's default: torch.optim.AdamW over model.parameters()
+decays every parameter, biases and norms included, and so must the engine.
 
 usage: engine_equivalence.py STAGE ACCUMULATION CLIP CHECKPOINT_DIR
 """
@@ -40,8 +42,6 @@ def config(stage, acc, clip, world):
         "optimizer": {"type": "AdamW",
                       "params": {"lr": LR, "weight_decay": WD, "betas": [0.9, 0.999],
                                  "eps": 1e-8}},
-        # torch.optim.AdamW over model.parameters() decays every parameter.
-        "parameter_groups": {"no_decay": []},
     }
 
 
@@ -54,7 +54,8 @@ def main():
     data = [(torch.randn(MICRO * world, 6), torch.randn(MICRO * world, 3))
             for _ in range(STEPS * acc)]
 
-    engine, _, _, _ = zerotorch.initialize(model=model, config=config(stage, acc, clip, world))
+    engine, _, _, _ = zerotorch.initialize(model=model, model_parameters=model.parameters(),
+                                           config=config(stage, acc, clip, world))
     rank = engine.global_rank
     assert engine.world_size == world, (engine.world_size, world)
     assert engine.module is model

@@ -47,3 +47,15 @@ def test_bad_config_names_the_key(tmp_path):
     config = {"train_batch_size": 2, "zero_optimization": {"stgae": 1}}
     with pytest.raises(RuntimeError, match="zero_optimization.stgae"):
         zerotorch.initialize(model=torch.nn.Linear(2, 2), config=config)
+
+
+def test_model_parameters_other_than_the_trainable_ones_are_refused():
+    import torch
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    config = {"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
+    groups = [{"params": list(model[0].parameters()), "weight_decay": 0.0},
+              {"params": list(model[1].parameters())}]
+    with pytest.raises(ValueError, match="parameter groups"):
+        zerotorch.initialize(model=model, model_parameters=groups, config=config)
+    with pytest.raises(ValueError, match="trainable parameters"):
+        zerotorch.initialize(model=model, model_parameters=model[0].parameters(), config=config)

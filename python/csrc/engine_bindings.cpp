@@ -5,16 +5,15 @@
 // updated by the step) is done to the Python model's parameter, and the gradient hooks the engine
 // registers fire in the Python model's backward. Forward and the loss stay Python; backward,
 // the reduction, the step and checkpoints are the C++ engine's.
-#include <torch/python.h>
-
 #include <map>
 #include <memory>
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <pybind11/functional.h>
-#include <pybind11/stl.h>
+#include <torch/python.h>
 
 #include "base/error.h"
 #include "core/checkpoint/checkpoint.h"
@@ -80,24 +79,22 @@ void bind_engine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const py::object&, const std::string&, const std::vector<std::string>&,
                     std::optional<int64_t>>(),
-           py::arg("module"), py::arg("config_path"), py::arg("overrides"),
-           py::arg("hidden_size"))
+           py::arg("module"), py::arg("config_path"), py::arg("overrides"), py::arg("hidden_size"))
       // fn runs the Python forward; the tensor it returns decides, at stage 3, whether a backward
       // follows.
       .def(
-          "forward", [](PyEngine& e, const std::function<at::Tensor()>& fn) {
-            return e.engine().forward(fn);
-          },
+          "forward",
+          [](PyEngine& e, const std::function<at::Tensor()>& fn) { return e.engine().forward(fn); },
           py::arg("fn"))
       // The backward may run Python autograd functions (checkpointing) on other threads.
       .def(
           "backward", [](PyEngine& e, const at::Tensor& loss) { e.engine().backward(loss); },
           py::arg("loss"), py::call_guard<py::gil_scoped_release>())
       .def(
-          "step", [](PyEngine& e) { e.engine().step(); },
-          py::call_guard<py::gil_scoped_release>())
+          "step", [](PyEngine& e) { e.engine().step(); }, py::call_guard<py::gil_scoped_release>())
       .def("zero_grad", [](PyEngine& e) { e.engine().zero_grad(); })
-      .def("train", [](PyEngine& e, bool on) { e.engine().train(on); }, py::arg("on"))
+      .def(
+          "train", [](PyEngine& e, bool on) { e.engine().train(on); }, py::arg("on"))
       .def("get_lr", [](PyEngine& e) { return e.engine().get_lr(); })
       .def("is_gradient_accumulation_boundary",
            [](PyEngine& e) { return e.engine().is_gradient_accumulation_boundary(); })
@@ -110,12 +107,10 @@ void bind_engine(py::module_& m) {
                              [](PyEngine& e) { return e.engine().last_grad_norm(); })
       .def_property_readonly("rank", &PyEngine::rank)
       .def_property_readonly("world_size", &PyEngine::world_size)
-      .def_property_readonly(
-          "gradient_accumulation_steps",
-          [](PyEngine& e) { return e.config().gradient_accumulation_steps; })
-      .def_property_readonly(
-          "train_micro_batch_size_per_gpu",
-          [](PyEngine& e) { return e.config().train_micro_batch_size_per_gpu; })
+      .def_property_readonly("gradient_accumulation_steps",
+                             [](PyEngine& e) { return e.config().gradient_accumulation_steps; })
+      .def_property_readonly("train_micro_batch_size_per_gpu",
+                             [](PyEngine& e) { return e.config().train_micro_batch_size_per_gpu; })
       .def_property_readonly("config_json", [](PyEngine& e) { return e.config().to_json(); })
       .def(
           "save_checkpoint",

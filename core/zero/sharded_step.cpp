@@ -271,7 +271,12 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, 
   }
   const std::vector<std::string>& names = store_->state_names();
   std::vector<int64_t> step_before(buckets_.size(), 0);
-  for (size_t b : stepped) step_before[b] = slots_[b].optimizer->step_count();
+  // Each bucket's group ranges once per step, not once per chunk.
+  std::vector<std::vector<optim::GroupRange>> bucket_ranges(buckets_.size());
+  for (size_t b : stepped) {
+    step_before[b] = slots_[b].optimizer->step_count();
+    bucket_ranges[b] = groups(b, lr, grad_scale);
+  }
   auto step_tensor = [](int64_t n) { return at::scalar_tensor(n, at::kLong); };
 
   auto step_chunk = [&](MasterChunk& c, ChunkTargets& targets) {
@@ -282,7 +287,7 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, 
                          .to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));
     // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
     std::vector<optim::GroupRange> ranges;
-    for (optim::GroupRange r : groups(c.slot, lr, grad_scale)) {
+    for (optim::GroupRange r : bucket_ranges[c.slot]) {
       r.begin = std::max(r.begin, c.begin) - c.begin;
       r.end = std::min(r.end, c.begin + c.numel) - c.begin;
       if (r.begin < r.end) ranges.push_back(r);

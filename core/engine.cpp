@@ -306,6 +306,7 @@ void Engine::backward(const at::Tensor& loss) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, "engine.backward needs a scalar loss");
   const auto start = std::chrono::steady_clock::now();
   impl_->in_backward_ = true;
+  impl_->gather_->set_in_backward(true);
   // fp16: the loss is multiplied by the loss scale (in fp32, so the product itself cannot
   // overflow); the gradients are unscaled at the step, fused with the inf/NaN check.
   const double factor = loss_scale() / impl_->options_.gradient_accumulation_steps;
@@ -322,8 +323,10 @@ void Engine::backward(const at::Tensor& loss) {
     scaled.backward();
   } catch (...) {
     impl_->in_backward_ = false;
+    impl_->gather_->set_in_backward(false);
     throw;
   }
+  impl_->gather_->set_in_backward(false);
   finish_backward();
   impl_->in_backward_ = false;
   impl_->breakdown_.backward += seconds_since(start);

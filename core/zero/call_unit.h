@@ -7,11 +7,13 @@
 // Outside an engine, or when the engine does not shard parameters, call_unit is exactly
 // module.forward(args...). Under a stage-3 engine that declared the module as a unit, it gathers
 // the unit's parameters before the call (and prefetches the next unit), releases them after it,
-// and arranges for them to be gathered again just before the unit's backward.
+// and arranges for them to be gathered again just before the unit's backward. A Python module's
+// units get the same two calls from forward hooks (python/csrc/engine_bindings.cpp).
 
 #include <mutex>
 #include <unordered_map>
 
+#include <ATen/core/ATen_fwd.h>
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
@@ -22,8 +24,9 @@ class UnitHooks {
  public:
   virtual ~UnitHooks() = default;
   virtual void before_forward() = 0;
-  // May register a gradient hook on `output` (must be returned as is).
-  virtual void after_forward(const at::Tensor& output) = 0;
+  // May register gradient hooks on the outputs (which must be returned as they are); undefined
+  // tensors and tensors without a gradient are skipped.
+  virtual void after_forward(at::TensorList outputs) = 0;
 };
 
 // Process-wide map from a module to the hooks of the engine that owns it.
@@ -45,7 +48,7 @@ at::Tensor call_unit(ModuleImpl& module, Args&&... args) {
   if (hooks == nullptr) return module.forward(std::forward<Args>(args)...);
   hooks->before_forward();
   at::Tensor out = module.forward(std::forward<Args>(args)...);
-  hooks->after_forward(out);
+  hooks->after_forward({out});
   return out;
 }
 

@@ -11,23 +11,29 @@ namespace zt::zero {
 class ParamGather::Hooks : public UnitHooks {
  public:
   Hooks(ParamGather* gather, size_t unit) : gather_(gather), unit_(unit) {}
+  // Inside backward a unit's forward runs again only to recompute activations (a checkpointed
+  // unit whose hooks sit inside the checkpoint, e.g. torch.utils.checkpoint around a Python
+  // module call): its backward follows at once, so the parameters stay gathered, and the units to
+  // prefetch are the ones before it.
   void before_forward() override {
     gather_->gather_unit(unit_, /*wait=*/true);
-    gather_->prefetch_after(unit_, +1);
+    gather_->prefetch_after(unit_, gather_->in_backward() ? -1 : +1);
   }
-  void after_forward(const at::Tensor& output) override {
+  void after_forward(at::TensorList outputs) override {
     ParamGather* gather = gather_;
     size_t unit = unit_;
-    if (at::GradMode::is_enabled() && output.requires_grad()) {
-      // Fires when the gradient w.r.t. the unit's output is known, i.e. just before the unit's
-      // own backward: gather its parameters again and prefetch the unit before it.
+    for (const at::Tensor& output : outputs) {
+      if (!(output.defined() && at::GradMode::is_enabled() && output.requires_grad())) continue;
+      // Fires when the gradient w.r.t. this output is known, i.e. just before the unit's own
+      // backward: gather its parameters again and prefetch the unit before it (a no-op for the
+      // second output of a unit already gathered).
       output.register_hook([gather, unit](const at::Tensor& grad) {
         gather->gather_unit(unit, /*wait=*/true);
         gather->prefetch_after(unit, -1);
         return grad;
       });
     }
-    if (!gather->in_scope()) gather->release_unit(unit);
+    if (!gather->in_scope() && !gather->in_backward()) gather->release_unit(unit);
   }
 
  private:

@@ -49,6 +49,10 @@ class ParamGather {
   bool close_scope();
   bool in_scope() const { return scopes_ > 0; }
 
+  // Set by the engine around loss.backward().
+  void set_in_backward(bool on) { in_backward_ = on; }
+  bool in_backward() const { return in_backward_; }
+
   int64_t gathered_bytes() const { return gathered_bytes_; }
   int64_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
 
@@ -63,6 +67,7 @@ class ParamGather {
   bool active_;
   int64_t prefetch_numel_;
   int scopes_ = 0;
+  bool in_backward_ = false;
   int64_t gathered_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;
 };

@@ -9,6 +9,8 @@ namespace zt::python {
 
 // Token shards, the length-bucketed distributed sampler, dynamic padding (data/).
 void bind_data(pybind11::module_& m);
+// The launch environment and the job's rendezvous store (parallel/env.h, parallel/job_store.h).
+void bind_launch(pybind11::module_& m);
 // The engine over a Python torch.nn.Module, built by zt::launch / zt::initialize from a config.
 void bind_engine(pybind11::module_& m);
 

@@ -4,20 +4,26 @@
 // the engine does to a parameter (its values moved into a flat buffer, cast to the compute dtype,
 // updated by the step) is done to the Python model's parameter, and the gradient hooks the engine
 // registers fire in the Python model's backward. Forward and the loss stay Python; backward,
-// the reduction, the step and checkpoints are the C++ engine's.
+// the reduction, the step and checkpoints are the C++ engine's. At stage 3 the Python layer
+// (python/zerotorch/engine.py) puts forward hooks on the unit modules that make the calls
+// zt::call_unit makes for a C++ unit (core/zero/call_unit.h).
 #include <map>
 #include <memory>
+#include <optional>
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <torch/python.h>
 
 #include "base/error.h"
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/model_export.h"
 #include "core/engine.h"
+#include "core/zero/call_unit.h"
 #include "python/csrc/bindings.h"
 #include "train/initialize.h"
 
@@ -47,39 +53,134 @@ std::shared_ptr<torch::nn::Module> mirror(const py::handle& module, std::set<con
   return m;
 }
 
-// The job and its engine, as zt::initialize made them for the mirrored model.
+// What the config's "auto" values resolve from (core/config/config.h), given by the Python layer
+// by ProgramValues' field names; `origin` says where each came from.
+ProgramValues program_values(const py::dict& d) {
+  ProgramValues v;
+  auto get = [&](const char* key, auto& field) {
+    if (d.contains(key) && !d[key].is_none()) {
+      field = d[key].cast<typename std::decay_t<decltype(field)>::value_type>();
+    }
+  };
+  get("micro_batch_size", v.micro_batch_size);
+  get("gradient_accumulation_steps", v.gradient_accumulation_steps);
+  get("gradient_clipping", v.gradient_clipping);
+  get("fp16", v.fp16);
+  get("bf16", v.bf16);
+  get("lr", v.lr);
+  get("betas", v.betas);
+  get("eps", v.eps);
+  get("weight_decay", v.weight_decay);
+  get("warmup_steps", v.warmup_steps);
+  get("warmup_ratio", v.warmup_ratio);
+  get("total_steps", v.total_steps);
+  get("hidden_size", v.hidden_size);
+  get("save_16bit_model", v.save_16bit_model);
+  if (d.contains("origin")) v.origin = d["origin"].cast<std::map<std::string, std::string>>();
+  return v;
+}
+
+// The job and its engine, as zt::initialize made them for the mirrored model. `units` are the
+// stage-3 units by module name (named_modules() names, which the mirror keeps).
 class PyEngine {
  public:
   PyEngine(const py::object& module, const std::string& config_path,
-           const std::vector<std::string>& overrides, std::optional<int64_t> hidden_size) {
+           const std::vector<std::string>& overrides, const py::dict& program,
+           const std::vector<std::string>& units) {
     std::set<const void*> seen;
     std::shared_ptr<torch::nn::Module> model = mirror(module, seen);
     LaunchOptions lo;
     lo.config_path = config_path;
     lo.overrides = overrides;
-    lo.program.hidden_size = hidden_size;
+    lo.program = program_values(program);
     Launch launch = zt::launch(lo);
-    ZT_CHECK(launch.config.zero_optimization.stage < 3,
-             "zero_optimization.stage 3 is not yet available for Python modules (stages 0-2 are)");
-    training_ = zt::initialize(std::move(launch), std::move(model));
+    InitOptions init;
+    init.units = units;
+    training_ = zt::initialize(std::move(launch), model, init);
+    // Stage 3 registered hooks for every unit; below it none, and the unit calls are no-ops.
+    for (const std::string& name : units) {
+      hooks_.push_back(UnitRegistry::instance().find(model->named_modules()[name].get()));
+    }
   }
 
   Engine& engine() { return *training_.engine; }
   const Config& config() const { return training_.config; }
   int rank() const { return training_.comm->rank(); }
   int world_size() const { return training_.comm->size(); }
+  bool gathers_units() const { return !hooks_.empty() && hooks_.front() != nullptr; }
+  UnitHooks& unit(size_t i) {
+    ZT_CHECK(i < hooks_.size() && hooks_[i] != nullptr, "no stage-3 unit ", i);
+    return *hooks_[i];
+  }
 
  private:
   Training training_;
+  std::vector<UnitHooks*> hooks_;
+};
+
+// zerotorch.zero.GatheredParameters' scope: every parameter full until close().
+class GatheredScope {
+ public:
+  GatheredScope(PyEngine& e, bool write_back)
+      : scope_(std::make_unique<Engine::GatheredParameters>(e.engine(), write_back)) {}
+  void close() { scope_.reset(); }
+
+ private:
+  std::unique_ptr<Engine::GatheredParameters> scope_;
 };
 
 }  // namespace
 
 void bind_engine(py::module_& m) {
+  py::class_<GatheredScope>(m, "GatheredScope")
+      .def("close", &GatheredScope::close, py::call_guard<py::gil_scoped_release>());
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const py::object&, const std::string&, const std::vector<std::string>&,
-                    std::optional<int64_t>>(),
-           py::arg("module"), py::arg("config_path"), py::arg("overrides"), py::arg("hidden_size"))
+                    const py::dict&, const std::vector<std::string>&>(),
+           py::arg("module"), py::arg("config_path"), py::arg("overrides"), py::arg("program"),
+           py::arg("units"))
+      .def_property_readonly("gathers_units", &PyEngine::gathers_units)
+      // A unit's forward pre- and post-hook (stage 3): gather (and prefetch), then release and
+      // hook the outputs' gradients to gather it again for backward. Gathers are collectives.
+      .def(
+          "unit_before_forward", [](PyEngine& e, size_t i) { e.unit(i).before_forward(); },
+          py::arg("unit"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "unit_after_forward",
+          [](PyEngine& e, size_t i, const std::vector<at::Tensor>& outputs) {
+            e.unit(i).after_forward(outputs);
+          },
+          py::arg("unit"), py::arg("outputs"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "gathered",
+          [](PyEngine& e, bool write_back) {
+            return std::make_unique<GatheredScope>(e, write_back);
+          },
+          py::arg("write_back"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "broadcast",
+          [](PyEngine& e, const at::Tensor& t, int root) {
+            // A fresh TensorImpl over the same storage: the communicator's thread may drop the
+            // last reference to what it was given later, which must then not be a tensor owned
+            // by a Python object (freeing that takes the GIL, held by whatever runs then).
+            // (alias() or a view would keep the Python tensor as its base.)
+            at::Tensor alias = at::empty({0}, t.options());
+            {
+              at::NoGradGuard no_grad;
+              alias.set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
+            }
+            e.engine().communicator().broadcast(alias, root)->wait();
+          },
+          py::arg("tensor"), py::arg("root"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "barrier", [](PyEngine& e) { e.engine().communicator().barrier()->wait(); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "save_16bit_model",
+          [](PyEngine& e, const std::string& path) { return save_16bit_model(e.engine(), path); },
+          py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("stage",
+                             [](PyEngine& e) { return e.config().zero_optimization.stage; })
       // fn runs the Python forward; the tensor it returns decides, at stage 3, whether a backward
       // follows.
       .def(

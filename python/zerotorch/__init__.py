@@ -1,7 +1,9 @@
 """zerotorch: ZeRO-style sharded training with a C++ engine.
 
 This package is the Python side of the project: ``zerotorch.initialize`` wraps a
-``torch.nn.Module`` in the C++ engine with DeepSpeed's API (ZeRO stages 0-2 today), and
+``torch.nn.Module`` (Hugging Face models included) in the C++ engine with DeepSpeed's API and
+configs, ZeRO stages 0-3 with CPU and NVMe offload; ``zerotorch.zero.GatheredParameters`` reads or
+changes the full parameters at stage 3; and
 ``zerotorch.data`` gives Python scripts the token shards, the length-bucketed distributed sampler
 and the dynamic-padding collator that the C++ programs use.
 """
@@ -9,7 +11,9 @@ and the dynamic-padding collator that the C++ programs use.
 import torch  # noqa: F401  (loads LibTorch before the extension that links it)
 
 from . import _C  # noqa: F401
-from . import data
-from .engine import ZeroEngine, initialize
+from . import data, zero
+from .comm import init_distributed, launch_env
+from .engine import ZeroEngine, auto_values, initialize, stage3_units
 
-__all__ = ["data", "initialize", "ZeroEngine"]
+__all__ = ["data", "zero", "init_distributed", "launch_env", "initialize", "auto_values",
+           "stage3_units", "ZeroEngine"]

@@ -2,11 +2,14 @@
 
 import json
 import os
+import re
 import tempfile
+import warnings
 
 import torch
 
 from . import _C
+from . import zero as _zero
 
 
 def _first_tensor(out):
@@ -25,14 +28,90 @@ def _first_tensor(out):
     return torch.zeros(())
 
 
+def _tensors(out):
+    """Every tensor in a module's output (a tensor, tuple, list, dict or Hugging Face output)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in _tensors(item)]
+    return []
+
+
+def stage3_units(model):
+    """The stage-3 units of ``model`` by module name: the modules whose class a Hugging Face
+    model lists in ``_no_split_modules`` (its decoder layers), else the members of every
+    ``nn.ModuleList`` (the repeated blocks of most models). A unit inside another is not a unit
+    of its own, and neither is a unit holding a parameter that a module outside it also uses
+    (a tied embedding): its parameters stay with the root, gathered for all of forward and
+    backward, so the sharing module never sees them released."""
+    classes = set(getattr(model, "_no_split_modules", None) or ())
+    names = []
+    for name, module in model.named_modules():
+        if not name or any(name.startswith(u + ".") for u in names):
+            continue
+        if classes and type(module).__name__ in classes:
+            names.append(name)
+    if not classes:
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.ModuleList) and not any(
+                    name.startswith(u + ".") for u in names):
+                names += [f"{name}.{child}" if name else child
+                          for child, m in module.named_children()
+                          if any(True for _ in m.parameters())]
+    inside = {}
+    for name in names:
+        for p in model.get_submodule(name).parameters():
+            inside[id(p)] = name
+    shared = set()
+    for name, module in model.named_modules():
+        for p in module._parameters.values():
+            unit = inside.get(id(p)) if p is not None else None
+            if unit is not None and not (name == unit or name.startswith(unit + ".")):
+                shared.add(unit)
+    return [n for n in names if n not in shared]
+
+
+def _client_value(text):
+    """A client_state value: JSON as save_checkpoint writes it; a C++ program's own entries
+    (train_gpt's sampler position) are strings."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 class ZeroEngine:
     """What ``zerotorch.initialize`` returns first: call it as the model, then ``backward(loss)``
     and ``step()`` every micro-step, as with DeepSpeed's engine. The parameters of ``module`` are
     the engine's (sharded, cast and stepped in place): ``engine.module`` is the model."""
 
-    def __init__(self, module, config_path, overrides=(), hidden_size=None):
+    def __init__(self, module, config_path, overrides=(), program=None, units=None):
         self.module = module
-        self._engine = _C.Engine(module, os.fspath(config_path), list(overrides), hidden_size)
+        units = stage3_units(module) if units is None else list(units)
+        self._engine = _C.Engine(module, os.fspath(config_path), list(overrides),
+                                 program or {}, units)
+        self._param_ids = {id(p) for p in module.parameters()}
+        self._hooks = []
+        if self._engine.gathers_units:
+            # Stage 3: a unit is gathered just before its forward and released after it; its
+            # outputs' gradient hooks gather it again for its backward (core/zero/call_unit.h).
+            engine = self._engine
+            for i, name in enumerate(units):
+                unit = module.get_submodule(name)
+                self._hooks.append(unit.register_forward_pre_hook(
+                    lambda _m, _args, i=i: engine.unit_before_forward(i)))
+                self._hooks.append(unit.register_forward_hook(
+                    lambda _m, _args, out, i=i: engine.unit_after_forward(i, _tensors(out))))
+        self.units = units
+        _zero._register(self)
+
+    def destroy(self):
+        """Removes the stage-3 hooks from the module."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
 
     def __call__(self, *args, **kwargs):
         box = []
@@ -109,25 +188,161 @@ class ZeroEngine:
         state = {str(k): json.dumps(v) for k, v in (client_state or {}).items()}
         self._engine.save_checkpoint(os.fspath(save_dir), str(tag), state)
 
+    @property
+    def zero_optimization_stage(self):
+        return self._engine.stage
+
+    def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
+                         exclude_frozen_parameters=False):
+        """The model's weights in the compute dtype (bf16/fp16, fp32 for fp32 training) for
+        ``from_pretrained``: ``save_dir/save_filename``, a torch.save state dict, or a
+        safetensors file when the name ends in ``.safetensors``. At stage 3 it needs
+        ``stage3_gather_16bit_weights_on_model_save`` (else False and nothing written, as
+        DeepSpeed); every rank calls it. Returns True when written."""
+        config = json.loads(self._engine.config_json)
+        if self._engine.stage == 3 and not config["zero_optimization"].get(
+                "stage3_gather_16bit_weights_on_model_save", False):
+            if self.global_rank == 0:
+                warnings.warn("save_16bit_model: stage 3 without zero_optimization."
+                              "stage3_gather_16bit_weights_on_model_save writes nothing; "
+                              "zt-consolidate builds fp32 weights from a checkpoint")
+            return False
+        os.makedirs(save_dir, exist_ok=True)
+        path = os.path.join(os.fspath(save_dir), save_filename)
+        if path.endswith(".safetensors") and not exclude_frozen_parameters:
+            # Unit by unit (peak memory ~ the largest unit), rank 0 writing.
+            return self._engine.save_16bit_model(path)
+        frozen = {n for n, p in self.module.named_parameters() if not p.requires_grad}
+        with _zero.GatheredParameters(list(self.module.parameters())):
+            if self.global_rank == 0:
+                state = {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()
+                         if not (exclude_frozen_parameters and k in frozen)}
+                if path.endswith(".safetensors"):
+                    from safetensors.torch import save_file
+                    save_file(state, path, metadata={"format": "pt"})
+                else:
+                    torch.save(state, path)
+        self._engine.barrier()
+        return True
+
     def load_checkpoint(self, load_dir, tag=None):
         """Returns (load_dir, client_state), as DeepSpeed's returns (path, client_state)."""
         state = self._engine.load_checkpoint(os.fspath(load_dir), "" if tag is None else str(tag))
-        return os.fspath(load_dir), {k: json.loads(v) for k, v in state.items()}
+        return os.fspath(load_dir), {k: _client_value(v) for k, v in state.items()}
 
 
-def initialize(model, config, model_parameters=None, overrides=()):
+def auto_values(training_args=None, model=None, **values):
+    """What the config's "auto" values resolve from, as the Hugging Face Trainer fills them:
+    from a ``transformers.TrainingArguments`` (or any object with its field names:
+    per_device_train_batch_size, gradient_accumulation_steps, max_grad_norm, fp16, bf16,
+    learning_rate, adam_beta1/2, adam_epsilon, weight_decay, warmup_steps, warmup_ratio,
+    max_steps), the model's ``config.hidden_size`` (bucket sizes), and explicit keyword values
+    by zerotorch's names (micro_batch_size, gradient_accumulation_steps, gradient_clipping,
+    fp16, bf16, lr, betas, eps, weight_decay, warmup_steps, warmup_ratio, total_steps,
+    hidden_size, save_16bit_model), which win. A key left "auto" with nothing to resolve it is
+    an error naming it."""
+    out, origin = {}, {}
+    if training_args is not None:
+        a = training_args
+        fields = {"micro_batch_size": "per_device_train_batch_size",
+                  "gradient_accumulation_steps": "gradient_accumulation_steps",
+                  "gradient_clipping": "max_grad_norm", "fp16": "fp16", "bf16": "bf16",
+                  "lr": "learning_rate", "eps": "adam_epsilon", "weight_decay": "weight_decay",
+                  "warmup_steps": "warmup_steps", "warmup_ratio": "warmup_ratio",
+                  "total_steps": "max_steps"}
+        for key, field in fields.items():
+            value = getattr(a, field, None)
+            if value is not None:
+                out[key] = value
+                origin[key] = f"TrainingArguments.{field} {value}"
+        if getattr(a, "adam_beta1", None) is not None and getattr(a, "adam_beta2", None):
+            out["betas"] = [float(a.adam_beta1), float(a.adam_beta2)]
+            origin["betas"] = "TrainingArguments.adam_beta1/adam_beta2"
+        if out.get("total_steps", 0) <= 0:
+            out.pop("total_steps", None)
+    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    if hidden is not None:
+        out["hidden_size"] = int(hidden)
+        origin["hidden_size"] = f"model.config.hidden_size {hidden}"
+    for key, value in values.items():
+        out[key] = value
+        origin[key] = f"{key}={value} given to zerotorch.initialize"
+    out["origin"] = origin
+    return out
+
+
+def _names_block(text, key):
+    return re.search(r"""["']?\b%s\b["']?\s*:""" % key, text) is not None
+
+
+def _trainer_defaults(text, training_args):
+    """What the Hugging Face Trainer adds to a DeepSpeed config without an optimizer or
+    scheduler block: its own AdamW over its parameter groups (biases and LayerNorm weights
+    without decay, which is the C++ programs' parameter_groups.no_decay default), and its
+    learning-rate schedule (lr_scheduler_type "linear": warmup then linear decay to zero over
+    max_steps, DeepSpeed's WarmupDecayLR; "constant": none)."""
+    out = []
+    if not _names_block(text, "optimizer"):
+        out += ["optimizer.type=AdamW"] + [f"optimizer.params.{k}=auto"
+                                           for k in ("lr", "betas", "eps", "weight_decay")]
+    elif not _names_block(text, "parameter_groups"):
+        out.append("parameter_groups.no_decay=[]")
+    if not _names_block(text, "scheduler"):
+        kind = str(getattr(training_args, "lr_scheduler_type", "linear") or "linear")
+        kind = kind.split(".")[-1].lower()
+        if kind == "linear":
+            if (getattr(training_args, "max_steps", -1) or -1) <= 0:
+                raise ValueError("zerotorch.initialize: the Trainer's linear schedule needs "
+                                 "training_args.max_steps > 0 (or a scheduler block)")
+            out += ["scheduler.type=WarmupDecayLR", "scheduler.params.warmup_min_lr=0",
+                    "scheduler.params.warmup_max_lr=auto",
+                    "scheduler.params.warmup_num_steps=auto",
+                    "scheduler.params.total_num_steps=auto",
+                    "scheduler.params.warmup_type=linear"]
+        elif kind != "constant":
+            raise ValueError(f"zerotorch.initialize: lr_scheduler_type {kind!r} has no "
+                             "DeepSpeed scheduler here; give a scheduler block")
+    return out
+
+
+def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
+               lr_scheduler=None, mpu=None, dist_init_required=None, collate_fn=None,
+               config=None, config_params=None, *, overrides=(), units=None,
+               training_args=None, auto=None):
     """``engine, optimizer, training_dataloader, lr_scheduler``, as ``deepspeed.initialize``.
 
-    ``config`` is a path (JSON, hjson-lenient, or YAML, read as the C++ programs read it) or a
-    dict. The optimizer and scheduler are the config's; they live inside the engine, so the
-    second and fourth values are None, and so is the loader (use ``zerotorch.data``).
+    ``config`` (or ``config_params``, or ``args.deepspeed_config``) is a path (JSON,
+    hjson-lenient, or YAML, read as the C++ programs read it) or a dict. The optimizer and
+    scheduler are the config's; they live inside the engine, so the second and fourth values
+    are None, and a client ``optimizer`` or ``lr_scheduler`` is refused rather than ignored.
     ``model_parameters``, when given, must be the model's trainable parameters (those with
     requires_grad; the config's ``freeze`` globs freeze more): the engine trains exactly those,
     with the weight decay and learning rates of the config's ``optimizer`` and
-    ``parameter_groups`` blocks, so parameter groups given here (dicts) are refused rather than
-    ignored. "auto" bucket sizes resolve from ``model.config.hidden_size`` as the Hugging Face
-    Trainer does.
+    ``parameter_groups`` blocks, so parameter groups given here (dicts) are refused too.
+    ``training_data`` (a map-style dataset) gives the third value: a DataLoader of
+    train_micro_batch_size_per_gpu samples per rank through a DistributedSampler over the data
+    ranks, with ``collate_fn``, as DeepSpeed's ``deepspeed_io``.
+
+    "auto" values resolve from ``model.config.hidden_size`` (bucket sizes), from
+    ``training_args`` (a ``transformers.TrainingArguments``) and from ``auto`` (a dict by
+    zerotorch's names), see ``auto_values``. ``units`` overrides the stage-3 units
+    (``stage3_units``); ``overrides`` are "a.b=value" strings, as the programs' ``--set``.
     """
+    if model is None:
+        raise ValueError("zerotorch.initialize: model is required")
+    if optimizer is not None or lr_scheduler is not None:
+        raise ValueError(
+            "zerotorch.initialize: a client optimizer or lr_scheduler cannot drive the C++ "
+            "engine; give them as the config's optimizer and scheduler blocks")
+    if mpu is not None:
+        raise ValueError("zerotorch.initialize: mpu (model parallelism) is not supported")
+    if config is None:
+        config = config_params
+    if config is None and args is not None:
+        config = getattr(args, "deepspeed_config", None) or getattr(args, "deepscale_config", None)
+    if config is None:
+        raise ValueError("zerotorch.initialize: no config (config=, config_params= or "
+                         "args.deepspeed_config)")
     if model_parameters is not None:
         given = list(model_parameters)
         if any(isinstance(p, dict) for p in given):
@@ -140,7 +355,7 @@ def initialize(model, config, model_parameters=None, overrides=()):
                 "zerotorch.initialize: model_parameters must be the model's trainable "
                 "parameters; freeze the others with requires_grad=False or the config's freeze "
                 "globs")
-    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    program = auto_values(training_args, model, **(auto or {}))
     # DeepSpeed builds the config's optimizer over model_parameters (model.parameters() when
     # none are given): one group, so every parameter decays. The C++ programs' default grouping
     # (parameter_groups.no_decay: biases and norms, as the Hugging Face Trainer groups them) is
@@ -151,16 +366,30 @@ def initialize(model, config, model_parameters=None, overrides=()):
         with open(config) as f:
             text = f.read()
     overrides = list(overrides)
-    if "parameter_groups" not in text:
+    if training_args is not None:
+        overrides = _trainer_defaults(text, training_args) + overrides
+    elif "parameter_groups" not in text:
         overrides.insert(0, "parameter_groups.no_decay=[]")
     if isinstance(config, dict):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(config, f)
             path = f.name
         try:
-            engine = ZeroEngine(model, path, overrides, hidden)
+            engine = ZeroEngine(model, path, overrides, program, units)
         finally:
             os.unlink(path)
     else:
-        engine = ZeroEngine(model, config, overrides, hidden)
-    return engine, None, None, None
+        engine = ZeroEngine(model, config, overrides, program, units)
+    loader = None
+    if training_data is not None:
+        resolved = json.loads(engine._engine.config_json)
+        # DeepSpeed's dataloader_drop_last (the C++ programs' loaders read data.drop_last).
+        drop_last = bool(resolved["data"]["drop_last"]) or re.search(
+            r"""["']?dataloader_drop_last["']?\s*:\s*["']?(true|True|yes)""", text) is not None
+        sampler = torch.utils.data.DistributedSampler(
+            training_data, num_replicas=engine.world_size, rank=engine.global_rank,
+            shuffle=True, seed=int(resolved.get("seed", 0) or 0))
+        loader = torch.utils.data.DataLoader(
+            training_data, batch_size=engine.train_micro_batch_size_per_gpu(), sampler=sampler,
+            collate_fn=collate_fn, drop_last=drop_last)
+    return engine, None, loader, None

@@ -1,7 +1,10 @@
-"""zerotorch.initialize over a Python torch.nn.Module: ZeRO stages 0-2, 1 and 2 ranks (real
+"""zerotorch.initialize over a Python torch.nn.Module: ZeRO stages 0-3, 1 to 3 ranks (real
 processes under ztrun), accumulation 1 and 3, with and without clipping, trains to the parameters
-of single-process torch.optim.AdamW (engine_equivalence.py checks, and checks that a checkpoint
-resumes bit-identically); stage 3 and a bad config are one-line errors."""
+of single-process torch.optim.AdamW (engine_equivalence.py checks a plain module and that a
+checkpoint resumes bit-identically; hf_equivalence.py the same for Hugging Face Llama and GPT-2
+models from a Hugging Face-style config of "auto" values, also bf16, CPU and NVMe offload,
+gradient checkpointing, save_16bit_model and GatheredParameters); bad input is a one-line
+error."""
 
 import os
 import subprocess
@@ -15,31 +18,141 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ZTRUN = os.path.join(os.environ.get("ZT_BINARY_DIR", ""), "bin", "ztrun")
 
 
-def run_ranks(world, *args, tmp_path):
+def run_ranks(world, *args, tmp_path, script="engine_equivalence.py", tail=("ckpt",)):
     cmd = [ZTRUN, "--standalone", "--nproc-per-node", str(world), sys.executable,
-           os.path.join(HERE, "engine_equivalence.py"), *map(str, args), str(tmp_path / "ckpt")]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+           os.path.join(HERE, script), *map(str, args), *[str(tmp_path / t) for t in tail]]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.count(": equal") == world, r.stdout[-2000:]
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2])
+def run_hf(world, model, stage, acc, dtype="fp32", offload="none", gc="none", checks=(),
+           tmp_path=None):
+    import shutil
+    if shutil.which("ztrun") is None and not os.path.exists(ZTRUN):
+        pytest.fail("ztrun not built")
+    cmd = [ZTRUN, "--standalone", "--nproc-per-node", str(world), sys.executable,
+           os.path.join(HERE, "hf_equivalence.py"), model, str(stage), str(acc), dtype, offload,
+           gc, str(tmp_path), *checks]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.count(": equal") == world, r.stdout[-2000:]
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
 @pytest.mark.parametrize("world", [1, 2])
 def test_stages_train_like_torch_adamw(stage, world, tmp_path):
     run_ranks(world, stage, 1, 0.0, tmp_path=tmp_path)
 
 
-@pytest.mark.parametrize("stage", [0, 2])
+@pytest.mark.parametrize("stage", [0, 2, 3])
 def test_accumulation_and_clipping(stage, tmp_path):
     run_ranks(2, stage, 3, 0.05, tmp_path=tmp_path)
 
 
-def test_stage3_is_refused_with_one_line(tmp_path):
+# Hugging Face models: (model, stage, world, accumulation), fp32 within 1e-5 of torch's AdamW.
+@pytest.mark.parametrize("model,stage,world,acc", [
+    ("llama", 0, 2, 1), ("llama", 1, 1, 3), ("llama", 2, 3, 3), ("llama", 3, 1, 1),
+    ("llama", 3, 3, 1), ("gpt2", 0, 1, 3), ("gpt2", 2, 2, 1), ("gpt2", 3, 2, 3)])
+def test_hf_models_train_like_torch_adamw(model, stage, world, acc, tmp_path):
+    run_hf(world, model, stage, acc, tmp_path=tmp_path)
+
+
+def test_hf_stage3_resumes_saves_16bit_and_modifies(tmp_path):
+    run_hf(2, "llama", 3, 3, checks=("resume", "save16", "modify"), tmp_path=tmp_path)
+
+
+def test_hf_stage2_saves_16bit_and_resumes(tmp_path):
+    run_hf(2, "gpt2", 2, 1, checks=("resume", "save16", "modify"), tmp_path=tmp_path)
+
+
+def test_hf_bf16(tmp_path):
+    run_hf(2, "llama", 3, 1, dtype="bf16", checks=("resume", "save16"), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("stage,offload", [(2, "cpu"), (3, "cpu_all"), (3, "nvme"),
+                                           (3, "nvme_all")])
+def test_hf_offload(stage, offload, tmp_path):
+    run_hf(2, "llama", stage, 1, offload=offload, checks=("resume",), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("model,gc", [("llama", "nonreentrant"), ("gpt2", "reentrant")])
+def test_hf_stage3_gradient_checkpointing(model, gc, tmp_path):
+    run_hf(2, model, 3, 3, gc=gc, tmp_path=tmp_path)
+
+
+def test_client_optimizer_is_refused():
     import torch
-    config = {"train_batch_size": 2, "zero_optimization": {"stage": 3},
+    model = torch.nn.Linear(2, 2)
+    config = {"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
+    with pytest.raises(ValueError, match="client optimizer"):
+        zerotorch.initialize(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                             config=config)
+
+
+def test_stage3_units_follow_no_split_modules_and_skip_tied_ones():
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+    class Net(torch.nn.Module):
+        _no_split_modules = ["Block"]
+
+        def __init__(self):
+            super().__init__()
+            self.emb = Block()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(2))
+            self.head = torch.nn.Linear(4, 4)
+            self.head.weight = self.emb.fc.weight  # tied: emb is no unit
+
+    assert zerotorch.stage3_units(Net()) == ["blocks.0", "blocks.1"]
+    plain = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ModuleList(
+        [torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2)]))
+    assert zerotorch.stage3_units(plain) == ["1.0", "1.2"]
+
+
+def test_auto_values_follow_training_arguments():
+    import types
+    args = types.SimpleNamespace(per_device_train_batch_size=4, gradient_accumulation_steps=2,
+                                 max_grad_norm=0.5, fp16=False, bf16=True, learning_rate=3e-4,
+                                 adam_beta1=0.8, adam_beta2=0.9, adam_epsilon=1e-6,
+                                 weight_decay=0.1, warmup_steps=5, warmup_ratio=0.0,
+                                 max_steps=-1, lr_scheduler_type="constant")
+    v = zerotorch.auto_values(args, None, hidden_size=64)
+    assert v["micro_batch_size"] == 4 and v["betas"] == [0.8, 0.9] and v["lr"] == 3e-4
+    assert "total_steps" not in v and v["hidden_size"] == 64
+    config = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+              "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
+              "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"},
+              "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto",
+                                                        "eps": "auto", "weight_decay": "auto"}}}
+    import torch
+    engine, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(8, 8), config=config,
+                                           training_args=args, auto={"hidden_size": 64})
+    import json
+    resolved = json.loads(engine._engine.config_json)
+    assert resolved["train_micro_batch_size_per_gpu"] == 4
+    assert resolved["gradient_accumulation_steps"] == 2
+    assert resolved["gradient_clipping"] == 0.5
+    assert resolved["zero_optimization"]["reduce_bucket_size"] == 64 * 64
+    assert resolved["optimizer"]["params"]["betas"] == [0.8, 0.9]
+    assert engine.get_lr() == [3e-4]
+    with pytest.raises(RuntimeError, match="train_micro_batch_size_per_gpu"):
+        zerotorch.initialize(model=torch.nn.Linear(8, 8), config=config)
+
+
+def test_training_data_gives_a_distributed_loader():
+    import torch
+    data = torch.utils.data.TensorDataset(torch.arange(10.0).unsqueeze(1))
+    config = {"train_micro_batch_size_per_gpu": 3, "dataloader_drop_last": True,
               "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
-    with pytest.raises(RuntimeError, match="stage 3 is not yet available for Python modules"):
-        zerotorch.initialize(model=torch.nn.Linear(2, 2), config=config)
+    engine, _, loader, _ = zerotorch.initialize(model=torch.nn.Linear(1, 1), config=config,
+                                                training_data=data)
+    batches = list(loader)
+    assert len(batches) == 3 and all(b[0].shape == (3, 1) for b in batches)
 
 
 def test_bad_config_names_the_key(tmp_path):
@@ -59,3 +172,56 @@ def test_model_parameters_other_than_the_trainable_ones_are_refused():
         zerotorch.initialize(model=model, model_parameters=groups, config=config)
     with pytest.raises(ValueError, match="trainable parameters"):
         zerotorch.initialize(model=model, model_parameters=model[0].parameters(), config=config)
+
+
+CROSS_CONFIG = """
+train_micro_batch_size_per_gpu: 4
+gradient_accumulation_steps: 1
+seed: 7
+optimizer: {type: AdamW, params: {lr: 1.0e-3, weight_decay: 0.01}}
+zero_optimization: {stage: 3, stage3_param_persistence_threshold: 0}
+checkpoint: {save_interval: 1000}
+data: {max_length: 32, shuffle: true}
+model: {n_layer: 2, n_head: 2, d_model: 32, vocab_size: 0, max_seq_len: 32, dropout: 0.0}
+"""
+
+
+def test_checkpoints_move_between_train_gpt_and_python(tmp_path):
+    """train_gpt (C++) trains 2 steps and saves; the GPT example's Python twin loads that
+    checkpoint (its weights equal to zt-consolidate's), trains step 3 and saves; train_gpt
+    resumes from the Python checkpoint and trains step 4."""
+    import random
+
+    from zerotorch.data import write_token_shard
+    rng = random.Random(3)
+    shard = tmp_path / "tokens.ztt"
+    write_token_shard(str(shard), [[rng.randrange(1, 64) for _ in range(rng.randrange(8, 30))]
+                                   for _ in range(64)], vocab_size=64, meta={"pad_id": "0"})
+    config = tmp_path / "gpt.yaml"
+    config.write_text(CROSS_CONFIG)
+    ckpt = tmp_path / "ckpt"
+    bindir = os.path.join(os.environ.get("ZT_BINARY_DIR", ""), "bin")
+
+    def train_gpt(steps):
+        r = subprocess.run([ZTRUN, "--standalone", "--nproc-per-node", "2",
+                            os.path.join(bindir, "train_gpt"), "--config", str(config),
+                            "--train-shard", str(shard), "--steps", str(steps),
+                            "--checkpoint-dir", str(ckpt), "--out-dir", str(tmp_path / "out"),
+                            "--sample-tokens", "0"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        return r.stdout + r.stderr
+
+    train_gpt(2)
+    consolidated = tmp_path / "step2.safetensors"
+    r = subprocess.run([os.path.join(bindir, "zt-consolidate"), str(ckpt), str(consolidated)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cmd = [ZTRUN, "--standalone", "--nproc-per-node", "2", sys.executable,
+           os.path.join(HERE, "cross_checkpoint.py"), str(config), str(shard), str(ckpt),
+           str(consolidated), "3"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.count("loaded step 2, saved step 3: equal") == 2, r.stdout[-2000:]
+    log = train_gpt(4)
+    assert f"checkpoint: resumed from {ckpt / 'global_step3'} at step 3" in log, log[-3000:]

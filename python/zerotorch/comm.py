@@ -1,0 +1,49 @@
+"""``zerotorch.init_distributed``: DeepSpeed's ``deepspeed.init_distributed`` for a job started
+by ztrun, torchrun, mpirun or srun."""
+
+import datetime
+import os
+
+import torch
+
+from . import _C
+
+
+def launch_env():
+    """This process's place in the job, as the C++ programs read it: rank, world_size,
+    local_rank, local_world_size, launcher, master_addr, master_port."""
+    return _C.launch_env()
+
+
+def init_distributed(dist_backend=None, auto_mpi_discovery=True, timeout=None,
+                     init_method=None, dist_init_required=None, rank=-1, world_size=-1):
+    """Creates torch.distributed's default process group, as DeepSpeed's does, so that
+    ``torch.distributed.get_rank()`` and user collectives work next to the engine.
+
+    The rank and world size come from the launcher's environment (ztrun and torchrun set RANK,
+    WORLD_SIZE, LOCAL_RANK; mpirun and srun theirs), which is exported as RANK, WORLD_SIZE and
+    LOCAL_RANK when missing. The process group rendezvouses over the job's own store (the one
+    the engine uses), so plain mpirun needs no MASTER_ADDR. The backend defaults to nccl when
+    CUDA is available, else gloo. The engine itself does not need this call:
+    ``zerotorch.initialize`` joins the job on its own.
+    """
+    import torch.distributed as dist
+
+    if init_method is not None:
+        raise ValueError("zerotorch.init_distributed: init_method is not supported; the job's "
+                         "rendezvous comes from the launcher (ztrun, torchrun, mpirun, srun)")
+    env = _C.launch_env()
+    if (rank >= 0 and rank != env["rank"]) or (world_size > 0 and world_size != env["world_size"]):
+        raise ValueError(
+            f"zerotorch.init_distributed: rank {rank} / world_size {world_size} differ from the "
+            f"launcher's {env['rank']} / {env['world_size']} ({env['launcher']})")
+    os.environ.setdefault("RANK", str(env["rank"]))
+    os.environ.setdefault("WORLD_SIZE", str(env["world_size"]))
+    os.environ.setdefault("LOCAL_RANK", str(env["local_rank"]))
+    if dist_init_required is False or dist.is_initialized():
+        return
+    backend = dist_backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    timeout = timeout or datetime.timedelta(minutes=30)
+    store = _C.job_store(timeout.total_seconds())
+    dist.init_process_group(backend=backend, store=store, rank=env["rank"],
+                            world_size=env["world_size"], timeout=timeout)

@@ -61,10 +61,12 @@ fi
 # Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib), and
 # tensorboard, whose reader checks the event files train/monitor writes, and transformers, whose
 # GPT2LMHeadModel checks the GPT example's Hugging Face export and import (examples/gpt/hf_gpt2.h),
-# and pytest, which runs the Python package's tests (tests/unit/python).
-if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers, pytest" \
+# and pytest, which runs the Python package's tests (tests/unit/python), and wheel, with which
+# `pip install --no-build-isolation ./python` builds the package (python/setup.py).
+if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers, pytest, wheel" \
   2>/dev/null; then
-  say "installing numpy, safetensors, matplotlib, tensorboard, transformers, pytest into $ZT_VENV"
-  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard transformers pytest
+  say "installing numpy, safetensors, matplotlib, tensorboard, transformers, pytest, wheel into $ZT_VENV"
+  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard transformers pytest \
+    wheel
 fi
 say "done: Torch CMake prefix $("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')"

@@ -21,8 +21,8 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, timeout=None,
     ``torch.distributed.get_rank()`` and user collectives work next to the engine.
 
     The rank and world size come from the launcher's environment (ztrun and torchrun set RANK,
-    WORLD_SIZE, LOCAL_RANK; mpirun and srun theirs), which is exported as RANK, WORLD_SIZE and
-    LOCAL_RANK when missing. The process group rendezvouses over the job's own store (the one
+    WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; mpirun and srun theirs), which is exported under
+    torchrun's names when missing. The process group rendezvouses over the job's own store (the one
     the engine uses), so plain mpirun needs no MASTER_ADDR. The backend defaults to nccl when
     CUDA is available, else gloo. The engine itself does not need this call:
     ``zerotorch.initialize`` joins the job on its own.
@@ -37,9 +37,16 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, timeout=None,
         raise ValueError(
             f"zerotorch.init_distributed: rank {rank} / world_size {world_size} differ from the "
             f"launcher's {env['rank']} / {env['world_size']} ({env['launcher']})")
-    os.environ.setdefault("RANK", str(env["rank"]))
-    os.environ.setdefault("WORLD_SIZE", str(env["world_size"]))
-    os.environ.setdefault("LOCAL_RANK", str(env["local_rank"]))
+    # torchrun's names, as DeepSpeed's MPI discovery exports them. The C++ side reads them
+    # together with OpenMPI's as the same rank (parallel/env.h), and a Slurm step's
+    # rendezvous address travels as MASTER_ADDR/MASTER_PORT.
+    if env["launcher"] != "none":
+        for name, key in (("RANK", "rank"), ("WORLD_SIZE", "world_size"),
+                          ("LOCAL_RANK", "local_rank"), ("LOCAL_WORLD_SIZE", "local_world_size")):
+            os.environ.setdefault(name, str(env[key]))
+        if env["master_addr"] and env["master_port"]:
+            os.environ.setdefault("MASTER_ADDR", env["master_addr"])
+            os.environ.setdefault("MASTER_PORT", str(env["master_port"]))
     if dist_init_required is False or dist.is_initialized():
         return
     backend = dist_backend or ("nccl" if torch.cuda.is_available() else "gloo")

@@ -19,6 +19,8 @@ ZTRUN = os.path.join(os.environ.get("ZT_BINARY_DIR", ""), "bin", "ztrun")
 
 
 def run_ranks(world, *args, tmp_path, script="engine_equivalence.py", tail=("ckpt",)):
+    """Runs `script` on `world` ranks under ztrun; each rank prints ": equal" when its checks
+    held."""
     cmd = [ZTRUN, "--standalone", "--nproc-per-node", str(world), sys.executable,
            os.path.join(HERE, script), *map(str, args), *[str(tmp_path / t) for t in tail]]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -225,3 +227,106 @@ def test_checkpoints_move_between_train_gpt_and_python(tmp_path):
     assert r.stdout.count("loaded step 2, saved step 3: equal") == 2, r.stdout[-2000:]
     log = train_gpt(4)
     assert f"checkpoint: resumed from {ckpt / 'global_step3'} at step 3" in log, log[-3000:]
+
+
+def test_init_distributed_under_ztrun_and_plain_mpirun():
+    run_ranks(2, tmp_path=None, script="dist_interop.py", tail=())
+    import shutil
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("no mpirun")
+    flags = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    r = subprocess.run([mpirun, *flags, "-np", "2", "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS=1",
+                        sys.executable, os.path.join(HERE, "dist_interop.py")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.count(": equal") == 2, r.stdout[-2000:]
+
+
+def test_trainer_defaults_fill_a_config_without_optimizer_or_scheduler():
+    import json
+    import types
+
+    import torch
+    args = types.SimpleNamespace(per_device_train_batch_size=2, gradient_accumulation_steps=1,
+                                 max_grad_norm=1.0, fp16=False, bf16=False, learning_rate=5e-4,
+                                 adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-6,
+                                 weight_decay=0.1, warmup_steps=3, warmup_ratio=0.0,
+                                 max_steps=12, lr_scheduler_type="linear")
+    config = {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 1}}
+    engine, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(4, 4), config=config,
+                                           training_args=args)
+    r = json.loads(engine._engine.config_json)
+    assert r["optimizer"]["type"] == "AdamW"
+    assert r["optimizer"]["params"]["lr"] == 5e-4 and r["optimizer"]["params"]["betas"] == [0.9, 0.98]
+    assert r["optimizer"]["params"]["weight_decay"] == 0.1
+    assert r["parameter_groups"]["no_decay"], "the Trainer leaves biases and norms undecayed"
+    assert r["scheduler"]["type"] == "WarmupDecayLR"
+    p = r["scheduler"]["params"]
+    assert (p["warmup_num_steps"], p["total_num_steps"], p["warmup_max_lr"]) == (3, 12, 5e-4)
+    args.lr_scheduler_type = "cosine_with_restarts"
+    with pytest.raises(ValueError, match="cosine_with_restarts"):
+        zerotorch.initialize(model=torch.nn.Linear(4, 4), config=config, training_args=args)
+
+
+def test_example_finetunes_a_causal_lm(tmp_path):
+    """examples/python/finetune_causal_lm.py on a learnable shard (counting sequences): the loss
+    falls, and its outputs reload (checkpoint, from_pretrained)."""
+    import json
+    import random
+
+    from zerotorch.data import write_token_shard
+    rng = random.Random(0)
+    samples = []
+    for _ in range(400):
+        start, n = rng.randrange(1, 20), rng.randrange(16, 48)
+        samples.append([1 + (start + i) % 60 for i in range(n)])
+    shard = tmp_path / "count.ztt"
+    write_token_shard(str(shard), samples, vocab_size=64, meta={"pad_id": "0"})
+    root = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+    out = tmp_path / "out"
+    r = subprocess.run([ZTRUN, "--standalone", "--nproc-per-node", "2", sys.executable,
+                        os.path.join(root, "examples", "python", "finetune_causal_lm.py"),
+                        "--config", os.path.join(root, "configs", "hf_auto_zero3.json"),
+                        "--train-shard", str(shard), "--steps", "30", "--hidden-size", "64",
+                        "--layers", "2", "--heads", "2", "--max-length", "64",
+                        "--output-dir", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = [json.loads(line.split("] ", 1)[-1]) for line in r.stdout.splitlines()
+            if '"step"' in line]
+    assert [row["step"] for row in rows] == [1, 10, 20, 30], rows
+    assert rows[-1]["loss"] < rows[0]["loss"] - 1.0, rows
+    import transformers
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(out / "hf"))
+    assert model.config.vocab_size == 64
+    assert (out / "checkpoints" / "latest").read_text().strip() == "global_step30"
+
+
+def test_pip_builds_and_installs_the_package(tmp_path):
+    """`pip wheel --no-build-isolation ./python` builds the extension through the project's CMake
+    (the current build, ZT_BINARY_DIR) into a wheel; installed elsewhere, the package imports
+    from there and trains."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+    env = dict(os.environ, ZT_BUILD_DIR=os.environ["ZT_BINARY_DIR"])
+    env.pop("PYTHONPATH", None)
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                        "-q", "-w", str(tmp_path / "wheels"), os.path.join(root, "python")],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    wheels = list((tmp_path / "wheels").glob("zerotorch-*.whl"))
+    assert len(wheels) == 1, wheels
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                        str(tmp_path / "site"), str(wheels[0])],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    code = ("import torch, zerotorch; print(zerotorch.__file__); "
+            "m = torch.nn.Linear(2, 2); "
+            "e, _, _, _ = zerotorch.initialize(model=m, config={'train_micro_batch_size_per_gpu': "
+            "1, 'optimizer': {'type': 'AdamW', 'params': {'lr': 0.1}}}); "
+            "w = m.weight.detach().clone(); e.backward(e(torch.ones(1, 2)).sum()); e.step(); "
+            "assert not torch.equal(w, m.weight)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(env, PYTHONPATH=str(tmp_path / "site")), cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.startswith(str(tmp_path / "site")), r.stdout

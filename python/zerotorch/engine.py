@@ -90,8 +90,18 @@ class ZeroEngine:
     def __init__(self, module, config_path, overrides=(), program=None, units=None):
         self.module = module
         units = stage3_units(module) if units is None else list(units)
-        self._engine = _C.Engine(module, os.fspath(config_path), list(overrides),
-                                 program or {}, units)
+        try:
+            self._engine = _C.Engine(module, os.fspath(config_path), list(overrides),
+                                     program or {}, units)
+        except RuntimeError as e:
+            if 'still "auto"' not in str(e):
+                raise
+            keys = str(e).split(": still")[0]
+            raise RuntimeError(
+                f'{keys}: still "auto" with nothing to resolve it from: the model has no '
+                'config.hidden_size (bucket sizes) or no max_steps was given (scheduler steps); '
+                'pass zerotorch.initialize(..., auto={"hidden_size": H, "total_steps": N}) or '
+                'training_args=') from None
         self._param_ids = {id(p) for p in module.parameters()}
         self._hooks = []
         if self._engine.gathers_units:

@@ -144,6 +144,9 @@ def test_auto_values_follow_training_arguments():
     assert engine.get_lr() == [3e-4]
     with pytest.raises(RuntimeError, match="train_micro_batch_size_per_gpu"):
         zerotorch.initialize(model=torch.nn.Linear(8, 8), config=config)
+    with pytest.raises(RuntimeError,
+                       match=r'reduce_bucket_size: still "auto" .*config.hidden_size'):
+        zerotorch.initialize(model=torch.nn.Linear(8, 8), config=config, training_args=args)
 
 
 def test_training_data_gives_a_distributed_loader():

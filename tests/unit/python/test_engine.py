@@ -261,7 +261,8 @@ def test_trainer_defaults_fill_a_config_without_optimizer_or_scheduler():
                                            training_args=args)
     r = json.loads(engine._engine.config_json)
     assert r["optimizer"]["type"] == "AdamW"
-    assert r["optimizer"]["params"]["lr"] == 5e-4 and r["optimizer"]["params"]["betas"] == [0.9, 0.98]
+    assert r["optimizer"]["params"]["lr"] == 5e-4
+    assert r["optimizer"]["params"]["betas"] == [0.9, 0.98]
     assert r["optimizer"]["params"]["weight_decay"] == 0.1
     assert r["parameter_groups"]["no_decay"], "the Trainer leaves biases and norms undecayed"
     assert r["scheduler"]["type"] == "WarmupDecayLR"

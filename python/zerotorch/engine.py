@@ -220,8 +220,11 @@ class ZeroEngine:
         os.makedirs(save_dir, exist_ok=True)
         path = os.path.join(os.fspath(save_dir), save_filename)
         if path.endswith(".safetensors") and not exclude_frozen_parameters:
-            # Unit by unit (peak memory ~ the largest unit), rank 0 writing.
-            return self._engine.save_16bit_model(path)
+            # Unit by unit (peak memory ~ the largest unit), rank 0 writing; no rank returns
+            # before the file is complete.
+            written = self._engine.save_16bit_model(path)
+            self._engine.barrier()
+            return written
         frozen = {n for n, p in self.module.named_parameters() if not p.requires_grad}
         with _zero.GatheredParameters(list(self.module.parameters())):
             if self.global_rank == 0:

@@ -183,7 +183,11 @@ def main():
         target = os.path.join(out, "hf16")
         if rank == 0:
             model.config.save_pretrained(target)
-        assert engine.save_16bit_model(target, "model.safetensors")
+        # Stage 3 streams a safetensors file unit by unit; below it, DeepSpeed's default name:
+        # a torch.save state dict.
+        name = "model.safetensors" if stage == 3 else "pytorch_model.bin"
+        assert engine.save_16bit_model(target, name)
+        assert os.path.exists(os.path.join(target, name))
         with zerotorch.zero.GatheredParameters(list(model.parameters())):
             now = {n: p.detach().clone() for n, p in model.named_parameters()}
         cls = type(model)

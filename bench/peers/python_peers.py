@@ -55,6 +55,8 @@ SIZES = {
                  intermediate_size=128, vocab_size=512),
     "20m": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6,
                 intermediate_size=1536, vocab_size=8000),
+    "100m": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=2048, vocab_size=8000),
 }
 
 CONFIGS = {

@@ -12,22 +12,6 @@ from . import _C
 from . import zero as _zero
 
 
-def _first_tensor(out):
-    """The tensor a forward's output is judged by (whether a backward follows): the output
-    itself, a Hugging Face output's loss or logits, or the first tensor in a tuple/dict."""
-    if isinstance(out, torch.Tensor):
-        return out
-    for key in ("loss", "logits"):
-        value = getattr(out, key, None)
-        if isinstance(value, torch.Tensor):
-            return value
-    values = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            return value
-    return torch.zeros(())
-
-
 def _tensors(out):
     """Every tensor in a module's output (a tensor, tuple, list, dict or Hugging Face output)."""
     if isinstance(out, torch.Tensor):
@@ -37,6 +21,17 @@ def _tensors(out):
     if isinstance(out, (tuple, list)):
         return [t for item in out for t in _tensors(item)]
     return []
+
+
+def _first_tensor(out):
+    """The tensor a forward's output is judged by (whether a backward follows): a Hugging Face
+    output's loss or logits, else the first tensor in it."""
+    for key in ("loss", "logits"):
+        value = getattr(out, key, None)
+        if isinstance(value, torch.Tensor):
+            return value
+    found = _tensors(out)
+    return found[0] if found else torch.zeros(())
 
 
 def stage3_units(model):

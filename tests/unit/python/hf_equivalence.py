@@ -4,13 +4,13 @@ A tiny random ``LlamaForCausalLM`` or ``GPT2LMHeadModel`` (tied embeddings) trai
 ``zerotorch.initialize`` from a Hugging Face-style DeepSpeed config, every value the Trainer fills
 left "auto" and resolved from TrainingArguments' field names and ``model.config.hidden_size``,
 must end with the parameters of plain single-process ``torch.optim.AdamW`` training on the same
-global batches: fp32 within 1e-5; bf16 (fp32 masters) within what bf16 forward and backward
-rounding allows, stated below. Then, when asked: a checkpoint resumes bit-identically; the 16-bit
-model reloads with ``from_pretrained``; ``GatheredParameters(modifier_rank=0)`` changes a weight
-on every rank.
+global batches: fp32 within 1e-5; bf16 and fp16 (fp32 masters) within what 16-bit forward and
+backward rounding allows, stated below. Then, when asked: a checkpoint resumes bit-identically;
+the 16-bit model reloads with ``from_pretrained``; ``GatheredParameters(modifier_rank=0)``
+changes a weight on every rank.
 
 usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...]
-  MODEL llama|gpt2, DTYPE fp32|bf16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
+  MODEL llama|gpt2, DTYPE fp32|bf16|fp16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
   GC none|nonreentrant|reentrant (gradient_checkpointing_enable), OUT a scratch directory,
   checks: resume, save16, modify
 """
@@ -61,6 +61,7 @@ def ds_config(stage, dtype, offload, nvme_dir):
         if offload.endswith("_all"):
             zero["offload_param"] = dict(block)
     return {
+        "fp16": {"enabled": "auto"},
         "bf16": {"enabled": "auto"},
         "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
                                                   "weight_decay": "auto"}},
@@ -92,7 +93,7 @@ def main():
     # TrainingArguments' field names (the Trainer's "auto" sources).
     args = types.SimpleNamespace(per_device_train_batch_size=MICRO,
                                  gradient_accumulation_steps=acc, max_grad_norm=1.0,
-                                 fp16=False, bf16=dtype == "bf16", learning_rate=LR,
+                                 fp16=dtype == "fp16", bf16=dtype == "bf16", learning_rate=LR,
                                  adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
                                  weight_decay=WD, warmup_steps=0, warmup_ratio=0.0,
                                  max_steps=STEPS, lr_scheduler_type="constant")
@@ -133,12 +134,12 @@ def main():
         torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
         opt.step()
 
-    # fp32: the same arithmetic up to summation order. bf16: forward and backward in bf16
-    # (about 3 significant digits). An Adam update is at most about LR in size whatever the
-    # gradient's scale, so where rounding flips a small gradient's sign a parameter moves by up
-    # to 2 LR a step: every parameter lies within 2 * STEPS * LR (plus a bf16 ulp) of the fp32
-    # result, and on average within LR / 4 (a parameter left untrained is 1-2 LR off). Losses
-    # agree within 2%.
+    # fp32: the same arithmetic up to summation order. bf16 (about 3 significant digits) and
+    # fp16 (about 4, with dynamic loss scaling): forward and backward in 16 bits. An Adam update
+    # is at most about LR in size whatever the gradient's scale, so where rounding flips a small
+    # gradient's sign a parameter moves by up to 2 LR a step: every parameter lies within
+    # 2 * STEPS * LR (plus a bf16 ulp) of the fp32 result, and on average within LR / 4 (a
+    # parameter left untrained is 1-2 LR off). Losses agree within 2%.
     fp32 = dtype == "fp32"
     for a, b in zip(losses, ref_losses):
         assert abs(a - b) <= (1e-5 if fp32 else 0.02 * abs(b)), (losses, ref_losses)
@@ -156,7 +157,7 @@ def main():
             assert bool((diff <= tol).all()), f"{name}: max diff {diff.max().item()}"
             total, count = total + diff.sum().item(), count + diff.numel()
     if not fp32:
-        print(f"rank {rank}: bf16 mean |diff| {total / count:.2e}", flush=True)
+        print(f"rank {rank}: {dtype} mean |diff| {total / count:.2e}", flush=True)
         assert total / count <= LR / 4, total / count
 
     if "resume" in checks:

@@ -72,6 +72,10 @@ def test_hf_bf16(tmp_path):
     run_hf(2, "llama", 3, 1, dtype="bf16", checks=("resume", "save16"), tmp_path=tmp_path)
 
 
+def test_hf_fp16(tmp_path):
+    run_hf(2, "gpt2", 2, 3, dtype="fp16", checks=("resume",), tmp_path=tmp_path)
+
+
 @pytest.mark.parametrize("stage,offload", [(2, "cpu"), (3, "cpu_all"), (3, "nvme"),
                                            (3, "nvme_all")])
 def test_hf_offload(stage, offload, tmp_path):

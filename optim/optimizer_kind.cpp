@@ -12,7 +12,8 @@ constexpr std::pair<OptimizerKind, const char*> kNames[] = {
     {OptimizerKind::kAdam, "Adam"},         {OptimizerKind::kAdamW, "AdamW"},
     {OptimizerKind::kSgd, "SGD"},           {OptimizerKind::kLion, "Lion"},
     {OptimizerKind::kLamb, "Lamb"},         {OptimizerKind::kCpuAdam, "CpuAdam"},
-    {OptimizerKind::kAdam8bit, "Adam8bit"}, {OptimizerKind::kFusedAdam, "FusedAdam"}};
+    {OptimizerKind::kAdam8bit, "Adam8bit"}, {OptimizerKind::kFusedAdam, "FusedAdam"},
+    {OptimizerKind::kMuon, "Muon"}};
 
 }  // namespace
 
@@ -28,7 +29,8 @@ OptimizerKind optimizer_kind(const std::string& name) {
     if (name == n) return k;
   }
   ZT_THROW(
-      "optimizer.type must be one of Adam, AdamW, SGD, Lion, Lamb, CpuAdam, Adam8bit, FusedAdam; "
+      "optimizer.type must be one of Adam, AdamW, SGD, Lion, Lamb, CpuAdam, Adam8bit, FusedAdam, "
+      "Muon; "
       "got \"",
       name, "\"");
 }

@@ -9,11 +9,21 @@ namespace zt::optim {
 
 // The optimizers: Adam, AdamW, SGD, Lion, Lamb (any device; ATen ops per group), CpuAdam (fused
 // SIMD pass on CPU), Adam8bit (block-wise quantized state, CPU, or the plugin's kernel on CUDA),
-// FusedAdam (CUDA kernel of the plugin). CpuAdam and FusedAdam are Adam/AdamW's update in one pass
-// over memory; resolve_for_device picks them.
-enum class OptimizerKind { kAdam, kAdamW, kSgd, kLion, kLamb, kCpuAdam, kAdam8bit, kFusedAdam };
+// FusedAdam (CUDA kernel of the plugin), Muon (DeepSpeed's MuonWithAuxAdam, optim/muon.h). CpuAdam
+// and FusedAdam are Adam/AdamW's update in one pass over memory; resolve_for_device picks them.
+enum class OptimizerKind {
+  kAdam,
+  kAdamW,
+  kSgd,
+  kLion,
+  kLamb,
+  kCpuAdam,
+  kAdam8bit,
+  kFusedAdam,
+  kMuon
+};
 
-// "Adam", "AdamW", "SGD", "Lion", "Lamb", "CpuAdam", "Adam8bit", "FusedAdam".
+// "Adam", "AdamW", "SGD", "Lion", "Lamb", "CpuAdam", "Adam8bit", "FusedAdam", "Muon".
 const char* optimizer_name(OptimizerKind kind);
 // The kind optimizer_name calls `name`, or a zt::Error listing the names.
 OptimizerKind optimizer_kind(const std::string& name);

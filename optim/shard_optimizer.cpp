@@ -14,6 +14,7 @@
 #include "optim/fused_adam_launch.h"
 #include "optim/lamb.h"
 #include "optim/lion.h"
+#include "optim/muon.h"
 #include "optim/sgd.h"
 #include "optim/swa.h"
 
@@ -137,6 +138,7 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerSpec& spec) 
     case OptimizerKind::kCpuAdam: return std::make_unique<CpuAdam>(spec);
     case OptimizerKind::kAdam8bit: return std::make_unique<Adam8bit>(spec);
     case OptimizerKind::kFusedAdam: return std::make_unique<FusedAdam>(spec);
+    case OptimizerKind::kMuon: return std::make_unique<Muon>(spec);
   }
   ZT_THROW("unknown optimizer kind ", static_cast<int>(spec.type));
 }

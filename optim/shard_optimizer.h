@@ -27,6 +27,8 @@
 //          d = nesterov ? d + momentum buf : buf; p -= lr d
 //   Lion   c = b1 m + (1-b1) g; p *= 1 - lr wd; p -= lr sign(c); m = b2 m + (1-b2) g
 //   Lamb   DeepSpeed's FusedLamb, one trust ratio per group of the shard (see optim/lamb.h)
+//   Muon   DeepSpeed's MuonWithAuxAdam; its ranges hold the orthogonalised update, not the
+//          gradient (see optim/muon.h)
 //
 // Thread-safety: one ShardOptimizer is used by one thread at a time.
 
@@ -39,6 +41,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "optim/muon_spec.h"
 #include "optim/optimizer_kind.h"
 #include "optim/swa_spec.h"
 
@@ -55,6 +58,9 @@ struct GroupHyper {
   double momentum = 0;  // SGD only
   bool nesterov = false;
   double dampening = 0;  // SGD only (torch's dampening; nesterov needs 0)
+  // Muon: the range is a Muon matrix's (grad holds its orthogonalised update; momentum is Muon's);
+  // false: the auxiliary Adam's (optim/muon.h).
+  bool muon = false;
   // Factor on the gradient (see the file comment), rounded to float once, so grad * grad_scale is
   // one fp32 multiply per element, as a separate at::mul_ by the same factor would round it.
   double grad_scale = 1.0;
@@ -98,6 +104,8 @@ struct OptimizerSpec {
   double min_coeff = 0.01;
   bool eps_inside_sqrt = false;
   bool bias_correction = true;
+  // Muon: Newton-Schulz variant and the lr factor of each half (optim/muon_spec.h).
+  MuonSpec muon;
   // Stochastic weight averaging of the shard's masters (optim/swa.h); off by default.
   SwaSpec swa;
 };

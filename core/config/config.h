@@ -83,7 +83,18 @@ struct DataTypesConfig {
 // weight_decay, bias_correction, amsgrad (not Adam8bit), adam_w_mode (Adam, CPUAdam); Adam8bit
 // also block_size; SGD takes lr, momentum, dampening, weight_decay, nesterov. Others are errors.
 // Type names are matched case-insensitively, as DeepSpeed does. Adam8bit is our block-wise 8-bit
-// Adam; CPUAdam our vectorised CPU Adam for offload (DeepSpeed's DeepSpeedCPUAdam).
+// Adam; CPUAdam our vectorised CPU Adam for offload (DeepSpeed's DeepSpeedCPUAdam). Muon
+// (DeepSpeed's MuonWithAuxAdam, optim/muon.h) takes lr, weight_decay (both halves), momentum,
+// ns_method, muon_lr (its 2-D matrices), betas, eps, adam_lr (the auxiliary Adam's) and
+// adam_w_mode, with DeepSpeed's defaults (MuonConfig).
+struct MuonConfig {
+  double momentum = 0.95;
+  std::string ns_method = "gram";           // or "standard"
+  std::vector<double> betas = {0.9, 0.95};  // the auxiliary Adam's (not Adam's 0.999)
+  double eps = 1e-10;
+  double muon_lr = -1;  // < 0: lr
+  double adam_lr = -1;  // < 0: lr
+};
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::kAdamW;
   double lr = 1e-3;
@@ -102,6 +113,7 @@ struct OptimizerConfig {
   double max_coeff = 10.0;
   double min_coeff = 0.01;
   bool eps_inside_sqrt = false;
+  MuonConfig muon;  // type Muon only
 };
 
 // scheduler, with DeepSpeed's parameter names and defaults; which of them a type takes:

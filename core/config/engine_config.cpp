@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "optim/lr_schedule.h"
+#include "optim/muon.h"
 
 namespace zt {
 namespace {
@@ -66,6 +67,19 @@ std::function<double(int64_t)> schedule_from(const SchedulerConfig& s, double ba
   return [sched](int64_t step) { return sched->lr_at(step - 1); };
 }
 
+// Muon's two halves (optim/muon.h): the auxiliary Adam's betas and eps, Muon's momentum, and each
+// half's lr as a factor on the scheduled lr.
+void muon_options(const OptimizerConfig& oc, EngineOptions& o) {
+  const MuonConfig& m = oc.muon;
+  o.hyper.beta1 = m.betas.size() > 0 ? m.betas[0] : 0.9;
+  o.hyper.beta2 = m.betas.size() > 1 ? m.betas[1] : 0.95;
+  o.hyper.eps = m.eps;
+  o.hyper.momentum = m.momentum;
+  o.optimizer.muon.ns_method = optim::ns_method_from_name(m.ns_method);
+  o.optimizer.muon.muon_lr_scale = m.muon_lr >= 0 ? m.muon_lr / oc.lr : 1.0;
+  o.optimizer.muon.adam_lr_scale = m.adam_lr >= 0 ? m.adam_lr / oc.lr : 1.0;
+}
+
 }  // namespace
 
 EngineOptions engine_options_from_config(const Config& c, std::vector<std::string> units) {
@@ -113,6 +127,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     o.optimizer.min_coeff = oc.min_coeff;
     o.optimizer.eps_inside_sqrt = oc.eps_inside_sqrt;
     o.optimizer.bias_correction = oc.bias_correction;
+    if (oc.type == OptimizerType::kMuon) muon_options(oc, o);
   }
   o.optimizer.swa = {c.swa.enabled, c.swa.swa_start, c.swa.swa_freq};
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;

@@ -16,7 +16,8 @@ int64_t state_bytes(const Config& c) {
     case OptimizerType::kAdamW:
     case OptimizerType::kCpuAdam:
     case OptimizerType::kFusedAdam:
-    case OptimizerType::kLamb: return 8;  // exp_avg, exp_avg_sq
+    case OptimizerType::kLamb:
+    case OptimizerType::kMuon: return 8;  // exp_avg (Muon: also its momentum), exp_avg_sq
     case OptimizerType::kSgd: return c.optimizer->momentum > 0 ? 4 : 0;
     case OptimizerType::kLion: return 4;      // exp_avg
     case OptimizerType::kAdam8bit: return 2;  // one byte each, block scales aside

@@ -74,7 +74,7 @@ inline constexpr EnumName<OptimizerType> kOptimizerNames[] = {
     {OptimizerType::kSgd, "SGD"},         {OptimizerType::kAdam8bit, "Adam8bit"},
     {OptimizerType::kCpuAdam, "CPUAdam"}, {OptimizerType::kLamb, "Lamb"},
     {OptimizerType::kLion, "Lion"},       {OptimizerType::kCpuAdam, "DeepSpeedCPUAdam"},
-    {OptimizerType::kLamb, "FusedLamb"}};
+    {OptimizerType::kLamb, "FusedLamb"},  {OptimizerType::kMuon, "Muon"}};
 
 // DeepSpeed optimizer types zerotorch refuses, with the reason (matched case-insensitively).
 struct RefusedName {
@@ -88,8 +88,7 @@ inline constexpr RefusedName kRefusedOptimizers[] = {
     {"Adagrad", "no Adagrad on flat shards"},
     {"MuAdam", "no muP optimizers"},
     {"MuAdamW", "no muP optimizers"},
-    {"MuSGD", "no muP optimizers"},
-    {"Muon", "no Muon (it needs whole matrices, not flat shards)"}};
+    {"MuSGD", "no muP optimizers"}};
 inline constexpr EnumName<SchedulerType> kSchedulerNames[] = {
     {SchedulerType::kWarmupLR, "WarmupLR"},
     {SchedulerType::kWarmupDecayLR, "WarmupDecayLR"},
@@ -241,6 +240,35 @@ void visit_fp16(V& v, Fp16Config& c) {
                   "masters and gradients stay fp32 (fp16 masters are not implemented)"}});
 }
 
+// The keys DeepSpeed's engine reads for Muon (_MUON_HALF_KEYS, _ADAM_HALF_KEYS, muon_lr,
+// adam_lr, adam_w_mode), with MuonWithAuxAdam's defaults. DeepSpeed's muon_update always runs 5
+// Newton-Schulz steps with Nesterov momentum and its engine never reads ns_steps or nesterov, so
+// those warn unless they say what runs anyway.
+template <typename V>
+void visit_muon_params(V& w, OptimizerConfig& c) {
+  w.field("weight_decay", c.weight_decay, auto_ok());
+  w.field("momentum", c.muon.momentum, {});
+  w.field("ns_method", c.muon.ns_method, {});
+  w.field("muon_lr", c.muon.muon_lr, {});
+  w.field("betas", c.muon.betas, {});
+  w.field("eps", c.muon.eps, {});
+  w.field("adam_lr", c.muon.adam_lr, {});
+  w.field("adam_w_mode", c.adam_w_mode, {});
+  w.unsupported(
+      {{"ns_steps", Unsupported::kNoEffect,
+        "DeepSpeed's Muon does not read it and always runs 5 Newton-Schulz steps; so does "
+        "zerotorch",
+        "5"},
+       {"nesterov", Unsupported::kNoEffect,
+        "DeepSpeed's Muon does not read it and always uses Nesterov momentum; so does zerotorch",
+        "true"},
+       {"per_head_muon", Unsupported::kFeature,
+        "per-head orthogonalisation is not implemented; every Muon matrix is orthogonalised whole"},
+       {"torch_adam", Unsupported::kNoEffect, "the auxiliary Adam is zerotorch's own"},
+       {"fp32_optimizer_states", Unsupported::kRefused, "optimizer states are always fp32",
+        "true"}});
+}
+
 template <typename V>
 void visit_optimizer(V& v, OptimizerConfig& c) {
   v.choice("type", c.type, kOptimizerNames, {});
@@ -252,6 +280,10 @@ void visit_optimizer(V& v, OptimizerConfig& c) {
               w.field("dampening", c.dampening, {});
               w.field("weight_decay", c.weight_decay, auto_ok());
               w.field("nesterov", c.nesterov, {});
+              return;
+            }
+            if (c.type == OptimizerType::kMuon) {
+              visit_muon_params(w, c);
               return;
             }
             w.field("betas", c.betas, auto_ok());

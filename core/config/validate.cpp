@@ -139,6 +139,10 @@ class Validator {
             "needs momentum > 0 and dampening 0");
       return;
     }
+    if (o.type == OptimizerType::kMuon) {
+      muon(o);
+      return;
+    }
     if (o.betas.size() != 2) {
       check(p + "betas", false, "expected 2 numbers [beta1, beta2], got ", o.betas.size());
     } else {
@@ -160,6 +164,28 @@ class Validator {
     check(p + "bias_correction", o.bias_correction,
           "false is not implemented (zerotorch's Adam always corrects bias)");
     check(p + "amsgrad", !o.amsgrad, "AMSGrad is not implemented");
+  }
+
+  void muon(const OptimizerConfig& o) {
+    const std::string p = "optimizer.params.";
+    const MuonConfig& m = o.muon;
+    check(p + "momentum", m.momentum >= 0 && m.momentum < 1, "must be in [0, 1), got ", m.momentum);
+    check(p + "ns_method", m.ns_method == "gram" || m.ns_method == "standard",
+          "must be \"gram\" or \"standard\", got \"", m.ns_method, "\"");
+    check(p + "betas", m.betas.size() == 2, "expected 2 numbers [beta1, beta2], got ",
+          m.betas.size());
+    for (double b : m.betas) {
+      check(p + "betas", b >= 0 && b < 1, "each beta must be in [0, 1), got ", b);
+    }
+    check(p + "eps", m.eps > 0, "must be > 0, got ", m.eps);
+    // Each half's lr is the scheduled lr times muon_lr / lr (adam_lr / lr), so lr must not be 0.
+    for (const auto& [key, v] : {std::pair<const char*, double>{"muon_lr", m.muon_lr},
+                                 std::pair<const char*, double>{"adam_lr", m.adam_lr}}) {
+      if (v == -1) continue;
+      check(p + key, v >= 0, "must be >= 0, got ", v);
+      check(p + key, o.lr > 0, "needs optimizer.params.lr > 0 (it scales the scheduled lr by ", key,
+            " / lr)");
+    }
   }
 
   void required(const std::string& path, const char* type) {

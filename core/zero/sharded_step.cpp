@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "core/zero/host_offload.h"
 #include "optim/clip.h"
+#include "optim/muon.h"
 
 namespace zt::zero {
 
@@ -43,6 +44,15 @@ ShardedStep::ShardedStep(const EngineOptions& options,
       slot.grouping.group_of.push_back(grouping.group_of[next++]);
     }
     slot.optimizer = optim::make_shard_optimizer(spec);
+    if (spec.type == optim::OptimizerKind::kMuon) {
+      const dist::FlatLayout& layout = b->layout();
+      const int64_t shard = options_.stage == 0 ? layout.padded_numel() : layout.shard_numel();
+      for (const auto& e : layout.entries()) {
+        if (!optim::uses_muon(e.name, e.param.sizes())) continue;
+        slot.muon.push_back({e.range, e.param.sizes().vec()});
+        slot.muon_gather |= e.range.begin / shard != (e.range.end - 1) / shard;
+      }
+    }
     slots_.push_back(std::move(slot));
   }
   // NVMe optimizer offload steps CpuAdam on host chunks: its update is elementwise (a chunk
@@ -58,6 +68,11 @@ ShardedStep::ShardedStep(const EngineOptions& options,
              "swa: the average is laid out like the whole fp32 master in memory, which "
              "zero_optimization.offload_optimizer.device nvme streams chunk by chunk");
     store_states = {"exp_avg", "exp_avg_sq"};
+  }
+  if (spec.type == optim::OptimizerKind::kMuon) {
+    // Muon's momentum is folded before the norm, from the optimizer's own state.
+    ZT_CHECK(!options_.optimizer.swa.enabled,
+             "swa: not implemented with optimizer Muon (its momentum is folded outside the step)");
   }
   store_ = make_master_store(options_, buckets_, comm_.rank(), std::move(store_states));
   if (store_->device().is_cpu() && compute_device().is_cuda() && !store_->holds_state()) {
@@ -163,7 +178,81 @@ std::vector<optim::GroupRange> ShardedStep::groups(size_t b, double lr, double g
   std::vector<optim::GroupRange> ranges = optim::shard_group_ranges(
       slots_[b].grouping, slots_[b].params, r.begin, r.end, options_.hyper, lr);
   for (optim::GroupRange& g : ranges) g.hyper.grad_scale = grad_scale;
-  return ranges;
+  if (options_.optimizer.type != optim::OptimizerKind::kMuon) return ranges;
+  // Muon: each range cut at the Muon matrices' edges, each piece with its half's lr.
+  const optim::MuonSpec& spec = options_.optimizer.muon;
+  std::vector<optim::GroupRange> out;
+  for (const optim::GroupRange& g : ranges) {
+    int64_t at = g.begin;
+    auto piece = [&](int64_t end, bool muon) {
+      if (end <= at) return;
+      optim::GroupRange p = g;
+      p.begin = at;
+      p.end = end;
+      p.hyper.muon = muon;
+      p.hyper.lr *= muon ? spec.muon_lr_scale : spec.adam_lr_scale;
+      out.push_back(p);
+      at = end;
+    };
+    for (const MuonMatrix& m : slots_[b].muon) {  // in flat order
+      const int64_t mb = m.range.begin - r.begin, me = m.range.end - r.begin;
+      if (me <= at || mb >= g.end) continue;
+      piece(std::max(mb, at), false);
+      piece(std::min(me, g.end), true);
+    }
+    piece(g.end, false);
+  }
+  return out;
+}
+
+at::Tensor ShardedStep::step_grad(size_t b) const {
+  return b < step_grads_.size() && step_grads_[b].defined() ? step_grads_[b]
+                                                            : buckets_[b]->owned_grad();
+}
+
+double ShardedStep::prepare_muon(const std::vector<size_t>& stepped, double inv) {
+  step_grads_.assign(buckets_.size(), at::Tensor());
+  const optim::NsMethod method = options_.optimizer.muon.ns_method;
+  double sum = 0;
+  for (size_t b : stepped) {
+    Bucket& bucket = *buckets_[b];
+    Slot& slot = slots_[b];
+    const dist::Range r = bucket.stepped();
+    at::Tensor s = bucket.owned_grad().to(at::kFloat).mul(inv);  // (stepped,), a new buffer
+    auto* muon = dynamic_cast<optim::Muon*>(slot.optimizer.get());
+    ZT_INTERNAL_ASSERT(muon != nullptr, "Muon step without a Muon optimizer");
+    for (const MuonMatrix& m : slot.muon) {
+      const dist::Range own = dist::intersect(m.range, r);
+      if (own.empty()) continue;
+      muon->fold_momentum(s.narrow(0, own.begin - r.begin, own.size()), r.size(),
+                          own.begin - r.begin, options_.hyper.momentum, store_->device());
+    }
+    at::Tensor full;  // (padded,) the blends of every rank's slice
+    if (slot.muon_gather) {
+      full = at::empty({bucket.layout().padded_numel()}, s.options());
+      clock_.wait(comm_.all_gather(s, full));
+    }
+    // Every matrix reads its whole before any slice of s is overwritten.
+    std::vector<std::pair<dist::Range, at::Tensor>> pieces;
+    for (const MuonMatrix& m : slot.muon) {
+      const dist::Range own = dist::intersect(m.range, r);
+      if (own.empty()) continue;
+      at::Tensor whole = full.defined() ? full.narrow(0, m.range.begin, m.range.size())
+                                        : s.narrow(0, m.range.begin - r.begin, m.range.size());
+      at::Tensor o = optim::orthogonalize(whole.view(m.shape), method).reshape({-1});
+      pieces.emplace_back(own, o.narrow(0, own.begin - m.range.begin, own.size()));
+    }
+    for (auto& [own, o] : pieces) s.narrow(0, own.begin - r.begin, own.size()).copy_(o);
+    sum += s.is_cpu() ? optim::sum_of_squares(s)
+                      : at::linalg_vector_norm(s, 2, c10::nullopt, false, at::kFloat)
+                            .to(at::kDouble)
+                            .square()
+                            .item<double>();
+    step_grads_[b] = s;
+  }
+  if (options_.stage == 0) return sum;
+  at::Tensor t = at::full({1}, sum, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
+  return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
 
 double ShardedStep::global_grad_norm_squared() {
@@ -219,7 +308,10 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
   // reduced gradient) every rank sees the same verdict (DeepSpeed votes on the norm the same way,
   // CheckOverflow.check_using_norm).
   const double inv = post_reduce_scale_ / (scaler ? scaler->scale() : 1.0);
-  const double raw_sq = global_grad_norm_squared();
+  const bool muon = options_.optimizer.type == optim::OptimizerKind::kMuon;
+  // fp32 runs no overflow vote, and Muon's norm is taken after prepare_muon: no raw sum needed.
+  const double raw_sq =
+      muon && options_.compute_dtype == at::kFloat ? 0.0 : global_grad_norm_squared();
   if (options_.compute_dtype == at::kFloat) {
     // No overflow vote in fp32 (as DeepSpeed): inf/NaN reach the optimizer.
   } else if (!std::isfinite(raw_sq)) {
@@ -237,7 +329,11 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
   } else if (scaler) {
     scaler->update(false);
   }
-  out.grad_norm = std::sqrt(raw_sq) * std::abs(inv);
+  std::vector<size_t> stepped;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b]->owned_grad().defined()) stepped.push_back(b);
+  }
+  out.grad_norm = muon ? std::sqrt(prepare_muon(stepped, inv)) : std::sqrt(raw_sq) * std::abs(inv);
   // Clips only a norm above the threshold (there clip_coefficient's factor is below 1). Without
   // the test, a norm at the threshold or up to 1e-6 under it would be scaled down too, and a NaN
   // norm (fp32 runs no overflow vote) would make every element's factor NaN instead of 1.
@@ -245,12 +341,10 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
   if (options_.gradient_clipping > 0 && out.grad_norm > options_.gradient_clipping) {
     clip = optim::clip_coefficient(out.grad_norm, options_.gradient_clipping);
   }
-  const double grad_scale = inv * clip;
-  std::vector<size_t> stepped;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (buckets_[b]->owned_grad().defined()) stepped.push_back(b);
-  }
+  // Muon's step gradients carry inv already.
+  const double grad_scale = (muon ? 1.0 : inv) * clip;
   update(stepped, grad_scale, lr);
+  step_grads_.clear();
   return out;
 }
 
@@ -265,7 +359,7 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
 void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, double lr) {
   if (host_offload_) {
     for (size_t b : stepped) {
-      at::Tensor g = buckets_[b]->owned_grad();
+      at::Tensor g = step_grad(b);
       host_offload_->start_grad_copy(b, g.scalar_type() == at::kFloat ? g : g.to(at::kFloat));
     }
   }
@@ -281,8 +375,7 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, 
 
   auto step_chunk = [&](MasterChunk& c, ChunkTargets& targets) {
     Slot& slot = slots_[c.slot];
-    at::Tensor g =
-        host_offload_ ? host_offload_->wait_grad(c.slot) : buckets_[c.slot]->owned_grad();
+    at::Tensor g = host_offload_ ? host_offload_->wait_grad(c.slot) : step_grad(c.slot);
     at::Tensor g32 = g.narrow(0, c.begin, c.numel)
                          .to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));
     // The bucket's group ranges, cut to the chunk and shifted to its coordinates.

@@ -18,6 +18,22 @@
 //   4. publish: stages 1-2 and persistent stage-3 buffers all-gather the updated slices into the
 //      full parameters (Bucket::publish_params)
 //
+// Muon (optim/muon.h) orthogonalises whole matrices while a rank steps a slice of a bucket. Before
+// the norm, per stepped bucket (prepare_muon):
+//
+//   s = owned gradient * post_reduce_scale / loss_scale       // (stepped,) fp32, a new buffer
+//   Muon elements of s: momentum folded in, s = Nesterov blend  // elementwise, on the slice
+//   full = all_gather(s)       // (padded,), only for a bucket where a Muon matrix crosses a
+//                              // shard boundary (the layout decides, so every rank agrees)
+//   per Muon matrix touching the slice: O = orthogonalize(whole matrix of full, or of s when
+//   the slice holds it whole); the slice's part of O replaces s there
+//
+// so a matrix is orthogonalised by each rank that holds part of it (once per matrix for most
+// matrices, twice for one crossing a boundary), from the same values, hence bit for bit the same
+// O on every such rank; the momentum stays sharded like the master. The norm and clipping then
+// cover s (DeepSpeed's ZeRO stages take the norm over the Muon update, too), and the optimizer
+// steps s with the clipping factor alone.
+//
 // The fp32 master and the optimizer state live in a master store (core/zero/master_store.h): on
 // the model's device, in host memory with optimizer offload, or in NVMe files. The step is one
 // loop over the store's chunks, whatever the placement: per chunk the gradient comes to the
@@ -88,8 +104,15 @@ class ShardedStep {
   int64_t nvme_buffer_bytes() const;  // host buffers they stream through
 
  private:
+  // A parameter Muon steps: its elements in the flat buffer and its shape.
+  struct MuonMatrix {
+    dist::Range range;
+    std::vector<int64_t> shape;
+  };
   struct Slot {
     std::unique_ptr<optim::ShardOptimizer> optimizer;
+    std::vector<MuonMatrix> muon;          // Muon only: the bucket's Muon parameters
+    bool muon_gather = false;              // some Muon matrix crosses a shard boundary
     std::vector<optim::ParamInfo> params;  // entries in flat-buffer coordinates
     optim::ParamGrouping grouping;         // per entry: decay flag and lr scale
   };
@@ -98,6 +121,10 @@ class ShardedStep {
   double global_grad_norm_squared();
   // Bucket b's group ranges for this step, every one with the step's gradient factor.
   std::vector<optim::GroupRange> groups(size_t b, double lr, double grad_scale) const;
+  // Muon: fills step_grads_ (see the file comment); returns the global sum of their squares.
+  double prepare_muon(const std::vector<size_t>& stepped, double inv);
+  // The gradient the optimizer steps bucket b with: step_grads_[b] (Muon) or the owned gradient.
+  at::Tensor step_grad(size_t b) const;
   // Steps every chunk of the buckets in `stepped` and publishes them.
   void update(const std::vector<size_t>& stepped, double grad_scale, double lr);
   std::string overflow_culprits() const;
@@ -111,6 +138,9 @@ class ShardedStep {
   double post_reduce_scale_;
   std::vector<Slot> slots_;
   std::unique_ptr<MasterStore> store_;
+  // Muon: per bucket, the owned gradient scaled, with its Muon elements orthogonalised; empty
+  // between steps.
+  std::vector<at::Tensor> step_grads_;
   // The master in host memory of a model on a GPU: gradients come over, parameters go back,
   // through pinned buffers on a side stream.
   std::unique_ptr<HostOffload> host_offload_;

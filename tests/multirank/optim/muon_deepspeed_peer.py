@@ -1,0 +1,101 @@
+"""DeepSpeed's own Muon on a tiny model, step by step, for muon_deepspeed_test.cpp.
+
+Runs under the DeepSpeed venv (DS_ACCELERATOR=cpu, world 1, gloo). For each case given as
+--case STAGE:CLIP (one process, so torch.compile compiles muon_update once), it writes, as raw
+little-endian files under --out/stage<STAGE>_clip<CLIP>/:
+  tokens.bin       int64 (steps, batch, seq)   the inputs of every step
+  targets.bin      int64 (steps, batch, seq)
+  init/<name>.bin  float32, each parameter before the first step
+  step<k>/<name>.bin  float32, each parameter after step k (1-based)
+  losses.bin       float64 (steps,)
+The model (TinyMuonModel) is written the same way in the C++ test; parameter names are its own.
+"""
+import argparse
+import json
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB, WIDTH, HIDDEN, BATCH, SEQ = 11, 8, 16, 4, 5
+
+
+class TinyMuonModel(nn.Module):
+    # embed and lm_head go to the auxiliary Adam by name; up (16x8, tall), down (8x16, wide: the
+    # Gram iteration) and mix (8x8, square) to Muon; biases and the norm to Adam by shape.
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        self.up = nn.Linear(WIDTH, HIDDEN)
+        self.down = nn.Linear(HIDDEN, WIDTH)
+        self.mix = nn.Linear(WIDTH, WIDTH, bias=False)
+        self.norm = nn.LayerNorm(WIDTH)
+        self.lm_head = nn.Linear(WIDTH, VOCAB, bias=False)
+
+    def forward(self, tokens, targets):
+        x = self.embed(tokens)
+        x = x + self.down(F.gelu(self.up(x)))
+        x = x + self.mix(torch.tanh(x))
+        logits = self.lm_head(self.norm(x))
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--case", action="append", required=True, help="STAGE:CLIP")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--config", required=True, help="the optimizer block, JSON")
+    a = ap.parse_args()
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+    import deepspeed
+    deepspeed.init_distributed(dist_backend="gloo")
+    for case in a.case:
+        stage, clip = case.split(":")
+        run(deepspeed, a, int(stage), float(clip), os.path.join(a.out, f"stage{stage}_clip{clip}"))
+
+
+def run(deepspeed, a, stage, clip, out):
+    torch.manual_seed(7)
+    model = TinyMuonModel()
+    tokens = torch.randint(0, VOCAB, (a.steps, BATCH, SEQ))
+    targets = torch.randint(0, VOCAB, (a.steps, BATCH, SEQ))
+    os.makedirs(os.path.join(out, "init"), exist_ok=True)
+    tokens.numpy().tofile(os.path.join(out, "tokens.bin"))
+    targets.numpy().tofile(os.path.join(out, "targets.bin"))
+
+    def dump(dirname):
+        os.makedirs(os.path.join(out, dirname), exist_ok=True)
+        for n, p in model.named_parameters():
+            p.detach().float().contiguous().numpy().tofile(os.path.join(out, dirname, n + ".bin"))
+
+    dump("init")
+    config = {
+        "train_batch_size": BATCH,
+        "train_micro_batch_size_per_gpu": BATCH,
+        "optimizer": json.loads(a.config),
+        # DeepSpeed's stage 3 refuses Muon with reduce_scatter (its default).
+        "zero_optimization": {"stage": stage, "reduce_scatter": stage != 3},
+        "gradient_clipping": clip,
+    }
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    losses = []
+    for s in range(a.steps):
+        loss = engine(tokens[s], targets[s])
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+        # The module's parameters are the published fp32 values after step(); at stage 3 they
+        # are gathered for the dump.
+        with deepspeed.zero.GatheredParameters(list(model.parameters()), enabled=stage == 3):
+            dump(f"step{s + 1}")
+    torch.tensor(losses, dtype=torch.float64).numpy().tofile(os.path.join(out, "losses.bin"))
+    aux = getattr(getattr(engine, "basic_optimizer", None), "aux_optimizer", None)
+    print(f"stage {stage} clip {clip}: losses {losses}; auxiliary Adam {type(aux).__name__}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+// Muon against DeepSpeed's own: the deepspeed package (its MuonWithAuxAdam, CPU accelerator, one
+// rank over gloo) trains a tiny model 10 steps at stage 0 (no clipping), stage 1 and stage 3
+// (clipping 0.5, which acts on every step) in muon_deepspeed_peer.py, dumping the parameters after
+// every step; zerotorch trains the same model from the same initial values on the same batches
+// with the same config, and every parameter must equal DeepSpeed's within 1e-5 after every step
+// (fp32). The DeepSpeed venv is scripts/setup_deepspeed.sh's (ZT_DS_VENV, default
+// ~/.cache/zerotorch/venv-deepspeed); without it the test skips, saying so.
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/config/config.h"
+#include "core/config/engine_config.h"
+#include "core/engine.h"
+#include "tests/support/mpi_world.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
+
+constexpr int64_t kVocab = 11, kWidth = 8, kHidden = 16, kBatch = 4, kSeq = 5;
+constexpr int kSteps = 10;
+// The optimizer block both sides read. DeepSpeed's engine takes lr for Muon's half, adam_lr for
+// the auxiliary Adam's, and MuonWithAuxAdam's defaults for the rest (betas 0.9, 0.95; eps 1e-10).
+constexpr const char* kOptimizer =
+    R"({"type": "Muon", "params": {"lr": 0.02, "momentum": 0.9, "weight_decay": 0.1, )"
+    R"("adam_lr": 0.003}})";
+
+// The peer's TinyMuonModel.
+struct TinyMuonModelImpl : torch::nn::Module {
+  TinyMuonModelImpl() {
+    embed = register_module("embed", torch::nn::Embedding(kVocab, kWidth));
+    up = register_module("up", torch::nn::Linear(kWidth, kHidden));
+    down = register_module("down", torch::nn::Linear(kHidden, kWidth));
+    mix = register_module("mix",
+                          torch::nn::Linear(torch::nn::LinearOptions(kWidth, kWidth).bias(false)));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
+    lm_head = register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(kWidth, kVocab).bias(false)));
+  }
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets) {
+    torch::Tensor x = embed->forward(tokens);
+    x = x + down->forward(torch::gelu(up->forward(x)));
+    x = x + mix->forward(torch::tanh(x));
+    torch::Tensor logits = lm_head->forward(norm->forward(x));
+    return torch::cross_entropy_loss(logits.reshape({-1, kVocab}), targets.reshape({-1}));
+  }
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::Linear up{nullptr}, down{nullptr}, mix{nullptr}, lm_head{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+};
+TORCH_MODULE(TinyMuonModel);
+
+torch::Tensor read_raw(const fs::path& file, at::ScalarType dtype, at::IntArrayRef shape) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error("missing " + file.string());
+  torch::Tensor t = torch::empty(shape, dtype);
+  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+  if (in.gcount() != static_cast<std::streamsize>(t.nbytes())) {
+    throw std::runtime_error("short file " + file.string());
+  }
+  return t;
+}
+
+fs::path deepspeed_python() {
+  const char* venv = std::getenv("ZT_DS_VENV");
+  const char* home = std::getenv("HOME");
+  fs::path root =
+      venv ? fs::path(venv) : fs::path(home ? home : "/root") / ".cache/zerotorch/venv-deepspeed";
+  return root / "bin/python";
+}
+
+// Runs the peer once for every case (one process: torch.compile compiles muon_update once) into
+// a temporary directory; returns it, or "" with `why` set.
+fs::path run_deepspeed(const std::vector<std::string>& cases, std::string* why) {
+  const fs::path python = deepspeed_python();
+  if (!fs::exists(python)) {
+    *why = "no DeepSpeed venv at " + python.parent_path().parent_path().string() +
+           " (scripts/setup_deepspeed.sh makes it)";
+    return {};
+  }
+  const std::string probe =
+      "DS_ACCELERATOR=cpu " + python.string() +
+      " -c 'import deepspeed.runtime.zero.muon.original_muon' >/dev/null 2>&1";
+  if (std::system(probe.c_str()) != 0) {
+    *why = "the DeepSpeed venv has no deepspeed with Muon (deepspeed.runtime.zero.muon)";
+    return {};
+  }
+  const fs::path out = fs::temp_directory_path() / ("zt_muon_ds_" + std::to_string(getpid()));
+  fs::remove_all(out);
+  std::ostringstream cmd;
+  cmd << "PATH=" << python.parent_path().string() << ":$PATH DS_ACCELERATOR=cpu " << python << " "
+      << ZT_SOURCE_DIR << "/tests/multirank/optim/muon_deepspeed_peer.py --out " << out
+      << " --steps " << kSteps << " --config '" << kOptimizer << "'";
+  for (const auto& c : cases) cmd << " --case " << c;
+  cmd << " > " << out.string() << ".log 2>&1";
+  if (std::system(cmd.str().c_str()) != 0) {
+    std::ifstream log(out.string() + ".log");
+    std::stringstream text;
+    text << log.rdbuf();
+    ADD_FAILURE() << "the DeepSpeed peer failed: " << cmd.str() << "\n" << text.str();
+    return {};
+  }
+  return out;
+}
+
+// zerotorch on the peer's case directory; returns the largest difference from DeepSpeed after
+// each step.
+std::vector<double> compare_case(const fs::path& dir, int stage, double clip) {
+  std::ostringstream config;
+  config << R"({"train_batch_size": )" << kBatch << R"(, "optimizer": )" << kOptimizer
+         << R"(, "zero_optimization": {"stage": )" << stage << R"(}, "gradient_clipping": )" << clip
+         << R"(, "parameter_groups": {"no_decay": []}})";
+  zt::Config c = zt::parse_config(config.str(), zt::ConfigFormat::kJson, {}, 1, {});
+  zt::EngineOptions options = zt::engine_options_from_config(c, {});
+  TinyMuonModel model;
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters()) {
+      p.value().copy_(
+          read_raw(dir / "init" / (p.key() + ".bin"), torch::kFloat, p.value().sizes()));
+    }
+  }
+  zt::Engine engine(model.ptr(), options, g_comm);
+  torch::Tensor tokens = read_raw(dir / "tokens.bin", torch::kLong, {kSteps, kBatch, kSeq});
+  torch::Tensor targets = read_raw(dir / "targets.bin", torch::kLong, {kSteps, kBatch, kSeq});
+  std::vector<double> diffs;
+  for (int s = 0; s < kSteps; ++s) {
+    torch::Tensor loss = engine.forward([&] { return model->forward(tokens[s], targets[s]); });
+    engine.backward(loss);
+    engine.step();
+    double worst = 0;
+    zt::Engine::GatheredParameters full(engine);
+    for (auto& p : model->named_parameters()) {
+      torch::Tensor want = read_raw(dir / ("step" + std::to_string(s + 1)) / (p.key() + ".bin"),
+                                    torch::kFloat, p.value().sizes());
+      const double d = (p.value().detach() - want).abs().max().item<double>();
+      EXPECT_LE(d, 1e-5) << "stage " << stage << " clip " << clip << ": " << p.key()
+                         << " after step " << s + 1 << " differs from DeepSpeed's by " << d;
+      worst = std::max(worst, d);
+    }
+    diffs.push_back(worst);
+  }
+  return diffs;
+}
+
+TEST(MuonDeepSpeed, TenStepsEqualDeepSpeedsMuon) {
+  ASSERT_EQ(g_comm->size(), 1) << "DeepSpeed's side runs one rank";
+  const std::vector<std::pair<int, std::string>> cases = {{0, "0"}, {1, "0.5"}, {3, "0.5"}};
+  std::vector<std::string> args;
+  for (const auto& [stage, clip] : cases) args.push_back(std::to_string(stage) + ":" + clip);
+  std::string why;
+  const fs::path out = run_deepspeed(args, &why);
+  if (!why.empty()) GTEST_SKIP() << why;
+  ASSERT_FALSE(out.empty());
+  for (const auto& [stage, clip] : cases) {
+    const fs::path dir = out / ("stage" + std::to_string(stage) + "_clip" + clip);
+    const std::vector<double> diffs = compare_case(dir, stage, std::stod(clip));
+    std::ostringstream line;
+    line << "stage " << stage << " clip " << clip << ": max |zerotorch - DeepSpeed| per step:";
+    for (double d : diffs) line << " " << d;
+    std::printf("%s\n", line.str().c_str());
+  }
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
+}
+
+}  // namespace

@@ -145,6 +145,12 @@ void check_same_model(const OpenCheckpoint& c, const Engine& engine) {
              p.name, " is ", it->second->trainable ? "trainable" : "frozen",
              " there but not in the model");
   }
+  std::set<std::string> model_names;
+  for (const auto& p : mine) model_names.insert(p.name);
+  for (const auto& p : c.meta.params) {
+    ZT_CHECK(model_names.count(p.name), "checkpoint ", c.meta_path, " has parameter ", p.name,
+             ", which the model does not have");
+  }
   ZT_CHECK(mine.size() == c.meta.params.size(), "checkpoint ", c.meta_path,
            " is from another model: it has ", c.meta.params.size(), " parameters, the model ",
            mine.size());

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <c10/util/accumulate.h>
+
 #include "base/error.h"
 #include "base/shape_str.h"
 #include "weights/torch_save_reader.h"
@@ -81,15 +83,11 @@ at::Tensor DeepSpeedUniversal::read(const std::string& name, const std::string& 
            " without a tensor under \"param\"");
   ZT_CHECK(at::isFloatingType(t.scalar_type()), "DeepSpeed universal file ", path, " holds ",
            t.scalar_type(), " values, expected floating point");
-  if (shape != nullptr) {
-    ZT_CHECK(t.sizes().vec() == *shape, "DeepSpeed universal file ", path, " has shape ",
-             shape_str(t.sizes().vec()), ", but fp32.pt of ", name, " has ", shape_str(*shape));
-  } else if (t.dim() <= 1 && !fs::exists(zero_dir(dir_) / name / "step.pt")) {
-    // ds_to_universal.py writes a stage-3 source's values flat, and its shapes only into the
-    // model-states file, which LibTorch cannot read.
-    ZT_THROW("DeepSpeed universal file ", path, " is flat and ", name,
-             " has no step.pt: a checkpoint saved at ZeRO stage 3, whose shapes LibTorch cannot "
-             "read; save it at stage 0-2, or load its zero_to_fp32 weights instead");
+  if (shape != nullptr && t.sizes().vec() != *shape) {
+    const int64_t numel = c10::multiply_integers(*shape);
+    ZT_CHECK(t.dim() == 1 && t.numel() == numel, "DeepSpeed universal file ", path, " has shape ",
+             shape_str(t.sizes().vec()), ", but parameter ", name, " has ", shape_str(*shape));
+    t = t.reshape(*shape);
   }
   return t.to(at::kFloat).contiguous();
 }

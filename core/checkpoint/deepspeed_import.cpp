@@ -109,9 +109,17 @@ std::string import_deepspeed_universal(const std::string& universal_dir, const s
           fs::path(universal_dir) / "zero" / p.source / (std::string(state) + ".pt"), ec);
       if (!ec) bytes += n;
     }
-    const int64_t s = ds.step(p.source);
-    ZT_CHECK(s >= 0, "DeepSpeed universal checkpoint ", universal_dir, ": parameter ", p.source,
-             " has no step.pt");
+    const int64_t saved = ds.step(p.source);
+    // A stage-3 run's universal checkpoint has no step.pt and flat values: the caller says both.
+    ZT_CHECK(saved >= 0 || options.step >= 0, "DeepSpeed universal checkpoint ", universal_dir,
+             ": parameter ", p.source,
+             " has no step.pt (a ZeRO stage-3 run's, whose values are flat too): give the step "
+             "(DeepSpeed's global_steps) and the shapes (zero_to_fp32's weights), e.g. "
+             "zt-from-deepspeed --step N --shapes-from WEIGHTS");
+    ZT_CHECK(saved >= 0 || options.shapes.count(p.source), "DeepSpeed universal checkpoint ",
+             universal_dir, ": parameter ", p.source,
+             " has no step.pt, so its values are flat, and no shape was given for it");
+    const int64_t s = saved >= 0 ? saved : options.step;
     ZT_CHECK(step < 0 || s == step, "DeepSpeed universal checkpoint ", universal_dir,
              ": parameter ", p.source, " was stepped ", s, " times, ", step_of, " ", step);
     step = s;
@@ -119,7 +127,9 @@ std::string import_deepspeed_universal(const std::string& universal_dir, const s
   }
   const std::string tag = options.tag.empty() ? "global_step" + std::to_string(step) : options.tag;
   write_checkpoint(out_dir, tag, params, step, bytes, options, [&](ckpt::ShardWriter& w, Param& p) {
-    const at::Tensor master = ds.read(p.source, "fp32");
+    auto given = options.shapes.find(p.source);
+    const at::Tensor master =
+        ds.read(p.source, "fp32", given != options.shapes.end() ? &given->second : nullptr);
     p.shape = master.sizes().vec();
     w.buffer(p.numel(), 0, p.numel(), {{p.name, 0, p.numel()}});
     w.tensor(master.reshape({-1}));

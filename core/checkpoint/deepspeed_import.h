@@ -10,7 +10,8 @@
 //
 //   zt::import_deepspeed_weights("ds/fp32/model.safetensors", "ckpts");       // weights only
 //
-// Universal checkpoint (weights/deepspeed_universal.h): every parameter's fp32 master, exp_avg,
+// Universal checkpoint (weights/deepspeed_universal.h; from a ZeRO stage 0-2 run as it is, from a
+// stage-3 run with the step and shapes given, below): every parameter's fp32 master, exp_avg,
 // exp_avg_sq, and the step become one rank's checkpoint (world size 1, stage 0), one flat
 // buffer per parameter:
 //   buffer p:  padded_numel = stepped_end = numel(p), entries {name(p), 0, numel(p)}
@@ -35,7 +36,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace zt {
 
@@ -48,6 +51,12 @@ struct DeepSpeedImportOptions {
   // The run's gradient_accumulation_steps, so the resumed engine's micro-step counter sits on
   // an accumulation boundary.
   int64_t gradient_accumulation_steps = 1;
+  // A ZeRO stage-3 run's universal checkpoint has no step.pt and stores values flat (shapes are
+  // only in its model-states files, which LibTorch cannot read): `step` (DeepSpeed's
+  // global_steps) and each parameter's shape by DeepSpeed name (e.g. zero_to_fp32's weights')
+  // stand in. A stage 0-2 run's needs neither; a shape given must match.
+  int64_t step = -1;
+  std::map<std::string, std::vector<int64_t>> shapes;
 };
 
 // Returns the tag written. Throws one zt::Error naming the file for a missing or unreadable

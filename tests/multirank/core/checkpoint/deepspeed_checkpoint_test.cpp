@@ -1,9 +1,9 @@
 // DeepSpeed checkpoints in (core/checkpoint/deepspeed_import.h), against files the real
 // `deepspeed` package wrote (deepspeed_reference.py, run by this test's ctest setup at 2 ranks,
-// ZeRO stage 2, fp32, torch.optim.AdamW), under mpirun -np 1 and -np 3:
+// ZeRO stages 2 and 3, fp32, torch.optim.AdamW), under mpirun -np 1 and -np 3:
 //   - zero_to_fp32's model.safetensors and pytorch_model.bin read back equal to the masters
 //     DeepSpeed saved, bit for bit, and load into the GPT example by name;
-//   - the universal checkpoint, imported by zt-from-deepspeed, loads at this world size and at
+//   - each universal checkpoint, imported by zt-from-deepspeed, loads at this world size and at
 //     every stage, and with the optimizer offloaded to CPU and NVMe: parameters and Adam's moments
 //     equal DeepSpeed's bit for bit, the step is DeepSpeed's, and the next 3 losses equal
 //     DeepSpeed's own next 3 within 1e-5;
@@ -11,6 +11,7 @@
 //     parameter the model lacks, another model's shapes, and the tool's exit status.
 // Env (set by ctest): ZT_DS_REFERENCE, the setup's output folder; ZT_FROM_DEEPSPEED, the tool.
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -57,14 +58,17 @@ void barrier() {
   g_comm->barrier()->wait();
 }
 
-std::string reference_dir() {
+// The setup's run at DeepSpeed's ZeRO stage ds_stage (2 or 3).
+std::string reference_dir(int ds_stage = 2) {
   const char* d = std::getenv("ZT_DS_REFERENCE");
-  return d != nullptr ? d : "";
+  return d != nullptr ? (fs::path(d) / ("stage" + std::to_string(ds_stage))).string() : "";
 }
 
 // The setup skipped (no DeepSpeed venv) or was not run: nothing to compare against.
 bool have_reference() {
-  return !reference_dir().empty() && fs::exists(fs::path(reference_dir()) / "losses.json");
+  return std::getenv("ZT_DS_REFERENCE") != nullptr &&
+         fs::exists(fs::path(reference_dir(2)) / "losses.json") &&
+         fs::exists(fs::path(reference_dir(3)) / "losses.json");
 }
 
 #define SKIP_WITHOUT_REFERENCE()                                                           \
@@ -72,13 +76,13 @@ bool have_reference() {
   GTEST_SKIP() << "no DeepSpeed reference in ZT_DS_REFERENCE (the setup test skipped: no " \
                   "DeepSpeed venv)"
 
-std::string universal_dir() {
-  return (fs::path(reference_dir()) / "ckpt" / "global_step3_universal").string();
+std::string universal_dir(int ds_stage = 2) {
+  return (fs::path(reference_dir(ds_stage)) / "ckpt" / "global_step3_universal").string();
 }
 
 // DeepSpeed's next losses after the save: {"resumed": [a, b, c], ...}.
-std::vector<double> deepspeed_losses() {
-  std::ifstream in(fs::path(reference_dir()) / "losses.json");
+std::vector<double> deepspeed_losses(int ds_stage) {
+  std::ifstream in(fs::path(reference_dir(ds_stage)) / "losses.json");
   std::stringstream text;
   text << in.rdbuf();
   const std::string s = text.str();
@@ -89,11 +93,17 @@ std::vector<double> deepspeed_losses() {
   return out;
 }
 
-at::Tensor reference(const std::string& key) {
-  static zt::SafetensorsReader r((fs::path(reference_dir()) / "reference.safetensors").string());
-  return r.read(key);
+at::Tensor reference(const std::string& key, int ds_stage = 2) {
+  static std::map<int, std::unique_ptr<zt::SafetensorsReader>> readers;
+  auto& r = readers[ds_stage];
+  if (!r) {
+    r = std::make_unique<zt::SafetensorsReader>(
+        (fs::path(reference_dir(ds_stage)) / "reference.safetensors").string());
+  }
+  return r->read(key);
 }
 
+// Both runs train on the same batches.
 at::Tensor batch(const std::string& key) {
   static zt::SafetensorsReader r((fs::path(reference_dir()) / "batches.safetensors").string());
   return r.read(key);
@@ -190,12 +200,18 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
 
-// Imports the universal checkpoint once per process group, with the tool.
-std::string imported_universal() {
-  const std::string dir = test_dir("imported");
+// Imports a universal checkpoint with the tool, as a user would (a stage-3 run's with the step
+// and the shapes of its zero_to_fp32 weights).
+std::string imported_universal(int ds_stage) {
+  const std::string dir = test_dir("imported_from_stage" + std::to_string(ds_stage));
   if (g_comm->rank() == 0) {
+    std::string args = universal_dir(ds_stage) + " " + dir;
+    if (ds_stage == 3) {
+      args += " --step " + std::to_string(kSavedStep) + " --shapes-from " +
+              (fs::path(reference_dir(3)) / "fp32" / "model.safetensors").string();
+    }
     std::string err;
-    const int status = run_tool(universal_dir() + " " + dir, &err);
+    const int status = run_tool(args, &err);
     EXPECT_EQ(status, 0) << err;
   }
   barrier();
@@ -235,13 +251,15 @@ TEST(DeepSpeedCheckpoint, WeightsImportAsAStepZeroCheckpoint) {
 }
 
 struct ResumeCase {
-  int stage;
+  int ds_stage;  // DeepSpeed's run
+  int stage;     // ours
   Offload offload;
 };
 
 std::string case_name(const ResumeCase& c) {
   static const char* const kOffload[] = {"", "CpuOffload", "NvmeOffload"};
-  return "Stage" + std::to_string(c.stage) + kOffload[static_cast<int>(c.offload)];
+  return "FromStage" + std::to_string(c.ds_stage) + "ToStage" + std::to_string(c.stage) +
+         kOffload[static_cast<int>(c.offload)];
 }
 
 class UniversalResume : public ::testing::TestWithParam<ResumeCase> {};
@@ -250,7 +268,8 @@ TEST_P(UniversalResume, NextLossesEqualDeepSpeeds) {
   SKIP_WITHOUT_REFERENCE();
   const int stage = GetParam().stage;
   const Offload offload = GetParam().offload;
-  const std::string dir = imported_universal();
+  const int ds_stage = GetParam().ds_stage;
+  const std::string dir = imported_universal(ds_stage);
   torch::manual_seed(999);  // any values: the checkpoint replaces them
   zt::examples::Gpt model(twin_shape());
   zt::Engine engine(model.ptr(), engine_options(stage, model, offload), g_comm);
@@ -259,7 +278,7 @@ TEST_P(UniversalResume, NextLossesEqualDeepSpeeds) {
 
   double param_diff = 0;
   for (const auto& [name, value] : full_params(engine)) {
-    param_diff = std::max(param_diff, max_abs_diff(value, reference("fp32." + name)));
+    param_diff = std::max(param_diff, max_abs_diff(value, reference("fp32." + name, ds_stage)));
   }
   EXPECT_EQ(param_diff, 0.0);
 
@@ -270,17 +289,17 @@ TEST_P(UniversalResume, NextLossesEqualDeepSpeeds) {
   double state_diff = 0;
   for (const char* state : {"exp_avg", "exp_avg_sq"}) {
     int64_t seen = 0;
-    zt::for_each_consolidated(saved, "loaded", state,
-                              [&](const std::string& name, const at::Tensor& v) {
-                                const at::Tensor want = reference(std::string(state) + "." + name);
-                                state_diff = std::max(state_diff, max_abs_diff(v, want));
-                                ++seen;
-                              });
+    zt::for_each_consolidated(
+        saved, "loaded", state, [&](const std::string& name, const at::Tensor& v) {
+          const at::Tensor want = reference(std::string(state) + "." + name, ds_stage);
+          state_diff = std::max(state_diff, max_abs_diff(v, want));
+          ++seen;
+        });
     EXPECT_EQ(seen, static_cast<int64_t>(model->named_parameters().size())) << state;
   }
   EXPECT_EQ(state_diff, 0.0);
 
-  const std::vector<double> want = deepspeed_losses();
+  const std::vector<double> want = deepspeed_losses(ds_stage);
   ASSERT_EQ(want.size(), static_cast<size_t>(kResumedSteps));
   double loss_diff = 0;
   for (int64_t s = 0; s < kResumedSteps; ++s) {
@@ -290,7 +309,7 @@ TEST_P(UniversalResume, NextLossesEqualDeepSpeeds) {
   }
   double final_diff = 0;
   for (const auto& [name, value] : full_params(engine)) {
-    final_diff = std::max(final_diff, max_abs_diff(value, reference("final." + name)));
+    final_diff = std::max(final_diff, max_abs_diff(value, reference("final." + name, ds_stage)));
   }
   // Adam divides by sqrt(v): where v is tiny, fp32 rounding differences in the gradients (another
   // summation order) grow to ~1e-5 in the parameters after 3 steps at lr 1e-2.
@@ -307,10 +326,41 @@ TEST_P(UniversalResume, NextLossesEqualDeepSpeeds) {
 
 INSTANTIATE_TEST_SUITE_P(
     Stages, UniversalResume,
-    ::testing::Values(ResumeCase{0, Offload::kNone}, ResumeCase{1, Offload::kNone},
-                      ResumeCase{2, Offload::kNone}, ResumeCase{3, Offload::kNone},
-                      ResumeCase{2, Offload::kCpu}, ResumeCase{3, Offload::kNvme}),
+    ::testing::Values(ResumeCase{2, 0, Offload::kNone}, ResumeCase{2, 1, Offload::kNone},
+                      ResumeCase{2, 2, Offload::kNone}, ResumeCase{2, 3, Offload::kNone},
+                      ResumeCase{2, 2, Offload::kCpu}, ResumeCase{2, 3, Offload::kNvme},
+                      ResumeCase{3, 1, Offload::kNone}, ResumeCase{3, 3, Offload::kNone}),
     [](const auto& info) { return case_name(info.param); });
+
+// The load time of a large import, when ZT_DS_LARGE names a checkpoint that zt-from-deepspeed
+// wrote from a GPT-2-small-sized twin (vocab 50304, d_model 768, 12 layers and heads, 1024
+// positions: 124M parameters); ZT_DS_LARGE_STAGE picks the stage (default 3).
+TEST(DeepSpeedCheckpoint, LargeLoadTime) {
+  const char* dir = std::getenv("ZT_DS_LARGE");
+  if (dir == nullptr) GTEST_SKIP() << "ZT_DS_LARGE names no imported 124M checkpoint";
+  const char* stage_env = std::getenv("ZT_DS_LARGE_STAGE");
+  zt::examples::GptShape shape;
+  shape.vocab_size = 50304;
+  shape.d_model = 768;
+  shape.n_layer = 12;
+  shape.n_head = 12;
+  shape.max_seq_len = 1024;
+  zt::examples::Gpt model(shape);
+  zt::EngineOptions o = engine_options(stage_env != nullptr ? std::atoi(stage_env) : 3, model);
+  o.reduce_bucket_size = 50'000'000;
+  o.stage3_prefetch_bucket_size = 50'000'000;
+  zt::Engine engine(model.ptr(), o, g_comm);
+  barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  zt::load_checkpoint(engine, dir);
+  barrier();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (g_comm->rank() == 0) {
+    std::printf("load of %s (%lld parameters) at %d ranks, stage %d: %.2f s\n", dir,
+                static_cast<long long>(model->num_parameters()), g_comm->size(), o.stage, s);
+  }
+  EXPECT_EQ(engine.global_step(), 1);
+}
 
 // A copy of the universal checkpoint that `edit` breaks (rank 0 only: the library and the tool
 // run in one process).
@@ -364,8 +414,26 @@ TEST(DeepSpeedCheckpoint, BadFilesNameTheCulprit) {
                   fs::path(src) / "zero" / "wte.weight" / "exp_avg.pt",
                   fs::copy_options::overwrite_existing);
     const std::string e = import_error(src);
-    EXPECT_NE(e.find("zero/wte.weight/exp_avg.pt has shape [32], but fp32.pt of wte.weight has "
+    EXPECT_NE(e.find("zero/wte.weight/exp_avg.pt has shape [32], but parameter wte.weight has "
                      "[64, 32]"),
+              std::string::npos)
+        << e;
+  }
+  {  // a stage-3 run's: without the step, then without a shape
+    std::string e = import_error(universal_dir(3));
+    EXPECT_NE(e.find("has no step.pt (a ZeRO stage-3 run's"), std::string::npos) << e;
+    zt::DeepSpeedImportOptions o;
+    o.step = kSavedStep;
+    for (const auto& [name, t] : zt::read_state_dict_file(
+             (fs::path(reference_dir(3)) / "fp32" / "model.safetensors").string()))
+      if (name != "ln_f.bias") o.shapes[name] = t.sizes().vec();
+    try {
+      zt::import_deepspeed_universal(universal_dir(3), broken_copy("shapes") + "_out", o);
+      e.clear();
+    } catch (const zt::Error& err) {
+      e = err.what();
+    }
+    EXPECT_NE(e.find("ln_f.bias has no step.pt, so its values are flat, and no shape was given"),
               std::string::npos)
         << e;
   }

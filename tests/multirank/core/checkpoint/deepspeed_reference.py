@@ -2,7 +2,8 @@
 GPT example's Python twin (tests/unit/python/gpt_twin.py, the C++ model's parameter names) and
 writes everything a user moving to zerotorch brings, plus what the C++ test compares against.
 
-usage (one rank each, under torch.distributed.run, DS_ACCELERATOR=cpu):
+usage (one rank each, under torch.distributed.run, DS_ACCELERATOR=cpu; ZT_DS_STAGE: the ZeRO
+stage, default 2):
   deepspeed_reference.py OUT_DIR
 
 OUT_DIR/
@@ -13,11 +14,12 @@ OUT_DIR/
   ckpt/global_step3_universal/   ds_to_universal.py's output for it
   fp32/model.safetensors     zero_to_fp32 of global_step3, safetensors
   fp32/pytorch_model.bin     zero_to_fp32 of global_step3, torch.save
-  reference.safetensors      after step 3, read by torch.load from the universal checkpoint:
-                             fp32.<name>, exp_avg.<name>, exp_avg_sq.<name>; after step 6:
+  reference.safetensors      after step 3, read by torch.load from the universal checkpoint
+                             (in the parameter's shape): fp32.<name>, exp_avg.<name>,
+                             exp_avg_sq.<name>; after step 6:
                              final.<name> (the parameters DeepSpeed trained to)
   losses.json                {"resumed": [loss of steps 4, 5, 6, mean over data ranks],
-                              "step": 3}
+                              "step": 3, "stage": ZeRO stage, "world": 2}
 """
 
 import glob
@@ -111,10 +113,13 @@ def main():
                                                tag=os.path.basename(tag_dir),
                                                safe_serialization=False, max_shard_size=None)
     ref = dict(final)
-    for name, _ in model.named_parameters():
+    shapes = {n: p.shape for n, p in model.named_parameters()} if STAGE != 3 else \
+        {k[len("final."):]: v.shape for k, v in final.items()}
+    for name in shapes:
         for state in ("fp32", "exp_avg", "exp_avg_sq"):
             v = torch.load(os.path.join(universal, "zero", name, f"{state}.pt"), weights_only=False)
-            ref[f"{state}.{name}"] = (v["param"] if isinstance(v, dict) else v).contiguous()
+            # A stage-3 run's values are flat.
+            ref[f"{state}.{name}"] = (v["param"] if isinstance(v, dict) else v).reshape(shapes[name])
     save_file(ref, os.path.join(out, "reference.safetensors"))
     with open(os.path.join(out, "losses.json"), "w") as f:
         json.dump({"resumed": resumed, "step": SAVE_AT, "stage": STAGE, "world": world}, f)

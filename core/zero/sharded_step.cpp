@@ -232,15 +232,40 @@ double ShardedStep::prepare_muon(const std::vector<size_t>& stepped, double inv)
       full = at::empty({bucket.layout().padded_numel()}, s.options());
       clock_.wait(comm_.all_gather(s, full));
     }
+    // A matrix inside one rank's slice is orthogonalised by that rank. One crossing a boundary
+    // is orthogonalised by one of the ranks holding it (in turn, by its order among the
+    // bucket's crossing matrices, so every rank agrees), into `crossing`, whose sum over ranks
+    // then hands each holder its part: one rank contributes each element, so the sum is exact.
     // Every matrix reads its whole before any slice of s is overwritten.
+    const int64_t shard =
+        options_.stage == 0 ? bucket.layout().padded_numel() : bucket.layout().shard_numel();
+    at::Tensor crossing;  // (padded,)
+    if (full.defined()) crossing = at::zeros({bucket.layout().padded_numel()}, s.options());
     std::vector<std::pair<dist::Range, at::Tensor>> pieces;
+    int64_t crossing_index = 0;
     for (const MuonMatrix& m : slot.muon) {
       const dist::Range own = dist::intersect(m.range, r);
-      if (own.empty()) continue;
-      at::Tensor whole = full.defined() ? full.narrow(0, m.range.begin, m.range.size())
-                                        : s.narrow(0, m.range.begin - r.begin, m.range.size());
-      at::Tensor o = optim::orthogonalize(whole.view(m.shape), method).reshape({-1});
-      pieces.emplace_back(own, o.narrow(0, own.begin - m.range.begin, own.size()));
+      const int64_t first = m.range.begin / shard, last = (m.range.end - 1) / shard;
+      if (first == last) {
+        if (own.empty()) continue;
+        at::Tensor whole = s.narrow(0, m.range.begin - r.begin, m.range.size());
+        at::Tensor o = optim::orthogonalize(whole.view(m.shape), method).reshape({-1});
+        pieces.emplace_back(own, o.narrow(0, own.begin - m.range.begin, own.size()));
+        continue;
+      }
+      const int64_t by = first + crossing_index++ % (last - first + 1);
+      if (by != comm_.rank()) continue;
+      at::Tensor whole = full.narrow(0, m.range.begin, m.range.size());
+      crossing.narrow(0, m.range.begin, m.range.size())
+          .copy_(optim::orthogonalize(whole.view(m.shape), method).reshape({-1}));
+    }
+    if (crossing.defined()) {
+      clock_.wait(comm_.all_reduce(crossing, dist::ReduceOp::kSum));
+      for (const MuonMatrix& m : slot.muon) {
+        const dist::Range own = dist::intersect(m.range, r);
+        if (own.empty() || m.range.begin / shard == (m.range.end - 1) / shard) continue;
+        pieces.emplace_back(own, crossing.narrow(0, own.begin, own.size()));
+      }
     }
     for (auto& [own, o] : pieces) s.narrow(0, own.begin - r.begin, own.size()).copy_(o);
     sum += s.is_cpu() ? optim::sum_of_squares(s)

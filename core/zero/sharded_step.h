@@ -25,12 +25,12 @@
 //   Muon elements of s: momentum folded in, s = Nesterov blend  // elementwise, on the slice
 //   full = all_gather(s)       // (padded,), only for a bucket where a Muon matrix crosses a
 //                              // shard boundary (the layout decides, so every rank agrees)
-//   per Muon matrix touching the slice: O = orthogonalize(whole matrix of full, or of s when
-//   the slice holds it whole); the slice's part of O replaces s there
+//   a Muon matrix inside the slice: O = orthogonalize(it, from s), into s
+//   a Muon matrix crossing a boundary: one of its holders (in turn) orthogonalises it from full
+//   into a zeroed (padded,) buffer; all_reduce(sum) of that buffer; each holder copies its part
 //
-// so a matrix is orthogonalised by each rank that holds part of it (once per matrix for most
-// matrices, twice for one crossing a boundary), from the same values, hence bit for bit the same
-// O on every such rank; the momentum stays sharded like the master. The norm and clipping then
+// so every matrix is orthogonalised once, by one rank, and each element of the sum has one
+// contribution (exact); the momentum stays sharded like the master. The norm and clipping then
 // cover s (DeepSpeed's ZeRO stages take the norm over the Muon update, too), and the optimizer
 // steps s with the clipping factor alone.
 //

@@ -75,6 +75,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->options_ = std::move(options);
   impl_->comm_ = std::move(comm);
   ZT_CHECK(impl_->model_ != nullptr, "Engine: model is null");
+  configure_activation_checkpointing(impl_->options_.activation_checkpointing);
   ZT_CHECK(impl_->comm_ != nullptr, "Engine: communicator is null");
   ZT_CHECK(impl_->options_.stage >= 0 && impl_->options_.stage <= 3,
            "zero_optimization.stage must be 0..3, got ", impl_->options_.stage);
@@ -293,6 +294,7 @@ bool Engine::is_gradient_accumulation_boundary() const {
 
 at::Tensor Engine::forward(const std::function<at::Tensor()>& fn) {
   const auto start = std::chrono::steady_clock::now();
+  begin_checkpointed_forward();  // number_checkpoints counts per forward pass
   impl_->gather_->gather_unit(impl_->gather_->root(), /*wait=*/true);
   at::Tensor out = fn();
   if (!(at::GradMode::is_enabled() && out.requires_grad()) && !impl_->gather_->in_scope()) {

@@ -11,6 +11,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "core/activations/activation_checkpoint.h"
 #include "core/aio/aio_options.h"
 #include "core/config/zero_config.h"
 #include "core/defaults.h"
@@ -66,6 +67,9 @@ struct EngineOptions : ZeroConfig {
   // wall_clock_breakdown: forward / backward / step / communication-wait times, logged on rank 0
   // every steps_per_print optimizer steps.
   bool wall_clock_breakdown = false;
+  // The activation_checkpointing block: how zt::checkpoint_activations behaves in this process
+  // (core/activations/activation_checkpoint.h); installed when the engine is built.
+  ActivationCheckpointOptions activation_checkpointing;
   int steps_per_print = 10;
 };
 

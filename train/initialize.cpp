@@ -1,10 +1,13 @@
 #include "train/initialize.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "base/error.h"
 #include "base/logging.h"
 #include "core/config/engine_config.h"
+#include "core/zero/units.h"
 #include "parallel/dist.h"
 #include "train/freeze.h"
 
@@ -70,6 +73,11 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
     ZT_LOG_INFO("model built partitioned: ", launch.partitioned->resident_bytes(),
                 " B of shards on this rank, largest unit ",
                 launch.partitioned->largest_unit_bytes(), " B");
+  }
+  for (auto& name : zero::units_of_types(*model, options.unit_types)) {
+    if (std::find(options.units.begin(), options.units.end(), name) == options.units.end()) {
+      options.units.push_back(std::move(name));
+    }
   }
   t.engine = std::make_unique<Engine>(
       std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm,

@@ -70,6 +70,9 @@ Launch launch(const CliOptions& cli, const ProgramValues& program = {});
 struct InitOptions {
   // The model's stage-3 units (submodule names gathered together, e.g. transformer blocks).
   std::vector<std::string> units = {};
+  // Or by class: every submodule of these types is a unit too (zero::units_of_types, e.g.
+  // {"GptBlock"}), after the named ones.
+  std::vector<std::string> unit_types = {};
   // The training data; null: no loader.
   std::shared_ptr<const data::TokenDataset> train_data = {};
   // How the program's batches differ from the data block (training is forced on).

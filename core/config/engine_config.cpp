@@ -136,6 +136,8 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.prescale_gradients = c.prescale_gradients;
   o.gradient_predivide_factor = c.gradient_predivide_factor;
   o.wall_clock_breakdown = c.wall_clock_breakdown;
+  o.activation_checkpointing.number_checkpoints = c.activation_checkpointing.number_checkpoints;
+  o.activation_checkpointing.cpu_checkpointing = c.activation_checkpointing.cpu_checkpointing;
   o.steps_per_print = static_cast<int>(c.steps_per_print);
   o.max_inflight_reductions = c.communication.max_inflight_reductions;
   if (c.scheduler) o.lr_schedule = schedule_from(*c.scheduler, o.hyper.lr);

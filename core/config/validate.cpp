@@ -338,17 +338,23 @@ void warn_inert_keys(const Config& c, ReadState& st) {
   if (c.fp16.enabled && c.fp16.auto_cast) {
     warn("fp16.auto_cast", "the engine casts the model; inputs are the program's");
   }
+  // The block configures zt::checkpoint_activations (core/activations/activation_checkpoint.h),
+  // which a model calls where it checkpoints (the GPT example with model.activation_checkpointing).
   const ActivationCheckpointingConfig& a = c.activation_checkpointing;
-  const std::string why =
-      "zerotorch has no DeepSpeed checkpointing API; activation checkpointing is the program's "
-      "(e.g. the GPT example's model.activation_checkpointing)";
   const std::string ac = "activation_checkpointing.";
-  if (a.partition_activations) warn(ac + "partition_activations", why);
-  if (a.contiguous_memory_optimization) warn(ac + "contiguous_memory_optimization", why);
-  if (a.cpu_checkpointing) warn(ac + "cpu_checkpointing", why);
-  if (a.number_checkpoints) warn(ac + "number_checkpoints", why);
-  if (a.synchronize_checkpoint_boundary) warn(ac + "synchronize_checkpoint_boundary", why);
-  if (a.profile) warn(ac + "profile", why);
+  // DeepSpeed partitions a saved input across the model-parallel group (its mpu), whose ranks
+  // hold the same activation; zerotorch has no tensor parallelism, so that group is one rank, and
+  // DeepSpeed without an mpu keeps whole inputs too. The contiguous buffer holds partitions.
+  const std::string no_mp =
+      "it acts across a model-parallel group, which zerotorch (no tensor parallelism) does not "
+      "have: each rank keeps its own saved inputs whole, as DeepSpeed without an mpu";
+  if (a.partition_activations) warn(ac + "partition_activations", no_mp);
+  if (a.contiguous_memory_optimization) warn(ac + "contiguous_memory_optimization", no_mp);
+  if (a.synchronize_checkpoint_boundary) {
+    warn(ac + "synchronize_checkpoint_boundary",
+         "checkpoint boundaries are not synchronized (a profiling aid; no effect on results)");
+  }
+  if (a.profile) warn(ac + "profile", "checkpointed forwards are not timed separately");
 }
 
 }  // namespace zt::config_detail

@@ -8,6 +8,33 @@
 
 namespace zt::zero {
 
+std::vector<std::string> units_of_types(const torch::nn::Module& model,
+                                        const std::vector<std::string>& types) {
+  auto bare = [](std::string n) {
+    const size_t colon = n.rfind("::");
+    if (colon != std::string::npos) n = n.substr(colon + 2);
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, "Impl") == 0) n.resize(n.size() - 4);
+    return n;
+  };
+  std::unordered_set<std::string> wanted;
+  for (const auto& t : types) wanted.insert(bare(t));
+  std::unordered_set<std::string> found;
+  std::vector<std::string> names;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const std::string& name = item.key();
+    bool inside = false;
+    for (const auto& u : names) inside = inside || name.rfind(u + ".", 0) == 0;
+    const std::string type = bare(item.value()->name());
+    if (inside || !wanted.count(type)) continue;
+    names.push_back(name);
+    found.insert(type);
+  }
+  for (const auto& t : types) {
+    ZT_CHECK(found.count(bare(t)), "stage-3 unit type '", t, "' matches no submodule of the model");
+  }
+  return names;
+}
+
 UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& unit_names) {
   std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules;
   for (const auto& item : model.named_modules()) modules[item.key()] = item.value();

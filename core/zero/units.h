@@ -38,6 +38,15 @@ struct UnitPlan {
 // units is an error naming it).
 UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& unit_names);
 
+// The names of the submodules whose class is one of `types` (a policy instead of a list of
+// names, as Hugging Face's _no_split_modules names the decoder-layer class), in registration
+// order; a match inside another match is not one of its own. A type matches the class's name
+// without namespaces, with or without LibTorch's Impl suffix ("GptBlock" and "GptBlockImpl" both
+// match zt::examples::GptBlockImpl). A type that matches nothing is an error naming it. The
+// model must call these modules through zt::call_unit, as for units named by hand.
+std::vector<std::string> units_of_types(const torch::nn::Module& model,
+                                        const std::vector<std::string>& types);
+
 // The flat-buffer layouts of one unit: `params` (trainable, registration order) reversed and cut
 // into groups of at most reduce_bucket_size elements (dist::plan_buckets), each padded to `world`.
 // make_buckets and partitioned construction (partitioned_init.h) both lay units out with it.

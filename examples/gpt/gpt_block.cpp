@@ -1,7 +1,7 @@
 #include "examples/gpt/gpt_block.h"
 
 #include "base/error.h"
-#include "examples/gpt/block_checkpoint.h"
+#include "core/activations/activation_checkpoint.h"
 
 namespace zt::examples {
 
@@ -48,7 +48,11 @@ torch::Tensor GptBlockImpl::forward_impl(const torch::Tensor& x, const torch::Te
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   if (checkpoint_ && is_training() && at::GradMode::is_enabled()) {
-    return checkpoint_block(*this, x, mask);
+    // Keeps only (x, mask); the block runs again in its backward, gathered by then at stage 3
+    // (call_unit's hook on the block output).
+    return zt::checkpoint_activations(
+        [this](const std::vector<torch::Tensor>& in) { return forward_impl(in[0], in[1]); },
+        {x, mask});
   }
   return forward_impl(x, mask);
 }

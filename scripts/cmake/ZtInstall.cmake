@@ -9,7 +9,7 @@
 # "core/engine.h"),
 # P/lib/libzt_*.so (zt_tokenizer: SentencePiece, linked only by programs that tokenize; see
 # data/CMakeLists.txt) and libzt_cuda.so (zt_base loads the plugin from its own folder),
-# P/bin/{ztrun,zt-config,zt-pretokenize,zt-consolidate}, P/lib/cmake/zerotorch/. Installed
+# P/bin/{ztrun,zt-config,zt-pretokenize,zt-consolidate,zt-from-deepspeed}, P/lib/cmake/zerotorch/. Installed
 # binaries find their libraries through RPATH ($ORIGIN, and LibTorch's folder as linked).
 include(CMakePackageConfigHelpers)
 
@@ -28,7 +28,7 @@ install(TARGETS ${_zt_libs} zt_torch_cpu zerotorch EXPORT zerotorchTargets
         INCLUDES DESTINATION include/zerotorch)
 install(EXPORT zerotorchTargets NAMESPACE zerotorch:: DESTINATION ${ZT_INSTALL_CMAKEDIR})
 
-foreach(tool ztrun zt-config zt-pretokenize zt-consolidate)
+foreach(tool ztrun zt-config zt-pretokenize zt-consolidate zt-from-deepspeed)
   if(TARGET ${tool})
     set_target_properties(${tool} PROPERTIES INSTALL_RPATH "$ORIGIN/../lib"
                                              INSTALL_RPATH_USE_LINK_PATH TRUE)

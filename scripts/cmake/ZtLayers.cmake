@@ -14,7 +14,7 @@
 #             monitors, TrainingRun
 #   python    the Python package's C++ extension (python/csrc), zerotorch._C
 #   launcher  ztrun
-#   tools     the installed programs zt-config and zt-consolidate
+#   tools     the installed programs zt-config, zt-consolidate and zt-from-deepspeed
 #   examples  the example models and their programs
 # tests/ and bench/ sit above everything and are not checked.
 set(ZT_LAYERS

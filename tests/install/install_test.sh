@@ -9,7 +9,8 @@ prefix="$work/prefix"
 rm -rf "$work"
 mkdir -p "$work"
 cmake --install "$build" --prefix "$prefix" > "$work/install.log"
-for f in bin/ztrun bin/zt-config bin/zt-pretokenize bin/zt-consolidate lib/libzt_core.so \
+for f in bin/ztrun bin/zt-config bin/zt-pretokenize bin/zt-consolidate bin/zt-from-deepspeed \
+         lib/libzt_core.so \
          include/zerotorch/train/initialize.h lib/cmake/zerotorch/zerotorchConfig.cmake; do
   [ -e "$prefix/$f" ] || { echo "install: $prefix/$f missing"; exit 1; }
 done

@@ -304,6 +304,33 @@ TEST(ConfigLoad, EngineTakesTheZeroBlockAsRead) {
   EXPECT_FALSE(o.optimizer_offloaded());
 }
 
+// The activation_checkpointing block configures zt::checkpoint_activations through the engine;
+// the keys that need a model-parallel group say once that they have no effect.
+TEST(ConfigLoad, ActivationCheckpointingReachesTheEngine) {
+  Config c = yaml(
+      "train_batch_size: 8\n"
+      "activation_checkpointing: {number_checkpoints: 3, cpu_checkpointing: true}\n");
+  const EngineOptions o = engine_options_from_config(c);
+  ASSERT_TRUE(o.activation_checkpointing.number_checkpoints);
+  EXPECT_EQ(*o.activation_checkpointing.number_checkpoints, 3);
+  EXPECT_TRUE(o.activation_checkpointing.cpu_checkpointing);
+  EXPECT_FALSE(engine_options_from_config(yaml("train_batch_size: 8\n"))
+                   .activation_checkpointing.number_checkpoints);
+  const ConfigReport r = check_config(
+      R"({"train_batch_size": 8, "activation_checkpointing": {"number_checkpoints": 3,
+          "cpu_checkpointing": true, "partition_activations": true}})",
+      ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(r.config);
+  EXPECT_TRUE(std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& w) {
+    return w.rfind("activation_checkpointing.partition_activations", 0) == 0 &&
+           w.find("model-parallel") != std::string::npos;
+  }));
+  for (const auto& w : r.warnings) {
+    EXPECT_EQ(w.find("number_checkpoints"), std::string::npos) << w;
+    EXPECT_EQ(w.find("cpu_checkpointing"), std::string::npos) << w;
+  }
+}
+
 TEST(ConfigLoad, UnsupportedDeepSpeedKeysWarnAndLoadingGoesOn) {
   ConfigReport r = check_config(R"({
   "train_batch_size": 8,

@@ -1,0 +1,148 @@
+#include "core/activations/activation_checkpoint.h"
+
+#include <atomic>
+#include <mutex>
+#include <utility>
+
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace zt {
+namespace {
+
+struct Settings {
+  std::mutex mutex;
+  ActivationCheckpointOptions options;
+  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> checkpointed{0};
+};
+
+Settings& settings() {
+  static Settings* s = new Settings();  // never destroyed: a backward may run at exit
+  return *s;
+}
+
+// The function to recompute, kept alive by the autograd context until backward.
+struct FnHolder : torch::CustomClassHolder {
+  explicit FnHolder(CheckpointFn f) : fn(std::move(f)) {}
+  CheckpointFn fn;
+};
+
+// The generators the wrapped call may draw from: the CPU one, and the CUDA device's of the first
+// CUDA input.
+std::vector<at::Generator> generators(at::TensorList inputs) {
+  std::vector<at::Generator> gens = {at::detail::getDefaultCPUGenerator()};
+  for (const at::Tensor& t : inputs) {
+    if (t.defined() && t.is_cuda()) {
+      gens.push_back(at::globalContext().defaultGenerator(t.device()));
+      break;
+    }
+  }
+  return gens;
+}
+
+class Checkpoint : public torch::autograd::Function<Checkpoint> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList inputs,
+                            c10::IValue holder, bool to_host) {
+    std::vector<at::Generator> gens = generators(inputs);
+    c10::List<at::Tensor> rng;
+    for (auto& g : gens) rng.push_back(g.get_state());
+    ctx->saved_data["rng"] = rng;
+    ctx->saved_data["fn"] = holder;
+    // What is kept: the inputs themselves, or (cpu_checkpointing) host copies of the device
+    // ones, which go back to their device for the recompute.
+    std::vector<at::Tensor> kept;
+    c10::List<int64_t> devices;
+    c10::List<bool> needs_grad;
+    for (const at::Tensor& t : inputs) {
+      const bool host_copy = to_host && t.defined() && !t.is_cpu();
+      kept.push_back(host_copy ? t.to(at::kCPU) : t);
+      devices.push_back(host_copy ? static_cast<int64_t>(t.device().index()) : -1);
+      needs_grad.push_back(t.defined() && t.requires_grad());
+    }
+    ctx->saved_data["host_device"] = devices;
+    ctx->saved_data["needs_grad"] = needs_grad;
+    ctx->save_for_backward(kept);
+    auto* h = static_cast<FnHolder*>(holder.toCapsule().get());
+    return h->fn(std::vector<at::Tensor>(inputs.begin(), inputs.end()));  // grad mode is off
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* h = static_cast<FnHolder*>(ctx->saved_data["fn"].toCapsule().get());
+    const c10::List<int64_t> devices = ctx->saved_data["host_device"].toIntList();
+    const c10::List<bool> needs_grad = ctx->saved_data["needs_grad"].toBoolList();
+    std::vector<at::Tensor> inputs = ctx->get_saved_variables();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) continue;
+      at::Tensor t = inputs[i].detach();
+      if (devices[i] >= 0) t = t.to(at::Device(at::kCUDA, static_cast<int8_t>(devices[i])));
+      inputs[i] = needs_grad[i] ? t.requires_grad_(true) : t;
+    }
+    std::vector<at::Generator> gens = generators(inputs);
+    const c10::List<at::Tensor> rng = ctx->saved_data["rng"].toTensorList();
+    std::vector<at::Tensor> now;
+    for (size_t i = 0; i < gens.size() && i < rng.size(); ++i) {
+      now.push_back(gens[i].get_state());
+      gens[i].set_state(rng.get(i));
+    }
+    at::Tensor y;
+    {
+      at::AutoGradMode grad_on(true);
+      y = h->fn(inputs);
+    }
+    for (size_t i = 0; i < now.size(); ++i) gens[i].set_state(now[i]);
+    // Parameter gradients accumulate through their AccumulateGrad nodes (and the engine's
+    // hooks) inside this nested backward.
+    if (y.requires_grad()) torch::autograd::backward({y}, {grads[0]});
+    torch::autograd::variable_list out;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      out.push_back(needs_grad[i] ? inputs[i].grad() : at::Tensor());
+    }
+    out.emplace_back();  // the function
+    out.emplace_back();  // to_host
+    return out;
+  }
+};
+
+}  // namespace
+
+void configure_activation_checkpointing(const ActivationCheckpointOptions& options) {
+  std::lock_guard<std::mutex> lock(settings().mutex);
+  settings().options = options;
+}
+
+ActivationCheckpointOptions activation_checkpointing_options() {
+  std::lock_guard<std::mutex> lock(settings().mutex);
+  return settings().options;
+}
+
+void begin_checkpointed_forward() {
+  settings().calls = 0;
+  settings().checkpointed = 0;
+}
+
+CheckpointCounts checkpoint_counts() {
+  return {settings().calls, settings().checkpointed};
+}
+
+at::Tensor checkpoint_activations(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs) {
+  // Without grad nothing is kept anyway; with no input requiring grad the output of a
+  // reentrant checkpoint would carry none, and the wrapped parameters would get no gradient.
+  bool any_grad = false;
+  for (const at::Tensor& t : inputs) any_grad = any_grad || (t.defined() && t.requires_grad());
+  if (!at::GradMode::is_enabled() || !any_grad) return fn(inputs);
+  const ActivationCheckpointOptions o = activation_checkpointing_options();
+  const int64_t call = settings().calls++;
+  if (o.number_checkpoints && call >= *o.number_checkpoints) return fn(inputs);
+  ++settings().checkpointed;
+  c10::IValue holder = c10::IValue::make_capsule(c10::make_intrusive<FnHolder>(fn));
+  return Checkpoint::apply(at::TensorList(inputs), std::move(holder), o.cpu_checkpointing);
+}
+
+}  // namespace zt

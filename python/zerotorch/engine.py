@@ -36,19 +36,33 @@ def _first_tensor(out):
 
 def stage3_units(model):
     """The stage-3 units of ``model`` by module name: the modules whose class a Hugging Face
-    model lists in ``_no_split_modules`` (its decoder layers), else the members of every
+    model lists in ``_no_split_modules`` (its decoder layers) and there also every other module
+    holding parameters of its own (the embedding, the output head), else the members of every
     ``nn.ModuleList`` (the repeated blocks of most models). A unit inside another is not a unit
     of its own, and neither is a unit holding a parameter that a module outside it also uses
     (a tied embedding): its parameters stay with the root, gathered for all of forward and
     backward, so the sharing module never sees them released."""
     classes = set(getattr(model, "_no_split_modules", None) or ())
+    order = {name: i for i, (name, _) in enumerate(model.named_modules())}
     names = []
     for name, module in model.named_modules():
         if not name or any(name.startswith(u + ".") for u in names):
             continue
         if classes and type(module).__name__ in classes:
             names.append(name)
-    if not classes:
+    if classes:
+        # Otherwise the embedding and the head would stay in the root, gathered for the whole
+        # forward and backward: with a large vocabulary the largest matrices of the model.
+        # DeepSpeed fetches every module's own parameters, and transformers models run under
+        # it, so none of them reads another module's weight in its own forward; any other model
+        # might (a head reusing embedding.weight), so there the root keeps them. A small one
+        # stays gathered anyway (stage3_param_persistence_threshold, core/zero/units.h).
+        names += [name for name, module in model.named_modules()
+                  if name and not any(name == u or name.startswith(u + ".") for u in names)
+                  and next(module.children(), None) is None
+                  and any(p is not None for p in module._parameters.values())]
+        names.sort(key=order.__getitem__)
+    else:
         for name, module in model.named_modules():
             if isinstance(module, torch.nn.ModuleList) and not any(
                     name.startswith(u + ".") for u in names):
@@ -56,10 +70,12 @@ def stage3_units(model):
                           for child, m in module.named_children()
                           if any(True for _ in m.parameters())]
     inside = {}
+    shared = set()
     for name in names:
         for p in model.get_submodule(name).parameters():
+            if inside.get(id(p), name) != name:  # tied between two units: neither is one
+                shared.update((inside[id(p)], name))
             inside[id(p)] = name
-    shared = set()
     for name, module in model.named_modules():
         for p in module._parameters.values():
             unit = inside.get(id(p)) if p is not None else None
@@ -110,6 +126,14 @@ class ZeroEngine:
                 self._hooks.append(unit.register_forward_hook(
                     lambda _m, _args, out, i=i: engine.unit_after_forward(i, _tensors(out))))
         self.units = units
+        ac = json.loads(self._engine.config_json).get("activation_checkpointing", {})
+        for key in ("number_checkpoints", "cpu_checkpointing"):
+            if ac.get(key) and self._engine.rank == 0:
+                # The block configures the C++ library's checkpoint (what a C++ model calls); a
+                # Python model checkpoints with torch.utils.checkpoint or
+                # gradient_checkpointing_enable(), which this block does not reach.
+                warnings.warn(f"activation_checkpointing.{key}: no effect on a Python model; "
+                              "use torch.utils.checkpoint or gradient_checkpointing_enable()")
         _zero._register(self)
 
     def destroy(self):

@@ -103,8 +103,12 @@ def main():
     rank = engine.global_rank
     assert engine.world_size == world
     if stage == 3:
-        want = [f"model.layers.{i}" if kind == "llama" else f"transformer.h.{i}"
-                for i in range(3)]
+        # The decoder layers, and every other module holding parameters of its own; the tied
+        # GPT-2 embedding and head stay with the root.
+        want = (["model.embed_tokens"] + [f"model.layers.{i}" for i in range(3)]
+                + ["model.norm", "lm_head"] if kind == "llama" else
+                ["transformer.wpe"] + [f"transformer.h.{i}" for i in range(3)]
+                + ["transformer.ln_f"])
         assert engine.units == want, engine.units
 
     def batch(i):

@@ -115,6 +115,10 @@ def test_stage3_units_follow_no_split_modules_and_skip_tied_ones():
             self.head.weight = self.emb.fc.weight  # tied: emb is no unit
 
     assert zerotorch.stage3_units(Net()) == ["blocks.0", "blocks.1"]
+    untied = Net()
+    untied.head.weight = torch.nn.Parameter(untied.head.weight.detach().clone())
+    # A model naming its blocks: every other module with parameters of its own is a unit too.
+    assert zerotorch.stage3_units(untied) == ["emb", "blocks.0", "blocks.1", "head"]
     plain = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ModuleList(
         [torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2)]))
     assert zerotorch.stage3_units(plain) == ["1.0", "1.2"]

@@ -197,7 +197,11 @@ Gpt build_model(const GptShape& shape, zero::PartitionedInit* partitioned, const
   if (a.init_from.empty() || (partitioned && streams_into_shards(a.init_from))) {
     Gpt model(shape, partitioned);
     log_model(*model);
-    if (!a.init_from.empty()) ZT_LOG_INFO(load_pretrained_shards(a.init_from, shape, *partitioned));
+    if (!a.init_from.empty()) {
+      // Every rank loads its shards; the logging macro evaluates its arguments on rank 0 only.
+      const std::string loaded = load_pretrained_shards(a.init_from, shape, *partitioned);
+      ZT_LOG_INFO(loaded);
+    }
     return model;
   }
   if (partitioned) {

@@ -9,6 +9,7 @@
                                     forms differ), save_pretrained to DIR, and sharded (with an
                                     index) to SHARDED_DIR
                                     save_pretrained to DIR, and sharded (with an index) to SHARDED_DIR
+  same A B TOL                      the weights of two directories agree within TOL (max |diff|)
   moved BEFORE AFTER SHARD T SUMMARY  validation loss of BEFORE and AFTER on the shard's samples must
                                     be train_gpt's valid_loss_before/after, and must have fallen
 """
@@ -103,6 +104,12 @@ def main():
         assert abs(before - cb) <= 1e-4 * abs(cb), (before, cb)
         assert abs(after - ca) <= 1e-4 * abs(ca), (after, ca)
         assert after < before - 1e-3, "the loss did not move"
+    elif cmd == "same":
+        a, b = load(args[0]).state_dict(), load(args[1]).state_dict()
+        assert a.keys() == b.keys(), sorted(a.keys() ^ b.keys())
+        worst = max((a[k] - b[k]).abs().max().item() for k in a)
+        print(f"{args[0]} vs {args[1]}: max |weight diff| = {worst:.3g}")
+        assert worst <= float(args[2]), worst
     else:
         sys.exit(f"unknown command {cmd}")
 

@@ -1,0 +1,159 @@
+"""Python side of llama_hf_roundtrip_test.sh, with transformers' Llama, Qwen2 and Mistral.
+
+  make ARCH DIR SHARDED_DIR V     a tiny random ARCH model (V tokens, 64 positions), saved whole to
+                                  DIR and sharded with an index to SHARDED_DIR:
+                                    llama    4 heads over 2 key/value heads, llama3 rotary
+                                             scaling, untied head
+                                    qwen2    q/k/v biases, 3 key/value heads, tied head, theta 1e6
+                                    mistral  sliding window of 8 tokens (sequences are 32), no
+                                             grouped query
+  ids OUT V T                     random ids (3, T) in [0, V) and a right-padding mask -> OUT
+  logits HF_DIR IDS CXX_LOGITS [--sensitive]
+                                  transformers' logits vs the C++ ones: at every position without
+                                  a mask, and at the real positions with it, max |diff| <= 1e-4;
+                                  --sensitive: without the architecture's own feature (rotary
+                                  scaling, biases, window) the logits would have failed that bound
+  moved BEFORE AFTER SHARD T SUMMARY
+                                  validation loss of BEFORE and AFTER on the shard's samples must be
+                                  train_llama's valid_loss_before/after, and must have fallen
+  same A B TOL                    the weights of two directories agree within TOL (max |diff|)
+"""
+import json
+import os
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_hf_gpt2 import read_shard  # noqa: E402  (the .ztt reader)
+
+
+def load(d):
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+    m.eval()
+    return m
+
+
+def make(arch, vocab):
+    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                  max_position_embeddings=64, initializer_range=0.2, rms_norm_eps=1e-5)
+    if arch == "llama":
+        cfg = LlamaConfig(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False,
+                          rope_scaling={"rope_type": "llama3", "factor": 4.0,
+                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                        "original_max_position_embeddings": 16},
+                          rope_theta=500000.0, **common)
+    elif arch == "qwen2":
+        cfg = Qwen2Config(num_attention_heads=6, num_key_value_heads=3, hidden_act="silu",
+                          tie_word_embeddings=True, rope_theta=1000000.0,
+                          **{**common, "hidden_size": 48})
+    elif arch == "mistral":
+        cfg = MistralConfig(num_attention_heads=4, num_key_value_heads=4, sliding_window=8,
+                            tie_word_embeddings=False, **common)
+    else:
+        sys.exit(f"unknown architecture {arch}")
+    m = AutoModelForCausalLM.from_config(cfg)
+    if arch == "qwen2":  # biases start at zero: give them values so a lost bias shows
+        with torch.no_grad():
+            for n, p in m.named_parameters():
+                if n.endswith(".bias"):
+                    p.normal_(0.0, 0.5)
+    return m
+
+
+def without_feature(d):
+    """The model of `d` without what sets its architecture apart in the tiny test models: Llama
+    3's rotary scaling, Qwen2's q/k/v biases, Mistral's sliding window."""
+    cfg = AutoConfig.from_pretrained(d)
+    if cfg.model_type == "llama":
+        cfg.rope_parameters = {"rope_type": "default", "rope_theta": cfg.rope_parameters["rope_theta"]}
+    elif cfg.model_type == "mistral":
+        cfg.sliding_window = None
+    m = AutoModelForCausalLM.from_pretrained(d, config=cfg, dtype=torch.float32,
+                                             attn_implementation="eager")
+    if cfg.model_type == "qwen2":
+        with torch.no_grad():
+            for n, p in m.named_parameters():
+                if n.endswith(".bias"):
+                    p.zero_()
+    return m.eval()
+
+
+def valid_loss(model, samples, max_len):
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for s in samples:
+            s = torch.from_numpy(s[:max_len + 1])
+            if len(s) < 2:
+                continue
+            logits = model(s[:-1].unsqueeze(0)).logits[0].double()
+            total += torch.nn.functional.cross_entropy(logits, s[1:], reduction="sum").item()
+            count += len(s) - 1
+    return total / count
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "make":
+        torch.manual_seed(5)
+        m = make(args[0], int(args[3]))
+        m.save_pretrained(args[1])
+        m.save_pretrained(args[2], max_shard_size="20KB")
+        assert os.path.exists(os.path.join(args[2], "model.safetensors.index.json")), \
+            os.listdir(args[2])
+    elif cmd == "ids":
+        g = torch.Generator().manual_seed(7)
+        t = int(args[2])
+        ids = torch.randint(0, int(args[1]), (3, t), generator=g)
+        mask = torch.ones(3, t, dtype=torch.int64)
+        mask[1, t - 5:] = 0
+        mask[2, t // 2:] = 0
+        save_file({"input_ids": ids, "attention_mask": mask}, args[0])
+    elif cmd == "logits":
+        inputs = load_file(args[1])
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        cxx = load_file(args[2])
+        model = load(args[0])
+        with torch.no_grad():
+            ref = model(ids).logits
+            ref_masked = model(ids, attention_mask=mask).logits
+        diff = (ref - cxx["logits"]).abs().max().item()
+        real = mask.bool()
+        diff_masked = (ref_masked - cxx["logits_masked"])[real].abs().max().item()
+        print(f"{args[0]}: max |logits diff| vs C++ = {diff:.3g} unpadded, {diff_masked:.3g} "
+              f"padded (logits scale {ref.abs().max():.3g})")
+        assert ref.shape == cxx["logits"].shape and diff <= 1e-4, diff
+        assert diff_masked <= 1e-4, diff_masked
+        if "--sensitive" in args:
+            wrong = without_feature(args[0])
+            with torch.no_grad():
+                off = (wrong(ids).logits - cxx["logits"]).abs().max().item()
+            print(f"  without the architecture's own feature: max |diff| = {off:.3g}")
+            assert off > 1e-3, "the check cannot tell the feature apart"
+    elif cmd == "moved":
+        samples = read_shard(args[2])
+        max_len = int(args[3])
+        summary = json.load(open(args[4]))
+        before = valid_loss(load(args[0]), samples, max_len)
+        after = valid_loss(load(args[1]), samples, max_len)
+        cb, ca = summary["valid_loss_before"], summary["valid_loss_after"]
+        print(f"validation loss, Python: {before:.6f} -> {after:.6f}; "
+              f"C++ logged {cb:.6f} -> {ca:.6f}")
+        assert abs(before - cb) <= 1e-4 * abs(cb), (before, cb)
+        assert abs(after - ca) <= 1e-4 * abs(ca), (after, ca)
+        assert after < before - 1e-3, "the loss did not move"
+    elif cmd == "same":
+        a = load(args[0]).state_dict()
+        b = load(args[1]).state_dict()
+        assert a.keys() == b.keys(), (sorted(a.keys() ^ b.keys()))
+        worst = max((a[k] - b[k]).abs().max().item() for k in a)
+        print(f"{args[0]} vs {args[1]}: max |weight diff| = {worst:.3g}")
+        assert worst <= float(args[2]), worst
+    else:
+        sys.exit(f"unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,7 @@
 #   1. a tiny random model from transformers, saved whole and sharded with an index, imported:
 #      logits within 1e-4 of transformers' (without and with right padding);
 #   2. train_llama --init-from it on 2 ranks at ZeRO-3, fp32, every layer's activations
-#      checkpointed (the config's activation_checkpointing block), 5 steps -> zt-export-llama ->
+#      checkpointed (the config's activation_checkpointing block), 5 steps -> zt-export-hf-llama ->
 #      from_pretrained: the exported weights' logits match the C++ model's within 1e-4;
 #   3. the same 5 steps on 2 ranks at stage 0 without checkpointing export the same weights
 #      within 2e-5;
@@ -36,7 +36,7 @@ done
 train 2 z3 --set model.activation_checkpointing=true
 grep -q '"checkpointed_calls_per_forward": *2[,}]' "$out/z3/summary.json" ||
   { echo "z3 did not checkpoint both layers: $(cat "$out/z3/summary.json")"; exit 1; }
-"$bin/zt-export-llama" "$out/z3/ckpt" "$out/z3/hf"
+"$bin/zt-export-hf-llama" "$out/z3/ckpt" "$out/z3/hf"
 "$tools/zt_llama_logits" "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 $check logits "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 # The same 2 ranks at stage 0 (whole model, plain data parallel), without checkpointing, train
@@ -44,11 +44,11 @@ $check logits "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 train 2 z0 --set zero_optimization.stage=0 --set model.activation_checkpointing=false
 grep -q '"checkpointed_calls_per_forward": *0[,}]' "$out/z0/summary.json" ||
   { echo "z0 checkpointed: $(cat "$out/z0/summary.json")"; exit 1; }
-"$bin/zt-export-llama" "$out/z0/ckpt" "$out/z0/hf"
+"$bin/zt-export-hf-llama" "$out/z0/ckpt" "$out/z0/hf"
 $check same "$out/z0/hf" "$out/z3/hf" 2e-5
 # One process: its validation pass covers each sample once (at 2 ranks the sampler repeats
 # samples to even out the ranks), so Python's loss must equal the logged one.
 train 1 one
-"$bin/zt-export-llama" "$out/one/ckpt" "$out/one/hf"
+"$bin/zt-export-hf-llama" "$out/one/ckpt" "$out/one/hf"
 $check moved "$out/in" "$out/one/hf" "$work/tiny_valid.ztt" 32 "$out/one/summary.json"
 echo "llama_hf_roundtrip $arch: ok"

@@ -1,4 +1,4 @@
-// zt-export-llama CKPT_DIR OUT_DIR [--tag T]: a checkpoint of train_llama (any stage, any world
+// zt-export-hf-llama CKPT_DIR OUT_DIR [--tag T]: a checkpoint of train_llama (any stage, any world
 // size) as a Hugging Face directory that transformers' AutoModelForCausalLM.from_pretrained
 // loads: OUT_DIR/config.json (the model's, which train_llama keeps in CKPT_DIR) and
 // OUT_DIR/model.safetensors (the fp32 master weights, under transformers' names).
@@ -12,8 +12,8 @@
 #include "examples/llama/hf_llama.h"
 
 int main(int argc, char** argv) {
-  return zt::run_main("zt-export-llama", [&] {
-    const char* usage = "usage: zt-export-llama CKPT_DIR OUT_DIR [--tag T]";
+  return zt::run_main("zt-export-hf-llama", [&] {
+    const char* usage = "usage: zt-export-hf-llama CKPT_DIR OUT_DIR [--tag T]";
     std::vector<std::string> pos;
     std::string tag;
     for (int i = 1; i < argc; ++i) {

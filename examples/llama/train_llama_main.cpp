@@ -83,7 +83,7 @@ Model build_model(const LlamaShape& shape, zero::PartitionedInit* partitioned, c
               shape.num_attention_heads, " heads (", shape.num_key_value_heads,
               " key/value), hidden ", shape.hidden_size, ", vocab ", shape.vocab_size,
               shape.tie_word_embeddings ? ", tied head" : "", ", ", model->num_parameters(),
-              partitioned ? " parameters in this rank's shards" : " parameters");
+              " parameters", partitioned ? ", built partitioned (this rank keeps its shards)" : "");
   if (!a.init_from.empty()) {
     // Every rank loads (its shards); the logging macro evaluates its arguments on rank 0 only.
     const std::string loaded = partitioned ? load_hf_llama_shards(a.init_from, shape, *partitioned)

@@ -74,6 +74,12 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
                 " B of shards on this rank, largest unit ",
                 launch.partitioned->largest_unit_bytes(), " B");
   }
+  const int64_t granularity = t.config.zero_optimization.stage3_module_granularity_threshold;
+  if (granularity > 0 && !options.units_follow_granularity && t.comm->rank() == 0) {
+    ZT_LOG_WARN("config: zero_optimization.stage3_module_granularity_threshold ", granularity,
+                ": no effect in a C++ program, whose stage-3 units are where it calls "
+                "zt::call_unit (the Python front door applies it)");
+  }
   for (auto& name : zero::units_of_types(*model, options.unit_types)) {
     if (std::find(options.units.begin(), options.units.end(), name) == options.units.end()) {
       options.units.push_back(std::move(name));

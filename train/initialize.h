@@ -73,6 +73,10 @@ struct InitOptions {
   // Or by class: every submodule of these types is a unit too (zero::units_of_types, e.g.
   // {"GptBlock"}), after the named ones.
   std::vector<std::string> unit_types = {};
+  // Whether `units` already follow zero_optimization.stage3_module_granularity_threshold (the
+  // Python front door's, whose forward hooks make any module a unit). A C++ program's units are
+  // where it calls zt::call_unit, so otherwise a threshold above 0 only warns.
+  bool units_follow_granularity = false;
   // The training data; null: no loader.
   std::shared_ptr<const data::TokenDataset> train_data = {};
   // How the program's batches differ from the data block (training is forced on).

@@ -165,6 +165,8 @@ void visit_zero(V& v, ZeroConfig& c) {
           auto_ok("prefetch_bucket_size"));
   v.field("stage3_param_persistence_threshold", c.stage3_param_persistence_threshold,
           auto_ok("param_persistence_threshold"));
+  v.field("stage3_module_granularity_threshold", c.stage3_module_granularity_threshold,
+          also_named("module_granularity_threshold"));
   v.field("stage3_max_live_parameters", c.stage3_max_live_parameters,
           auto_ok("max_live_parameters"));
   v.field("stage3_max_reuse_distance", c.stage3_max_reuse_distance, auto_ok("max_reuse_distance"));
@@ -217,10 +219,6 @@ void visit_zero(V& v, ZeroConfig& c) {
        {"enable_sanity_checks", Unsupported::kNoEffect, "no extra sanity checks"},
        {"save_muon_momentum_buffer_in_memory", Unsupported::kNoEffect,
         "Muon's momentum stays in the optimizer shards"},
-       {"module_granularity_threshold", Unsupported::kNoEffect, "stage-3 units are the program's",
-        "0"},
-       {"stage3_module_granularity_threshold", Unsupported::kNoEffect,
-        "stage-3 units are the program's", "0"},
        {"use_multi_rank_bucket_allreduce", Unsupported::kNoEffect,
         "gradients are reduce-scattered per bucket", "true"},
        {"zenflow", Unsupported::kRefused, "ZenFlow's stale-gradient updates are not implemented"},

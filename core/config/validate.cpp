@@ -97,6 +97,8 @@ class Validator {
     at_least<int64_t>(p + "stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, 0);
     at_least<int64_t>(p + "stage3_param_persistence_threshold",
                       z.stage3_param_persistence_threshold, 0);
+    at_least<int64_t>(p + "stage3_module_granularity_threshold",
+                      z.stage3_module_granularity_threshold, 0);
     at_least<int64_t>(p + "stage3_max_live_parameters", z.stage3_max_live_parameters, 0);
     at_least<int64_t>(p + "stage3_max_reuse_distance", z.stage3_max_reuse_distance, 0);
     at_least<int64_t>(p + "sub_group_size", z.sub_group_size, 0);

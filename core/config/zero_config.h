@@ -51,6 +51,11 @@ struct ZeroConfig {
   int64_t stage3_prefetch_bucket_size = defaults::kPrefetchBucketSize;  // gathered ahead of use
   // Stage 3: flat buffers of fewer elements stay gathered (replicated) instead of sharded.
   int64_t stage3_param_persistence_threshold = 100'000;
+  // Stage 3, DeepSpeed's leaf modules: a module whose parameters per layer (parameter count /
+  // (1 + modules below it with parameters)) are at most this is fetched whole, as one unit. The
+  // Python front door chooses its units by it (python/zerotorch/engine.py); a C++ program's units
+  // are where it calls zt::call_unit, so there it only warns. 0: off.
+  int64_t stage3_module_granularity_threshold = 0;
   int64_t stage3_max_live_parameters = 1'000'000'000;
   int64_t stage3_max_reuse_distance = 1'000'000'000;
   // save_16bit_model (core/checkpoint/model_export.h) gathers a stage-3 model's weights; off, it

@@ -81,12 +81,14 @@ ProgramValues program_values(const py::dict& d) {
 }
 
 // The job and its engine, as zt::initialize made them for the mirrored model. `units` are the
-// stage-3 units by module name (named_modules() names, which the mirror keeps).
+// stage-3 units by module name (named_modules() names, which the mirror keeps), or a callable
+// that gives them for the config's stage3_module_granularity_threshold (known once the config
+// is read here).
 class PyEngine {
  public:
   PyEngine(const py::object& module, const std::string& config_path,
            const std::vector<std::string>& overrides, const py::dict& program,
-           const std::vector<std::string>& units) {
+           const py::object& units_or_policy) {
     std::set<const void*> seen;
     std::shared_ptr<torch::nn::Module> model = mirror(module, seen);
     LaunchOptions lo;
@@ -95,10 +97,18 @@ class PyEngine {
     lo.program = program_values(program);
     Launch launch = zt::launch(lo);
     InitOptions init;
-    init.units = units;
+    if (PyCallable_Check(units_or_policy.ptr())) {
+      init.units =
+          units_or_policy(launch.config.zero_optimization.stage3_module_granularity_threshold)
+              .cast<std::vector<std::string>>();
+      init.units_follow_granularity = true;
+    } else {
+      init.units = units_or_policy.cast<std::vector<std::string>>();
+    }
+    units_ = init.units;
     training_ = zt::initialize(std::move(launch), model, init);
     // Stage 3 registered hooks for every unit; below it none, and the unit calls are no-ops.
-    for (const std::string& name : units) {
+    for (const std::string& name : units_) {
       hooks_.push_back(UnitRegistry::instance().find(model->named_modules()[name].get()));
     }
   }
@@ -108,6 +118,7 @@ class PyEngine {
   int rank() const { return training_.comm->rank(); }
   int world_size() const { return training_.comm->size(); }
   bool gathers_units() const { return !hooks_.empty() && hooks_.front() != nullptr; }
+  const std::vector<std::string>& units() const { return units_; }
   UnitHooks& unit(size_t i) {
     ZT_CHECK(i < hooks_.size() && hooks_[i] != nullptr, "no stage-3 unit ", i);
     return *hooks_[i];
@@ -115,6 +126,7 @@ class PyEngine {
 
  private:
   Training training_;
+  std::vector<std::string> units_;
   std::vector<UnitHooks*> hooks_;
 };
 
@@ -136,10 +148,11 @@ void bind_engine(py::module_& m) {
       .def("close", &GatheredScope::close, py::call_guard<py::gil_scoped_release>());
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const py::object&, const std::string&, const std::vector<std::string>&,
-                    const py::dict&, const std::vector<std::string>&>(),
+                    const py::dict&, const py::object&>(),
            py::arg("module"), py::arg("config_path"), py::arg("overrides"), py::arg("program"),
            py::arg("units"))
       .def_property_readonly("gathers_units", &PyEngine::gathers_units)
+      .def_property_readonly("units", &PyEngine::units)
       // A unit's forward pre- and post-hook (stage 3): gather (and prefetch), then release and
       // hook the outputs' gradients to gather it again for backward. Gathers are collectives.
       .def(

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import sys
 import tempfile
 import warnings
 
@@ -34,14 +35,68 @@ def _first_tensor(out):
     return found[0] if found else torch.zeros(())
 
 
-def stage3_units(model):
+def granularity_leaves(model, threshold):
+    """DeepSpeed's leaf modules for ``stage3_module_granularity_threshold``
+    (deepspeed/runtime/zero/parameter_offload.py): a module's granularity is its parameter count
+    over its layers (itself and every module with parameters below it that is not a container),
+    kept only under 1e9 parameters; modules without parameters, parameter-holding modules without
+    children and containers (ModuleList, Sequential, ...) never qualify. Walking from the root,
+    the first module on each path whose granularity is at most ``threshold`` is a leaf, fetched
+    whole. Returns their names in module order."""
+    if threshold <= 0:
+        return []
+    granularity = {}
+    containers = set(torch.nn.modules.container.__all__)
+
+    def visit(module):
+        if next(module.parameters(), None) is None:
+            granularity[id(module)] = sys.maxsize
+            return 0, 0
+        params = sum(p.numel() for p in module.parameters(recurse=False))
+        if next(module.children(), None) is None:
+            granularity[id(module)] = sys.maxsize
+            return 1, params
+        layers = 0
+        for child in module.children():
+            child_layers, child_params = visit(child)
+            layers += child_layers
+            params += child_params
+        if type(module).__name__ in containers:
+            granularity[id(module)] = sys.maxsize
+            return layers, params
+        layers += 1
+        granularity[id(module)] = params // layers if params <= 1e9 else sys.maxsize
+        return layers, params
+
+    visit(model)
+    leaves = []
+
+    def pick(name, module):
+        if next(module.parameters(), None) is None:
+            return
+        if granularity[id(module)] <= threshold:
+            leaves.append(name)
+            return
+        for child_name, child in module.named_children():
+            pick(f"{name}.{child_name}" if name else child_name, child)
+
+    pick("", model)
+    return leaves
+
+
+def stage3_units(model, granularity_threshold=0):
     """The stage-3 units of ``model`` by module name: the modules whose class a Hugging Face
     model lists in ``_no_split_modules`` (its decoder layers) and there also every other module
     holding parameters of its own (the embedding, the output head), else the members of every
     ``nn.ModuleList`` (the repeated blocks of most models). A unit inside another is not a unit
     of its own, and neither is a unit holding a parameter that a module outside it also uses
     (a tied embedding): its parameters stay with the root, gathered for all of forward and
-    backward, so the sharing module never sees them released."""
+    backward, so the sharing module never sees them released.
+
+    ``granularity_threshold`` (the config's stage3_module_granularity_threshold): DeepSpeed's
+    leaf modules (granularity_leaves) are units too, fetched whole; a unit inside a leaf is
+    merged into it, a leaf inside a unit is already fetched with it. A leaf that is the whole
+    model leaves everything to the root."""
     classes = set(getattr(model, "_no_split_modules", None) or ())
     order = {name: i for i, (name, _) in enumerate(model.named_modules())}
     names = []
@@ -69,6 +124,13 @@ def stage3_units(model):
                 names += [f"{name}.{child}" if name else child
                           for child, m in module.named_children()
                           if any(True for _ in m.parameters())]
+    leaves = [n for n in granularity_leaves(model, granularity_threshold)
+              if not any(n == u or n.startswith(u + ".") for u in names)]
+    if "" in leaves:
+        return []
+    if leaves:
+        names = [u for u in names if not any(u.startswith(leaf + ".") for leaf in leaves)]
+        names = sorted(names + leaves, key=order.__getitem__)
     inside = {}
     shared = set()
     for name in names:
@@ -100,10 +162,13 @@ class ZeroEngine:
 
     def __init__(self, module, config_path, overrides=(), program=None, units=None):
         self.module = module
-        units = stage3_units(module) if units is None else list(units)
+        # By default the units follow the config's stage3_module_granularity_threshold, which
+        # the engine reads from the config before it asks for them.
+        choose = (lambda threshold: stage3_units(module, threshold)) if units is None \
+            else list(units)
         try:
             self._engine = _C.Engine(module, os.fspath(config_path), list(overrides),
-                                     program or {}, units)
+                                     program or {}, choose)
         except RuntimeError as e:
             if 'still "auto"' not in str(e):
                 raise
@@ -113,6 +178,7 @@ class ZeroEngine:
                 'config.hidden_size (bucket sizes) or no max_steps was given (scheduler steps); '
                 'pass zerotorch.initialize(..., auto={"hidden_size": H, "total_steps": N}) or '
                 'training_args=') from None
+        units = list(self._engine.units)
         self._param_ids = {id(p) for p in module.parameters()}
         self._hooks = []
         if self._engine.gathers_units:

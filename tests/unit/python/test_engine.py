@@ -342,3 +342,65 @@ def test_pip_builds_and_installs_the_package(tmp_path):
                        env=dict(env, PYTHONPATH=str(tmp_path / "site")), cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.startswith(str(tmp_path / "site")), r.stdout
+
+
+def _deepspeed_python():
+    venv = os.environ.get("ZT_DS_VENV") or os.path.expanduser("~/.cache/zerotorch/venv-deepspeed")
+    py = os.path.join(venv, "bin", "python")
+    if os.environ.get("ZT_TEST_DEEPSPEED") == "0" or not os.access(py, os.X_OK):
+        pytest.skip(f"no DeepSpeed virtualenv at {venv} (scripts/setup_deepspeed.sh)")
+    return py
+
+
+def test_granularity_leaves_are_deepspeeds():
+    """stage3_module_granularity_threshold picks the modules DeepSpeed's own passes mark as z3
+    leaves (granularity_reference.py runs them on the same model), at thresholds below every
+    module's granularity, at the attention blocks' (217), the blocks' (328) and the whole
+    model's (350)."""
+    import json
+    sys.path.insert(0, HERE)
+    from granularity_model import granularity_model
+    thresholds = [0, 100, 216, 217, 300, 327, 328, 349, 350, 5000]
+    r = subprocess.run([_deepspeed_python(), os.path.join(HERE, "granularity_reference.py"),
+                        *map(str, thresholds)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    theirs = json.loads(r.stdout.strip().splitlines()[-1])
+    ours = [zerotorch.engine.granularity_leaves(granularity_model(), t) for t in thresholds]
+    assert ours == theirs
+    assert any(leaves and "" not in leaves for leaves in ours)  # the attention-only case is seen
+
+
+def test_granularity_threshold_chooses_the_units(tmp_path):
+    """The config's threshold reaches the engine's units: at 300 the attention modules join the
+    blocks they sit in (a leaf inside a unit is fetched with it), so the units stay the same; at
+    350 the whole model is one leaf (no units: the root holds all). Training is the same either
+    way (one rank: the same arithmetic)."""
+    import json
+    import torch
+    sys.path.insert(0, HERE)
+    from granularity_model import granularity_model
+    losses = {}
+    for threshold, units in [(0, ["embed", "blocks.0", "blocks.1", "blocks.2", "norm", "head"]),
+                             (300, ["embed", "blocks.0", "blocks.1", "blocks.2", "norm", "head"]),
+                             (350, [])]:
+        config = tmp_path / f"c{threshold}.json"
+        config.write_text(json.dumps({
+            "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+            "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}},
+            "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
+                                  "stage3_module_granularity_threshold": threshold}}))
+        model = granularity_model()
+        engine, *_ = zerotorch.initialize(model=model, config=str(config))
+        try:
+            assert engine.units == units, (threshold, engine.units)
+            ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+            out = []
+            for _ in range(3):
+                loss = engine(ids).float().pow(2).mean()
+                engine.backward(loss)
+                engine.step()
+                out.append(loss.item())
+            losses[threshold] = out
+        finally:
+            engine.destroy()
+    assert losses[0] == losses[300] == losses[350], losses

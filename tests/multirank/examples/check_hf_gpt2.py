@@ -8,7 +8,6 @@
                                     weights N(0, 0.3) so the MLP sees O(1) inputs where GELU's two
                                     forms differ), save_pretrained to DIR, and sharded (with an
                                     index) to SHARDED_DIR
-                                    save_pretrained to DIR, and sharded (with an index) to SHARDED_DIR
   same A B TOL                      the weights of two directories agree within TOL (max |diff|)
   moved BEFORE AFTER SHARD T SUMMARY  validation loss of BEFORE and AFTER on the shard's samples must
                                     be train_gpt's valid_loss_before/after, and must have fallen

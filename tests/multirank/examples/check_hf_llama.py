@@ -68,7 +68,8 @@ def without_feature(d):
     3's rotary scaling, Qwen2's q/k/v biases, Mistral's sliding window."""
     cfg = AutoConfig.from_pretrained(d)
     if cfg.model_type == "llama":
-        cfg.rope_parameters = {"rope_type": "default", "rope_theta": cfg.rope_parameters["rope_theta"]}
+        theta = cfg.rope_parameters["rope_theta"]
+        cfg.rope_parameters = {"rope_type": "default", "rope_theta": theta}
     elif cfg.model_type == "mistral":
         cfg.sliding_window = None
     m = AutoModelForCausalLM.from_pretrained(d, config=cfg, dtype=torch.float32,

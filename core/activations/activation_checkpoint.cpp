@@ -141,8 +141,27 @@ at::Tensor checkpoint_activations(const CheckpointFn& fn, const std::vector<at::
   const int64_t call = settings().calls++;
   if (o.number_checkpoints && call >= *o.number_checkpoints) return fn(inputs);
   ++settings().checkpointed;
-  c10::IValue holder = c10::IValue::make_capsule(c10::make_intrusive<FnHolder>(fn));
-  return Checkpoint::apply(at::TensorList(inputs), std::move(holder), o.cpu_checkpointing);
+  // The autograd Function records every input's device and dtype, which an undefined tensor (an
+  // absent mask) has none of: only the defined ones go through it, and the call sees the
+  // undefined ones back in their places.
+  std::vector<at::Tensor> defined;
+  std::vector<size_t> slots;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].defined()) {
+      defined.push_back(inputs[i]);
+      slots.push_back(i);
+    }
+  }
+  CheckpointFn wrapped = fn;
+  if (defined.size() != inputs.size()) {
+    wrapped = [fn, slots, n = inputs.size()](const std::vector<at::Tensor>& got) {
+      std::vector<at::Tensor> all(n);
+      for (size_t i = 0; i < slots.size(); ++i) all[slots[i]] = got[i];
+      return fn(all);
+    };
+  }
+  c10::IValue holder = c10::IValue::make_capsule(c10::make_intrusive<FnHolder>(std::move(wrapped)));
+  return Checkpoint::apply(at::TensorList(defined), std::move(holder), o.cpu_checkpointing);
 }
 
 }  // namespace zt

@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_hf_gpt2 import read_shard  # noqa: E402  (the .ztt reader)
+from check_hf_gpt2 import read_shard, valid_loss  # noqa: E402  (.ztt reader, shifted loss)
 
 
 def load(d):
@@ -80,19 +80,6 @@ def without_feature(d):
                 if n.endswith(".bias"):
                     p.zero_()
     return m.eval()
-
-
-def valid_loss(model, samples, max_len):
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for s in samples:
-            s = torch.from_numpy(s[:max_len + 1])
-            if len(s) < 2:
-                continue
-            logits = model(s[:-1].unsqueeze(0)).logits[0].double()
-            total += torch.nn.functional.cross_entropy(logits, s[1:], reduction="sum").item()
-            count += len(s) - 1
-    return total / count
 
 
 def main():

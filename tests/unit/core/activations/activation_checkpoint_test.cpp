@@ -1,7 +1,8 @@
 // zt::checkpoint_activations against the same calls without checkpointing: equal gradients
 // (dropout included, so the recompute must replay the RNG), the recompute really happens (the
 // wrapped function runs twice), number_checkpoints limits it to the first N calls of a forward
-// pass, and what backward keeps is only the inputs.
+// pass, what backward keeps is only the inputs, and an undefined input (an absent mask) reaches the
+// call in its place.
 #include "core/activations/activation_checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -135,6 +136,31 @@ TEST_F(ActivationCheckpointTest, KeepsOnlyTheInputsForBackward) {
   ASSERT_TRUE(y.grad_fn()->next_edges()[0].function);
   EXPECT_EQ(y.grad_fn()->next_edges()[0].function->name(), "torch::autograd::AccumulateGrad");
   EXPECT_FALSE(y.grad_fn()->next_edges()[1].is_valid());
+}
+
+TEST_F(ActivationCheckpointTest, UndefinedInputsReachTheCallInTheirPlaces) {
+  // An absent mask (undefined) between inputs: the call sees it undefined, in forward and in the
+  // recompute, and the gradients are those of the plain call.
+  Stack s(1);
+  Mlp* m = s.layers[0].get();
+  auto fn = [m](const std::vector<at::Tensor>& in) {
+    EXPECT_EQ(in.size(), 3u);
+    EXPECT_FALSE(in[1].defined());
+    return m->body(in[0], in[2]);
+  };
+  torch::Tensor x = torch::randn({4, 8}, torch::requires_grad());
+  const torch::Tensor scale = torch::full({1}, 0.5);
+  torch::manual_seed(5);
+  m->body(x, scale).pow(2).sum().backward();
+  const auto want = s.grads();
+  const torch::Tensor want_x = x.grad().clone();
+  x.mutable_grad() = torch::Tensor();
+  torch::manual_seed(5);
+  checkpoint_activations(fn, {x, torch::Tensor(), scale}).pow(2).sum().backward();
+  EXPECT_EQ(m->runs, 3);  // plain, checkpointed forward, recompute
+  const auto got = s.grads();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << i;
+  EXPECT_TRUE(torch::equal(x.grad(), want_x));
 }
 
 TEST_F(ActivationCheckpointTest, WithoutGradOrGradInputsTheCallSimplyRuns) {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <yaml-cpp/yaml.h>
@@ -12,6 +13,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "weights/safetensors_set.h"
 #include "weights/safetensors_weights.h"
+#include "weights/state_dict_file.h"
 
 namespace zt::examples {
 namespace {
@@ -140,6 +142,57 @@ std::string source_of(const std::string& dir, const LlamaShape& s) {
   return dir + " (Hugging Face " + s.model_type + ")";
 }
 
+bool ignorable(const std::string& tensor, const LlamaShape& s) {
+  return (tensor == "lm_head.weight" && s.tie_word_embeddings) || ignorable_tensor(tensor);
+}
+
+// A directory with only DIR/pytorch_model.bin (torch.save, as save_pretrained writes with
+// safe_serialization=False): read whole, once, through LibTorch's unpickler.
+class StateDictWeights : public zero::ShardWeightSource {
+ public:
+  StateDictWeights(std::string where, std::map<std::string, at::Tensor> values)
+      : where_(std::move(where)), values_(std::move(values)) {}
+  void fill(const std::string& name, at::IntArrayRef shape, int64_t begin,
+            const at::Tensor& dst) override {
+    const at::Tensor& v = find(name, shape);
+    if (dst.numel() > 0) dst.copy_(v.reshape({-1}).narrow(0, begin, dst.numel()));
+  }
+  const at::Tensor& find(const std::string& name, at::IntArrayRef shape) {
+    auto it = values_.find(name);
+    ZT_CHECK(it != values_.end(), where_, ": no tensor ", name);
+    ZT_CHECK(at::isFloatingType(it->second.scalar_type()), where_, ": tensor ", name, " is ",
+             it->second.scalar_type(), ", not floating point");
+    ZT_CHECK(it->second.sizes() == shape, where_, ": tensor ", name, " has shape ",
+             it->second.sizes(), ", the model's is ", shape);
+    used_.insert(name);
+    return it->second;
+  }
+  void check_all_used(const LlamaShape& s) const {
+    for (const auto& [name, v] : values_) {
+      ZT_CHECK(used_.count(name) || ignorable(name, s), where_, ": tensor ", name,
+               " is no parameter of the model");
+    }
+    auto head = values_.find("lm_head.weight");
+    auto embed = values_.find("model.embed_tokens.weight");
+    if (s.tie_word_embeddings && head != values_.end() && embed != values_.end()) {
+      ZT_CHECK(head->second.equal(embed->second), where_,
+               ": lm_head.weight differs from model.embed_tokens.weight, but "
+               "tie_word_embeddings is true");
+    }
+  }
+  size_t used() const { return used_.size(); }
+
+ private:
+  std::string where_;
+  std::map<std::string, at::Tensor> values_;
+  std::set<std::string> used_;
+};
+
+StateDictWeights read_bin(const std::string& dir) {
+  const std::string bin = (fs::path(dir) / "pytorch_model.bin").string();
+  return StateDictWeights(bin, read_state_dict_file(bin));
+}
+
 }  // namespace
 
 LlamaShape llama_shape_from_hf_config(const std::string& path) {
@@ -244,16 +297,26 @@ std::string hf_llama_config_json(const LlamaShape& s) {
 }
 
 bool is_hf_directory(const std::string& dir) {
-  return fs::is_regular_file(fs::path(dir) / "config.json") && SafetensorsSet::present(dir);
+  return fs::is_regular_file(fs::path(dir) / "config.json") &&
+         (SafetensorsSet::present(dir) || fs::is_regular_file(fs::path(dir) / "pytorch_model.bin"));
 }
 
 std::string load_hf_llama(const std::string& dir, LlamaForCausalLMImpl& model) {
   const LlamaShape pre = llama_shape_from_hf_config((fs::path(dir) / "config.json").string());
   const std::string source = source_of(dir, pre);
   check_same_llama(model.shape(), pre, source);
+  torch::NoGradGuard no_grad;
+  if (!SafetensorsSet::present(dir)) {
+    StateDictWeights bin = read_bin(dir);
+    for (auto& p : model.named_parameters()) {
+      p.value().copy_(bin.find(p.key(), p.value().sizes()));
+    }
+    bin.check_all_used(pre);
+    return detail::str("init from ", source, ": loaded ", bin.used(),
+                       " parameters from pytorch_model.bin");
+  }
   const SafetensorsSet files(dir);
   check_tied_head(files, pre);
-  torch::NoGradGuard no_grad;
   std::set<std::string> used;
   for (auto& p : model.named_parameters()) {
     const SafetensorsReader* f = files.find(p.key());
@@ -268,9 +331,8 @@ std::string load_hf_llama(const std::string& dir, LlamaForCausalLMImpl& model) {
   }
   for (const auto& reader : files.files()) {
     for (const auto& e : reader->entries()) {
-      const bool tied_head = e.name == "lm_head.weight" && pre.tie_word_embeddings;
-      ZT_CHECK(used.count(e.name) || tied_head || ignorable_tensor(e.name), reader->path(),
-               ": tensor ", e.name, " is no parameter of the model");
+      ZT_CHECK(used.count(e.name) || ignorable(e.name, pre), reader->path(), ": tensor ", e.name,
+               " is no parameter of the model");
     }
   }
   return detail::str("init from ", source, ": loaded ", used.size(), " parameters from ",
@@ -282,13 +344,20 @@ std::string load_hf_llama_shards(const std::string& dir, const LlamaShape& model
   const LlamaShape pre = llama_shape_from_hf_config((fs::path(dir) / "config.json").string());
   const std::string source = source_of(dir, pre);
   check_same_llama(model, pre, source);
+  if (!SafetensorsSet::present(dir)) {
+    // No mapping to read ranges from: the file is read whole once, then each rank keeps its
+    // shards' ranges of it (peak: the whole model once, as torch.load; safetensors avoid that).
+    StateDictWeights bin = read_bin(dir);
+    parts.load(bin);
+    bin.check_all_used(pre);
+    return detail::str("init from ", source, ": loaded ", bin.used(),
+                       " parameters into this rank's shards from pytorch_model.bin (read whole)");
+  }
   const SafetensorsSet files(dir);
   check_tied_head(files, pre);
   SafetensorsWeights weights(files, [](const std::string& p) { return StoredTensor{p}; });
   parts.load(weights);
-  weights.check_all_used([&](const std::string& t) {
-    return (t == "lm_head.weight" && pre.tie_word_embeddings) || ignorable_tensor(t);
-  });
+  weights.check_all_used([&](const std::string& t) { return ignorable(t, pre); });
   return detail::str("init from ", source, ": loaded ", weights.parameters_filled(),
                      " parameters into this rank's shards from ", files.files().size(),
                      " file(s), reading only their ranges");

@@ -1,8 +1,9 @@
 #pragma once
 // The LLaMA-family example in Hugging Face's format: a directory transformers' from_pretrained
-// reads (config.json + model.safetensors, or shards with model.safetensors.index.json), in and
-// out. The parameter names are transformers' own (llama_model.h), so weights map one to one;
-// config.json maps to LlamaShape key by key (llama_shape.h):
+// reads (config.json + model.safetensors, or shards with model.safetensors.index.json; in, also
+// a single pytorch_model.bin), in and out. The parameter names are transformers' own
+// (llama_model.h), so weights map one to one; config.json maps to LlamaShape key by key
+// (llama_shape.h):
 //
 //   model_type                     llama | qwen2 | mistral (others: an error naming the file)
 //   hidden_act                     silu only
@@ -30,7 +31,7 @@ LlamaShape llama_shape_from_hf_config(const std::string& config_json_path);
 // same shape.
 std::string hf_llama_config_json(const LlamaShape& shape);
 
-// Whether `dir` holds a config.json and safetensors weights.
+// Whether `dir` holds a config.json and safetensors weights or a pytorch_model.bin.
 bool is_hf_directory(const std::string& dir);
 
 // The Hugging Face directory's weights into a model built whole: every parameter from the tensor
@@ -38,7 +39,8 @@ bool is_hf_directory(const std::string& dir);
 // (a tied lm_head.weight equal to the embedding, rotary inv_freq buffers). Returns the line to log.
 std::string load_hf_llama(const std::string& dir, LlamaForCausalLMImpl& model);
 // The same into the shards of a model built partitioned with `parts` (every rank calls it, before
-// the engine adopts them): each rank copies only its shards' ranges from the mapped files.
+// the engine adopts them): each rank copies only its shards' ranges from the mapped files (a
+// pytorch_model.bin, which cannot be mapped, is read whole first).
 std::string load_hf_llama_shards(const std::string& dir, const LlamaShape& model,
                                  zero::PartitionedInit& parts);
 // Throws one line naming `source` when `pretrained` is not the model's architecture.

@@ -68,8 +68,9 @@ double validate(TrainingRun& run, BatchStream* valid, Model& model, int64_t max_
 LlamaShape shape_of(const Args& a, const Config& config, int64_t shard_vocab) {
   const ProgramBlock block = config.program_block("model");
   if (a.init_from.empty()) return llama_shape_from_config(block, shard_vocab);
-  ZT_CHECK(is_hf_directory(a.init_from), "--init-from ", a.init_from,
-           " is not a Hugging Face model directory (config.json + safetensors)");
+  ZT_CHECK(
+      is_hf_directory(a.init_from), "--init-from ", a.init_from,
+      " is not a Hugging Face model directory (config.json + safetensors or pytorch_model.bin)");
   const std::string cfg = (fs::path(a.init_from) / "config.json").string();
   LlamaShape s = llama_shape_over_pretrained(block, llama_shape_from_hf_config(cfg), cfg);
   ZT_CHECK(s.vocab_size >= shard_vocab, a.init_from, " has vocab_size ", s.vocab_size,

@@ -1,7 +1,8 @@
 """Python side of llama_hf_roundtrip_test.sh, with transformers' Llama, Qwen2 and Mistral.
 
   make ARCH DIR SHARDED_DIR V     a tiny random ARCH model (V tokens, 64 positions), saved whole to
-                                  DIR and sharded with an index to SHARDED_DIR:
+                                  DIR, sharded with an index to SHARDED_DIR, and as a torch.save
+                                  pytorch_model.bin to DIR_bin:
                                     llama    4 heads over 2 key/value heads, llama3 rotary
                                              scaling, untied head
                                     qwen2    q/k/v biases, 3 key/value heads, tied head, theta 1e6
@@ -17,6 +18,7 @@
                                   validation loss of BEFORE and AFTER on the shard's samples must be
                                   train_llama's valid_loss_before/after, and must have fallen
   same A B TOL                    the weights of two directories agree within TOL (max |diff|)
+  same_logits A B                 two logits files of zt_llama_logits are identical
 """
 import json
 import os
@@ -91,6 +93,11 @@ def main():
         m.save_pretrained(args[2], max_shard_size="20KB")
         assert os.path.exists(os.path.join(args[2], "model.safetensors.index.json")), \
             os.listdir(args[2])
+        # The older format as transformers 4 wrote it (safe_serialization=False): torch.save of a
+        # plain dict of the state_dict's tensors; transformers 5 writes safetensors only.
+        os.makedirs(args[1] + "_bin", exist_ok=True)
+        m.config.save_pretrained(args[1] + "_bin")
+        torch.save(dict(m.state_dict()), os.path.join(args[1] + "_bin", "pytorch_model.bin"))
     elif cmd == "ids":
         g = torch.Generator().manual_seed(7)
         t = int(args[2])
@@ -132,6 +139,10 @@ def main():
         assert abs(before - cb) <= 1e-4 * abs(cb), (before, cb)
         assert abs(after - ca) <= 1e-4 * abs(ca), (after, ca)
         assert after < before - 1e-3, "the loss did not move"
+    elif cmd == "same_logits":
+        a, b = load_file(args[0]), load_file(args[1])
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), (args[0], args[1])
+        print(f"{args[0]} and {args[1]}: identical")
     elif cmd == "same":
         a = load(args[0]).state_dict()
         b = load(args[1]).state_dict()

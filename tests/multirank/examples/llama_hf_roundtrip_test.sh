@@ -2,10 +2,12 @@
 # The LLaMA example (examples/llama) and Hugging Face, both ways, for one architecture (llama,
 # qwen2 or mistral), against transformers in the project's virtualenv:
 #   1. a tiny random model from transformers, saved whole and sharded with an index, imported:
-#      logits within 1e-4 of transformers' (without and with right padding);
+#      logits within 1e-4 of transformers' (without and with right padding); as a
+#      pytorch_model.bin, the same logits;
 #   2. train_llama --init-from it on 2 ranks at ZeRO-3, fp32, every layer's activations
 #      checkpointed (the config's activation_checkpointing block), 5 steps -> zt-export-hf-llama ->
-#      from_pretrained: the exported weights' logits match the C++ model's within 1e-4;
+#      from_pretrained: the exported weights' logits match the C++ model's within 1e-4; from the
+#      pytorch_model.bin, the same weights;
 #   3. the same 5 steps on 2 ranks at stage 0 without checkpointing export the same weights
 #      within 2e-5;
 #   4. in one process, from_pretrained's validation loss of the import and of the export is the
@@ -17,10 +19,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="$work/llama_$arch"
 rm -rf "$out"; mkdir -p "$out"
 check="$python $here/check_hf_llama.py"
-train() {  # train() NPROC NAME [args...]
+train() {  # [init=DIR] train() NPROC NAME [args...]
   local np="$1" name="$2"; shift 2
   "$bin/ztrun" --standalone --nproc-per-node "$np" "$bin/train_llama" --config "$config" \
-    --init-from "$out/in_sharded" --train-shard "$work/tiny_train.ztt" \
+    --init-from "${init:-$out/in_sharded}" --train-shard "$work/tiny_train.ztt" \
     --valid-shard "$work/tiny_valid.ztt" --steps 5 --out-dir "$out/$name" \
     --checkpoint-dir "$out/$name/ckpt" --set bf16.enabled=false --set data.max_length=32 \
     --set data.max_tokens=256 --set scheduler.params.total_num_steps=5 \
@@ -33,12 +35,18 @@ for d in in in_sharded; do
   "$tools/zt_llama_logits" "$out/$d" "$out/ids.safetensors" "$out/$d.logits.safetensors"
   $check logits "$out/$d" "$out/ids.safetensors" "$out/$d.logits.safetensors" --sensitive
 done
+"$tools/zt_llama_logits" "$out/in_bin" "$out/ids.safetensors" "$out/in_bin.logits.safetensors"
+$check same_logits "$out/in.logits.safetensors" "$out/in_bin.logits.safetensors"
 train 2 z3 --set model.activation_checkpointing=true
 grep -q '"checkpointed_calls_per_forward": *2[,}]' "$out/z3/summary.json" ||
   { echo "z3 did not checkpoint both layers: $(cat "$out/z3/summary.json")"; exit 1; }
 "$bin/zt-export-hf-llama" "$out/z3/ckpt" "$out/z3/hf"
 "$tools/zt_llama_logits" "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 $check logits "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
+# The same from pytorch_model.bin (read whole, then into the shards): the same weights.
+init="$out/in_bin" train 2 z3bin --set model.activation_checkpointing=true
+"$bin/zt-export-hf-llama" "$out/z3bin/ckpt" "$out/z3bin/hf"
+$check same "$out/z3bin/hf" "$out/z3/hf" 0
 # The same 2 ranks at stage 0 (whole model, plain data parallel), without checkpointing, train
 # on the same batches: the same weights.
 train 2 z0 --set zero_optimization.stage=0 --set model.activation_checkpointing=false

@@ -27,6 +27,9 @@ WorkPtr Communicator::reduce_scatter(const at::Tensor&, at::Tensor&, ReduceOp) {
 WorkPtr Communicator::all_gather(const at::Tensor&, at::Tensor&) {
   unsupported("all_gather");
 }
+WorkPtr Communicator::all_to_all(const at::Tensor&, at::Tensor&) {
+  unsupported("all_to_all");
+}
 WorkPtr Communicator::broadcast(at::Tensor&, int) {
   unsupported("broadcast");
 }

@@ -58,11 +58,15 @@ class Communicator {
   // input may be output's own slice [rank*n, (rank+1)*n) (in place: ZeRO's publish of updated
   // shards); it may not overlap output otherwise.
   virtual WorkPtr all_gather(const at::Tensor& input, at::Tensor& output);
+  // input: flat, size() * n elements, chunk j (input[j*n, (j+1)*n)) goes to rank j; output: flat
+  // size() * n, chunk j is what rank j sent to this rank (ZeRO++'s gradient exchange). input and
+  // output may not overlap.
+  virtual WorkPtr all_to_all(const at::Tensor& input, at::Tensor& output);
   // In place: t = t on root.
   virtual WorkPtr broadcast(at::Tensor& t, int root);
   virtual WorkPtr barrier();
   // A communicator over a subset of ranks (every rank of this communicator calls it with the
-  // same list; ranks not in the list get nullptr). Optional per backend.
+  // same list; ranks not in the list get nullptr). The new communicator's rank i is ranks[i].
   virtual std::shared_ptr<Communicator> split(const std::vector<int>& ranks);
 
  protected:

@@ -127,6 +127,18 @@ void read_slurm_step(const Lookup& lookup, Family& f, Env& env) {
   }
 }
 
+// torchrun's and ztrun's node rank: GROUP_RANK, with nodes of LOCAL_WORLD_SIZE ranks each.
+void read_group_rank(const Lookup& lookup, Env& env) {
+  std::optional<long> group = read_int(lookup, env::kGroupRank);
+  if (!group) return;
+  const int nodes = (env.world_size + env.local_world_size - 1) / env.local_world_size;
+  ZT_CHECK(*group >= 0 && *group < nodes, env::kGroupRank, "=", *group, " is outside 0..",
+           nodes - 1, " (", env::kWorldSize, "=", env.world_size, ", ", env::kLocalWorldSize, "=",
+           env.local_world_size, ")");
+  env.node_rank = static_cast<int>(*group);
+  env.num_nodes = nodes;
+}
+
 }  // namespace
 
 Env Env::from_lookup(const Lookup& lookup) {
@@ -148,6 +160,7 @@ Env Env::from_lookup(const Lookup& lookup) {
   if (torchrun.present()) {
     torchrun.check("torchrun");
     torchrun.fill(env, "torchrun");
+    read_group_rank(lookup, env);
     if (ompi.present()) {
       ompi.check("OpenMPI");
       ZT_CHECK(*ompi.rank == *torchrun.rank && *ompi.size == *torchrun.size,

@@ -40,8 +40,9 @@ struct Env {
   std::string master_addr;        // empty when MASTER_ADDR is unset
   int master_port = 0;            // 0 when MASTER_PORT is unset
   std::string launcher = "none";  // "torchrun" | "mpi" | "slurm" | "none"
-  // Slurm steps only (SLURM_STEP_TASKS_PER_NODE, SLURM_NODEID, SLURM_STEP_NODELIST); elsewhere
-  // one node and no names.
+  // Slurm steps (SLURM_STEP_TASKS_PER_NODE, SLURM_NODEID, SLURM_STEP_NODELIST) and torchrun /
+  // ztrun (GROUP_RANK; nodes = ceil(WORLD_SIZE / LOCAL_WORLD_SIZE), no names); elsewhere one node
+  // (groups.h then infers nodes from the local ranks).
   int node_rank = 0;
   int num_nodes = 1;
   std::vector<std::string> nodes;

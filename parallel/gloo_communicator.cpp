@@ -221,6 +221,20 @@ WorkPtr GlooCommunicator::all_gather(const at::Tensor& input, at::Tensor& output
                                     timeout_, nullptr);
 }
 
+WorkPtr GlooCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
+  check_cpu_tensor(input, "input", "all_to_all");
+  check_cpu_tensor(output, "output", "all_to_all");
+  check_all_to_all(input, output, size_, "gloo");
+  CollectiveInfo info = next("all_to_all", describe_tensor(input));
+  if (input.numel() == 0) return std::make_shared<DoneWork>();
+  c10d::AllToAllOptions opts;
+  opts.timeout = timeout_;
+  at::Tensor in = input.view({-1}), out = output.view({-1});
+  std::vector<int64_t> equal_splits;  // empty: size() equal chunks
+  return std::make_shared<GlooWork>(pg_->alltoall_base(out, in, equal_splits, equal_splits, opts),
+                                    std::move(info), desync_, timeout_, nullptr);
+}
+
 WorkPtr GlooCommunicator::broadcast(at::Tensor& t, int root) {
   check_cpu_tensor(t, "tensor", "broadcast");
   ZT_CHECK(root >= 0 && root < size_, "gloo broadcast: root ", root, " is outside 0..", size_ - 1);

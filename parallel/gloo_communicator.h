@@ -7,6 +7,7 @@
 //                   torch builds it from an all-reduce of the whole input, twice MPI's traffic;
 //                   the commbench shows the cost)
 //   all_gather      ProcessGroupGloo::_allgather_base
+//   all_to_all      ProcessGroupGloo::alltoall_base (equal chunks)
 //   broadcast       ProcessGroupGloo::broadcast
 //   barrier         ProcessGroupGloo::barrier
 //   split           a new ProcessGroupGloo over the listed ranks (namespaced in the store)
@@ -62,6 +63,7 @@ class GlooCommunicator : public Communicator {
   WorkPtr reduce_scatter(const at::Tensor& input, at::Tensor& output,
                          ReduceOp op = ReduceOp::kSum) override;
   WorkPtr all_gather(const at::Tensor& input, at::Tensor& output) override;
+  WorkPtr all_to_all(const at::Tensor& input, at::Tensor& output) override;
   WorkPtr broadcast(at::Tensor& t, int root) override;
   WorkPtr barrier() override;
   std::shared_ptr<Communicator> split(const std::vector<int>& ranks) override;

@@ -43,7 +43,7 @@ MpiMode parse_mpi_mode(const std::string& name) {
 bool MpiCommunicator::blocking(const char* kind, int64_t /*bytes*/) const {
   if (mode_ != MpiMode::kAuto) return mode_ == MpiMode::kBlocking;
   const std::string k = kind;
-  return k == "all_reduce" || k == "reduce_scatter" || k == "all_gather";
+  return k == "all_reduce" || k == "reduce_scatter" || k == "all_gather" || k == "all_to_all";
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, c10::intrusive_ptr<c10d::Store> store,
@@ -234,6 +234,37 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, at::Tensor& output)
       check_rc(MPI_Allgather(send, n, type, out.data_ptr(), n, type, comm), "MPI_Allgather");
     } else {
       check_rc(MPI_Iallgather(send, n, type, out.data_ptr(), n, type, comm, &r), "MPI_Iallgather");
+    }
+    return r;
+  });
+}
+
+WorkPtr MpiCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
+  check_cpu_tensor(input, "input", "all_to_all");
+  check_cpu_tensor(output, "output", "all_to_all");
+  check_all_to_all(input, output, size_, "mpi");
+  auto work =
+      std::make_shared<AsyncWork>(next("all_to_all", describe_tensor(input)), desync_, timeout_);
+  at::Tensor in = input, out = output;
+  MPI_Datatype type = mpi::datatype(input.scalar_type());
+  MPI_Comm comm = comm_;
+  if (input.numel() == 0) return launch(work, [] { return MPI_REQUEST_NULL; });
+  if (size_ == 1) {
+    return launch(work, [in, out]() mutable {
+      out.copy_(in.view_as(out));
+      return MPI_REQUEST_NULL;
+    });
+  }
+  const bool block =
+      blocking("all_to_all", input.numel() * static_cast<int64_t>(input.element_size()));
+  const int n = static_cast<int>(input.numel() / size_);
+  return launch(work, [in, out, type, comm, n, block]() mutable {
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (block) {
+      check_rc(MPI_Alltoall(in.data_ptr(), n, type, out.data_ptr(), n, type, comm), "MPI_Alltoall");
+    } else {
+      check_rc(MPI_Ialltoall(in.data_ptr(), n, type, out.data_ptr(), n, type, comm, &r),
+               "MPI_Ialltoall");
     }
     return r;
   });

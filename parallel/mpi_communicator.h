@@ -6,6 +6,7 @@
 //                   may be this rank's own shard of input (then input's other shards are
 //                   clobbered)
 //   all_gather      MPI_Iallgather
+//   all_to_all      MPI_Alltoall / MPI_Ialltoall (equal chunks)
 //   broadcast       MPI_Ibcast
 //   barrier         MPI_Ibarrier
 //   split           MPI_Comm_split (blocking, collective over this communicator)
@@ -21,9 +22,9 @@
 // busbw GB/s, blocking-on-progress-thread vs non-blocking): all_reduce 1.81 vs 0.94 at 1 MiB,
 // 0.85 vs 0.35 at 4 MiB, 0.77 vs 0.22 at 16 MiB; all_gather 7.98 vs 1.67 at 1 MiB, 7.93 vs 1.62
 // at 4 MiB; reduce_scatter 1.22 vs 1.26 at 1 MiB (a tie). So MpiMode::kAuto issues the blocking
-// MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather (the same algorithms as a direct MPI
-// call, which is what the commbench compares against) and keeps the non-blocking calls for
-// broadcast and barrier. kNonBlocking keeps MPI_I* everywhere (useful where libnbc wins, and a
+// MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather / MPI_Alltoall (the same algorithms as a
+// direct MPI call, which is what the commbench compares against) and keeps the non-blocking calls
+// for broadcast and barrier. kNonBlocking keeps MPI_I* everywhere (useful where libnbc wins, and a
 // blocking call that never completes also holds back later collectives of other communicators
 // queued behind it on the progress thread).
 
@@ -65,6 +66,7 @@ class MpiCommunicator : public Communicator {
   WorkPtr reduce_scatter(const at::Tensor& input, at::Tensor& output,
                          ReduceOp op = ReduceOp::kSum) override;
   WorkPtr all_gather(const at::Tensor& input, at::Tensor& output) override;
+  WorkPtr all_to_all(const at::Tensor& input, at::Tensor& output) override;
   WorkPtr broadcast(at::Tensor& t, int root) override;
   WorkPtr barrier() override;
   std::shared_ptr<Communicator> split(const std::vector<int>& ranks) override;

@@ -114,7 +114,11 @@ class NcclWork : public Work, public WatchedWork {
 
 class NcclCommunicator : public Communicator, private WatchdogBackend {
  public:
-  explicit NcclCommunicator(const NcclCreateArgs& args)
+  // A new NCCL communicator over args.store's ranks (ncclCommInitRankConfig).
+  explicit NcclCommunicator(const NcclCreateArgs& args) : NcclCommunicator(args, nullptr) {}
+
+  // `adopted`: a communicator split from another one (already initialised), or null to create one.
+  NcclCommunicator(const NcclCreateArgs& args, ncclComm_t adopted)
       : shared_(std::make_shared<NcclShared>()),
         rank_(args.rank),
         size_(args.size),
@@ -131,6 +135,12 @@ class NcclCommunicator : public Communicator, private WatchdogBackend {
     shared_->timeout = timeout_;
     // See the file comment: this rank's device is the thread's current device from now on.
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_));
+    desync_ = std::make_shared<DesyncReporter>(store_, rank_, size_, backend_);
+    if (adopted != nullptr) {
+      comm_ = adopted;
+      watchdog_.start();
+      return;
+    }
     ncclUniqueId id;
     if (rank_ == 0) {
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -140,7 +150,6 @@ class NcclCommunicator : public Communicator, private WatchdogBackend {
     std::vector<uint8_t> got = store_->get("nccl_id");  // waits up to the store's timeout
     ZT_INTERNAL_ASSERT(got.size() == sizeof(id), "ncclUniqueId of ", got.size(), " bytes");
     std::memcpy(&id, got.data(), sizeof(id));
-    desync_ = std::make_shared<DesyncReporter>(store_, rank_, size_, backend_);
     {
       std::lock_guard<std::mutex> lock(nccl_mutex_);
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -245,6 +254,84 @@ class NcclCommunicator : public Communicator, private WatchdogBackend {
       });
     }
     return end(work);
+  }
+
+  // Equal chunks through one NCCL group of point-to-point calls (NCCL has no all-to-all call).
+  WorkPtr all_to_all(const at::Tensor& input, at::Tensor& output) override {
+    check_tensor(input, "all_to_all");
+    check_tensor(output, "all_to_all");
+    check_all_to_all(input, output, size_, "nccl");
+    auto work = begin("all_to_all", describe_tensor(input), {input, output});
+    if (input.numel() > 0) {
+      const int64_t n = input.numel() / size_;
+      const int64_t bytes = n * static_cast<int64_t>(input.element_size());
+      const ncclDataType_t type = nccl_type(input.scalar_type());
+      call("ncclGroupEnd", [&](ncclComm_t comm) {
+        ncclResult_t rc = ncclGroupStart();
+        for (int peer = 0; peer < size_ && (rc == ncclSuccess || rc == ncclInProgress); ++peer) {
+          const char* in = static_cast<const char*>(input.data_ptr()) + peer * bytes;
+          char* out = static_cast<char*>(output.data_ptr()) + peer * bytes;
+          rc = ncclSend(in, n, type, peer, comm, stream_.stream());
+          if (rc == ncclSuccess || rc == ncclInProgress)
+            rc = ncclRecv(out, n, type, peer, comm, stream_.stream());
+        }
+        const ncclResult_t end_rc = ncclGroupEnd();
+        return rc == ncclSuccess || rc == ncclInProgress ? end_rc : rc;
+      });
+    }
+    return end(work);
+  }
+
+  // ncclCommSplit: collective over this communicator; ranks outside `ranks` pass
+  // NCCL_SPLIT_NOCOLOR and get nullptr. The child shares this rank's device and gets its own
+  // stream, watchdog and namespace of the job store (for its desync reports).
+  std::shared_ptr<Communicator> split(const std::vector<int>& ranks) override {
+    int index = -1;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      ZT_CHECK(ranks[i] >= 0 && ranks[i] < size_, "nccl split: rank ", ranks[i], " is outside 0..",
+               size_ - 1);
+      if (ranks[i] == rank_) index = static_cast<int>(i);
+    }
+    const int split_id = splits_++;
+    ++seq_;
+    ncclComm_t child = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      shared_->failure.rethrow();
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      const ncclResult_t rc =
+          ncclCommSplit(comm_, index >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, index, &child, &config);
+      settle_locked(rc, "ncclCommSplit", Clock::now() + timeout_);
+      // A non-blocking split finishes in the child: wait for it there too.
+      ncclResult_t state = ncclInProgress;
+      const auto deadline = Clock::now() + timeout_;
+      while (child != nullptr && state == ncclInProgress) {
+        if (ncclCommGetAsyncError(child, &state) != ncclSuccess) state = ncclSystemError;
+        if (state == ncclInProgress) {
+          if (Clock::now() > deadline) {
+            ncclCommAbort(child);
+            ZT_THROW_KIND(ErrorKind::kTimeout, "ncclCommSplit did not complete on rank ", rank_,
+                          " of ", size_, " within ", timeout_.count(), " ms");
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+      }
+      if (child != nullptr && state != ncclSuccess) {
+        ncclCommAbort(child);
+        ZT_THROW_KIND(ErrorKind::kComm, "ncclCommSplit failed on rank ", rank_, " of ", size_, ": ",
+                      ncclGetErrorString(state));
+      }
+    }
+    if (index < 0) return nullptr;
+    NcclCreateArgs args;
+    args.store = c10::make_intrusive<c10d::PrefixStore>("split" + std::to_string(split_id), store_);
+    args.rank = index;
+    args.size = static_cast<int>(ranks.size());
+    args.device = device_;
+    args.timeout = timeout_;
+    return std::make_shared<NcclCommunicator>(args, child);
   }
 
   // A one-element all-reduce whose wait() blocks the host, as a barrier must.
@@ -400,6 +487,7 @@ class NcclCommunicator : public Communicator, private WatchdogBackend {
   c10::cuda::CUDAStream stream_;
   std::shared_ptr<DesyncReporter> desync_;
   uint64_t seq_ = 0;
+  int splits_ = 0;
 
   std::mutex nccl_mutex_;  // held for every NCCL call on comm_ (NCCL: one thread at a time)
   ncclComm_t comm_ = nullptr;

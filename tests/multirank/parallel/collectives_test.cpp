@@ -1,6 +1,7 @@
 // Every collective of a backend under real processes (mpirun -np 1..4): dtypes fp32, fp16, bf16,
-// int32, int64; sizes 0, 1, odd and 64 MiB; async overlap; sub-groups; and a rank that never
-// joins, which must turn into the timeout error within the timeout on the others.
+// int32, int64; sizes 0, 1, odd and 64 MiB; async overlap; sub-groups (a partition, node and
+// hybrid layouts); and a rank that never joins, which must turn into the timeout error within
+// the timeout on the others.
 //
 // Values are closed forms each rank computes alone: rank r contributes (r + 1) * pattern(i) with
 // pattern(i) = i % 7 + 1, small integers, exact in every dtype (also after sums of 4 ranks and
@@ -21,6 +22,7 @@
 #include "base/error.h"
 #include "base/main_guard.h"
 #include "parallel/dist.h"
+#include "parallel/groups.h"
 
 namespace zt::dist {
 namespace {
@@ -131,6 +133,22 @@ TEST_P(Collectives, AllGatherShards) {
     expect_equal(flat.narrow(0, q * n, n), contribution(q, n, type),
                  "in-place all_gather shard " + std::to_string(q));
   }
+}
+
+// Rank r sends chunk j = contribution(r) at offset j * n to rank j, so rank j receives from rank q
+// the chunk at offset j * n scaled by q + 1.
+TEST_P(Collectives, AllToAllExchangesChunks) {
+  const auto [type, n] = GetParam();
+  const int w = comm().size();
+  const int r = comm().rank();
+  at::Tensor input = contribution(r, n * w, type);
+  at::Tensor output = at::full({n * w}, -1, type);
+  comm().all_to_all(input, output)->wait();
+  for (int q = 0; q < w; ++q) {
+    expect_equal(output.narrow(0, q * n, n), contribution(q, n, type, r * n),
+                 "all_to_all chunk from rank " + std::to_string(q));
+  }
+  EXPECT_TRUE(at::equal(input, contribution(r, n * w, type))) << "all_to_all changed its input";
 }
 
 TEST_P(Collectives, BroadcastFromEveryRoot) {
@@ -255,6 +273,98 @@ TEST(Split, EvenRanksReduceAmongThemselves) {
     int64_t expected = 0;
     for (int q : evens) expected += q;
     expect_equal(t, at::full({3}, expected, at::kLong), "sub-group all_reduce");
+  }
+  comm().barrier()->wait();
+}
+
+// A partition into two interleaved groups (odd and even ranks), each reducing, gathering and
+// exchanging among itself; then the node and hybrid layouts built from it.
+TEST(Split, PartitionGivesEveryRankItsGroup) {
+  const int w = comm().size();
+  const int r = comm().rank();
+  std::vector<std::vector<int>> groups(w > 1 ? 2 : 1);
+  for (int q = 0; q < w; ++q) groups[q % groups.size()].push_back(q);
+  std::shared_ptr<Communicator> sub = split_partition(comm(), groups);
+  const auto& mine = groups[r % groups.size()];
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->size(), static_cast<int>(mine.size()));
+  EXPECT_EQ(sub->rank(), r / static_cast<int>(groups.size()));
+  at::Tensor t = at::full({5}, r + 1, at::kFloat);
+  sub->all_reduce(t)->wait();
+  float expected = 0;
+  for (int q : mine) expected += q + 1;
+  expect_equal(t, at::full({5}, expected, at::kFloat), "partition all_reduce");
+  at::Tensor in = at::full({2 * sub->size()}, r, at::kInt), out = at::empty_like(in);
+  sub->all_to_all(in, out)->wait();
+  for (int i = 0; i < sub->size(); ++i) {
+    EXPECT_EQ(out[2 * i].item<int>(), mine[i]) << "all_to_all in the sub-group";
+  }
+  comm().barrier()->wait();
+}
+
+// Pretends the job runs 2 ranks per node (the launcher's view, through GROUP_RANK) and checks the
+// node groups: intra-node {2k, 2k+1}, inter-node {local rank i of every node}.
+TEST(Split, NodeGroupsFollowTheLaunchLayout) {
+  const int w = comm().size();
+  const int r = comm().rank();
+  if (w % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  Env env = Env::from_map({{"RANK", std::to_string(r)},
+                           {"WORLD_SIZE", std::to_string(w)},
+                           {"LOCAL_RANK", std::to_string(r % 2)},
+                           {"LOCAL_WORLD_SIZE", "2"},
+                           {"GROUP_RANK", std::to_string(r / 2)}});
+  NodeLayout layout = discover_node_layout(comm(), env);
+  ASSERT_EQ(layout.nodes(), w / 2);
+  EXPECT_TRUE(layout.uniform());
+  for (int q = 0; q < w; ++q) EXPECT_EQ(layout.node_of_rank[q], q / 2);
+  NodeGroups g = make_node_groups(comm(), layout);
+  EXPECT_EQ(g.intra->size(), 2);
+  EXPECT_EQ(g.intra->rank(), r % 2);
+  EXPECT_EQ(g.inter->size(), w / 2);
+  EXPECT_EQ(g.inter->rank(), r / 2);
+  at::Tensor t = at::full({1}, r, at::kLong);
+  g.inter->all_reduce(t)->wait();
+  int64_t across = 0;
+  for (int q = r % 2; q < w; q += 2) across += q;
+  EXPECT_EQ(t.item<int64_t>(), across);
+  // Without a node rank, ranks are taken as numbered node by node: the same layout.
+  Env no_group = Env::from_map({{"RANK", std::to_string(r)},
+                                {"WORLD_SIZE", std::to_string(w)},
+                                {"LOCAL_RANK", std::to_string(r % 2)},
+                                {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_EQ(discover_node_layout(comm(), no_group).node_of_rank, layout.node_of_rank);
+  comm().barrier()->wait();
+}
+
+TEST(Split, HybridGroupsShardConsecutiveRanks) {
+  const int w = comm().size();
+  const int r = comm().rank();
+  for (int shard = 1; shard <= w; ++shard) {
+    if (w % shard != 0) continue;
+    HybridGroups g = make_hybrid_groups(g_comm, shard, "mics_shard_size");
+    EXPECT_EQ(g.shard->size(), shard);
+    EXPECT_EQ(g.shard->rank(), r % shard);
+    if (shard == w) {
+      EXPECT_EQ(g.replica, nullptr);
+      continue;
+    }
+    ASSERT_NE(g.replica, nullptr);
+    EXPECT_EQ(g.replica->size(), w / shard);
+    EXPECT_EQ(g.replica->rank(), r / shard);
+    at::Tensor t = at::full({1}, r, at::kLong);
+    g.shard->all_reduce(t)->wait();
+    const int64_t first = r / shard * shard;
+    EXPECT_EQ(t.item<int64_t>(), shard * first + shard * (shard - 1) / 2);
+  }
+  if (w == 4) {
+    try {
+      make_hybrid_groups(g_comm, 3, "mics_shard_size");
+      ADD_FAILURE() << "3 groups of 4 ranks accepted";
+    } catch (const zt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("mics_shard_size = 3 must divide the number of ranks"),
+                std::string::npos)
+          << e.what();
+    }
   }
   comm().barrier()->wait();
 }

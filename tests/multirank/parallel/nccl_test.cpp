@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "parallel/dist.h"
+#include "parallel/groups.h"
 #include "parallel/nccl_communicator.h"
 
 namespace zt::dist {
@@ -52,6 +53,38 @@ TEST_P(Nccl, AllCollectives) {
   at::Tensor b = r == 0 ? pattern(n, type).to(cuda.device()) : at::zeros({n}, cuda.dtype(type));
   c.broadcast(b, 0)->wait();
   EXPECT_TRUE(at::equal(b.cpu(), pattern(n, type)));
+
+  at::Tensor send = (pattern(n * w, type) * (r + 1)).to(cuda.device());
+  at::Tensor recv = at::empty({n * w}, cuda.dtype(type));
+  c.all_to_all(send, recv)->wait();
+  for (int q = 0; q < w; ++q) {
+    EXPECT_TRUE(at::equal(recv.narrow(0, q * n, n).cpu(), pattern(n, type, r * n) * (q + 1)));
+  }
+  c.barrier()->wait();
+}
+
+// ncclCommSplit: each rank alone, then everyone in reverse order; both reduce among themselves.
+TEST_P(Nccl, SplitPartitions) {
+  Communicator& c = *g_comm;
+  const int w = c.size(), r = c.rank();
+  const at::ScalarType type = GetParam();
+  const auto cuda = at::TensorOptions().device(at::kCUDA, c10::DeviceIndex(0)).dtype(type);
+  std::vector<std::vector<int>> alone;
+  for (int q = 0; q < w; ++q) alone.push_back({q});
+  std::shared_ptr<Communicator> self = split_partition(c, alone);
+  ASSERT_EQ(self->size(), 1);
+  at::Tensor t = at::full({7}, r + 1, cuda);
+  self->all_reduce(t)->wait();
+  EXPECT_TRUE(at::equal(t.cpu(), at::full({7}, r + 1, type)));
+  std::vector<int> reversed;
+  for (int q = w - 1; q >= 0; --q) reversed.push_back(q);
+  std::shared_ptr<Communicator> back = c.split(reversed);
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->rank(), w - 1 - r);
+  at::Tensor shard = at::full({3}, r + 1, cuda), flat = at::empty({3 * w}, cuda);
+  back->all_gather(shard, flat)->wait();
+  for (int i = 0; i < w; ++i)
+    EXPECT_TRUE(at::equal(flat.narrow(0, 3 * i, 3).cpu(), at::full({3}, w - i, type)));
   c.barrier()->wait();
 }
 

@@ -82,6 +82,31 @@ TEST(Env, SlurmWithPerNodeRepeatCount) {
 
 // Multi-node srun steps, with the variables srun exports to each task (srun(1), OUTPUT
 // ENVIRONMENT VARIABLES, Slurm 22.05): `srun -N 2 --ntasks-per-node 2` on node01 and node02,
+// ztrun and torchrun name the node with GROUP_RANK; a value past the node count is refused.
+TEST(Env, TorchrunGroupRankIsTheNode) {
+  Env env = Env::from_map({{"RANK", "5"},
+                           {"WORLD_SIZE", "8"},
+                           {"LOCAL_RANK", "1"},
+                           {"LOCAL_WORLD_SIZE", "4"},
+                           {"GROUP_RANK", "1"}});
+  EXPECT_EQ(env.node_rank, 1);
+  EXPECT_EQ(env.num_nodes, 2);
+  Env alone = Env::from_map({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(alone.node_rank, 0);
+  EXPECT_EQ(alone.num_nodes, 1);
+  try {
+    Env::from_map({{"RANK", "5"},
+                   {"WORLD_SIZE", "8"},
+                   {"LOCAL_RANK", "1"},
+                   {"LOCAL_WORLD_SIZE", "4"},
+                   {"GROUP_RANK", "2"}});
+    FAIL() << "GROUP_RANK 2 of 2 nodes was accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GROUP_RANK=2 is outside 0..1"), std::string::npos)
+        << e.what();
+  }
+}
+
 // task 3 (the second task of the second node).
 TEST(Env, SlurmTwoNodesTwoTasksEach) {
   Env env = Env::from_map({{"SLURM_PROCID", "3"},

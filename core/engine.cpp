@@ -18,6 +18,7 @@
 #include "core/zero/wait_clock.h"
 #include "optim/shard_optimizer.h"
 #include "parallel/communicator.h"
+#include "parallel/groups.h"
 
 namespace zt {
 
@@ -27,6 +28,10 @@ struct Engine::Impl {
   std::shared_ptr<torch::nn::Module> model_;
   EngineOptions options_;
   std::shared_ptr<dist::Communicator> comm_;
+  // Hybrid sharding (mics_shard_size at stage 3): the state is sharded over shard_comm_ and
+  // replicated across replica_comm_ (parallel/groups.h); otherwise shard_comm_ is comm_ and
+  // replica_comm_ is null.
+  std::shared_ptr<dist::Communicator> shard_comm_, replica_comm_;
   int rank_ = 0;
   int world_ = 1;
 
@@ -104,13 +109,15 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   }
   impl_->rank_ = impl_->comm_->rank();
   impl_->world_ = impl_->comm_->size();
+  // The average is over every rank whatever the sharding: the replica sum completes it.
   const auto [pre_scale, post_scale] = reduce_scales(impl_->options_, impl_->world_);
+  make_shard_groups();
 
   impl_->plan_ = zero::plan_units(*impl_->model_, impl_->options_.units);
   zero::BucketOptions bo;
   bo.stage = impl_->options_.stage;
-  bo.rank = impl_->rank_;
-  bo.world = impl_->world_;
+  bo.rank = impl_->shard_comm_->rank();
+  bo.world = impl_->shard_comm_->size();
   bo.grad_dtype = impl_->options_.grad_accum_dtype;
   bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;
@@ -129,19 +136,24 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       zero::make_buckets(impl_->plan_, impl_->options_.reduce_bucket_size, bo,
                          impl_->options_.stage3_param_persistence_threshold, partitioned.get());
   impl_->sharded_step_ = std::make_unique<zero::ShardedStep>(
-      impl_->options_, impl_->buckets_, *impl_->comm_, impl_->clock_, post_scale);
+      impl_->options_, impl_->buckets_, *impl_->shard_comm_, impl_->replica_comm_.get(),
+      impl_->rank_, impl_->clock_, post_scale);
   broadcast_initial_state();
   cast_model_to_compute_dtype();
   move_param_shards_to_nvme();
-  impl_->gather_ = std::make_unique<zero::ParamGather>(impl_->plan_, impl_->buckets_, *impl_->comm_,
-                                                       impl_->clock_, impl_->options_.stage == 3,
-                                                       impl_->options_.stage3_prefetch_bucket_size);
+  impl_->gather_ = std::make_unique<zero::ParamGather>(
+      impl_->plan_, impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.stage == 3,
+      impl_->options_.stage3_prefetch_bucket_size);
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
-      impl_->buckets_, *impl_->comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
+      impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
       [this](size_t b) { on_bucket_complete(b); });
   MemoryReport m = memory();
-  ZT_LOG_INFO("engine: ZeRO stage ", impl_->options_.stage, ", ", impl_->world_, " rank(s), ",
-              impl_->buckets_.size(), " flat buffer(s) in ", impl_->plan_.units.size(),
+  ZT_LOG_INFO("engine: ZeRO stage ", impl_->options_.stage, ", ", impl_->world_, " rank(s)",
+              impl_->replica_comm_
+                  ? detail::str(" (sharded in groups of ", impl_->shard_comm_->size(), ", ",
+                                impl_->replica_comm_->size(), " replicas)")
+                  : std::string(),
+              ", ", impl_->buckets_.size(), " flat buffer(s) in ", impl_->plan_.units.size(),
               " unit(s); model states per rank: params ", m.param_bytes, " B, grads ", m.grad_bytes,
               " B, optimizer ", m.optimizer_state_bytes + m.master_bytes, " B",
               m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
@@ -181,6 +193,30 @@ void Engine::reset_comm_wait() {
 std::shared_ptr<torch::nn::Module> Engine::model() const {
   return impl_->model_;
 }
+void Engine::make_shard_groups() {
+  const int mics = impl_->options_.mics_shard_size;
+  impl_->shard_comm_ = impl_->comm_;
+  if (mics <= 0) return;
+  if (impl_->options_.stage != 3) {
+    if (impl_->rank_ == 0)
+      ZT_LOG_WARN("config: zero_optimization.mics_shard_size ", mics,
+                  " applies at ZeRO stage 3 only (as DeepSpeed's MiCS); stage ",
+                  impl_->options_.stage, " shards over every rank");
+    return;
+  }
+  dist::HybridGroups g =
+      dist::make_hybrid_groups(impl_->comm_, mics, "zero_optimization.mics_shard_size");
+  impl_->shard_comm_ = g.shard;
+  impl_->replica_comm_ = g.replica;
+}
+
+const dist::Communicator& Engine::shard_communicator() const {
+  return *impl_->shard_comm_;
+}
+int Engine::replica_index() const {
+  return impl_->replica_comm_ ? impl_->replica_comm_->rank() : 0;
+}
+
 const dist::Communicator& Engine::communicator() const {
   return *impl_->comm_;
 }
@@ -196,9 +232,10 @@ void Engine::check_partitioned(const zero::PartitionOptions& p) const {
            "the model was built partitioned (zero::PartitionedInit), which "
            "needs ZeRO stage 3; zero_optimization.stage is ",
            impl_->options_.stage);
-  ZT_CHECK(p.world == impl_->world_ && p.rank == impl_->rank_,
-           "the model was built partitioned for rank ", p.rank, " of ", p.world,
-           "; this engine is rank ", impl_->rank_, " of ", impl_->world_);
+  const int rank = impl_->shard_comm_->rank(), world = impl_->shard_comm_->size();
+  ZT_CHECK(p.world == world && p.rank == rank, "the model was built partitioned for shard ", p.rank,
+           " of ", p.world, "; this engine shards as ", rank, " of ", world,
+           world != impl_->world_ ? " (zero_optimization.mics_shard_size)" : "");
   ZT_CHECK(p.reduce_bucket_size == impl_->options_.reduce_bucket_size &&
                p.persistence_threshold == impl_->options_.stage3_param_persistence_threshold,
            "the model was built partitioned with reduce_bucket_size ", p.reduce_bucket_size,
@@ -403,7 +440,7 @@ MemoryReport Engine::memory() const {
   for (const auto& b : impl_->buckets_) {
     const int64_t full = b->full_param_bytes();
     const bool sharded = impl_->options_.stage == 3 && !b->persistent();
-    if (!b->shard_on_nvme()) m.param_bytes += sharded ? full / impl_->world_ : full;
+    if (!b->shard_on_nvme()) m.param_bytes += sharded ? full / impl_->shard_comm_->size() : full;
     m.grad_bytes += b->grad_bytes();
   }
   m.optimizer_state_bytes = impl_->sharded_step_->optimizer_state_bytes();
@@ -438,7 +475,7 @@ zero::MasterStore& Engine::master_store() const {
 void Engine::sync_params_from_masters() {
   at::NoGradGuard no_grad;
   impl_->sharded_step_->copy_masters_to_params();
-  for (auto& b : impl_->buckets_) b->publish_params(*impl_->comm_, impl_->clock_);
+  for (auto& b : impl_->buckets_) b->publish_params(*impl_->shard_comm_, impl_->clock_);
 }
 
 void Engine::restore_counters(int64_t global_step, int64_t skipped_steps, int64_t micro_steps) {

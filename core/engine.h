@@ -154,6 +154,13 @@ class Engine {
   const dist::Communicator& communicator() const;
   // Collectives are non-const; code that runs them on the engine's group (checkpoints) uses this.
   dist::Communicator& communicator();
+  // The ranks the model states are sharded over: communicator() itself, or with hybrid sharding
+  // (zero_optimization.mics_shard_size at stage 3) this rank's group of mics_shard_size
+  // consecutive ranks. Its rank and size are the ones the flat-buffer layouts use.
+  const dist::Communicator& shard_communicator() const;
+  // Which copy of the sharded state this rank holds: 0 without hybrid sharding, else its group
+  // (rank / mics_shard_size). Checkpoints are written by the ranks of copy 0.
+  int replica_index() const;
   const EngineOptions& options() const;
 
   // Visits every parameter with its full values in the compute dtype, one stage-3 unit at a time
@@ -184,6 +191,7 @@ class Engine {
 
  private:
   struct Impl;
+  void make_shard_groups();
   void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();
   void broadcast_initial_state();

@@ -22,9 +22,12 @@ std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
   Config resolved = l.config;
   if (!resolved.pending_autos.empty()) resolve_program_autos(resolved, l.program);
   const ZeroConfig& z = resolved.zero_optimization;
+  // With hybrid sharding a rank builds its shard of its group of mics_shard_size consecutive
+  // ranks (parallel/groups.h), as the engine lays the buffers out.
+  const int group = z.mics_shard_size > 0 ? z.mics_shard_size : l.comm->size();
   return std::make_shared<zero::PartitionedInit>(
-      zero::PartitionOptions{.rank = l.comm->rank(),
-                             .world = l.comm->size(),
+      zero::PartitionOptions{.rank = l.comm->rank() % group,
+                             .world = group,
                              .reduce_bucket_size = z.reduce_bucket_size,
                              .persistence_threshold = z.stage3_param_persistence_threshold,
                              .frozen = l.config.freeze});

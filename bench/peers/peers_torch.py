@@ -13,6 +13,8 @@ torch.optim.AdamW and the hyper-parameters of DIR/meta.json, under one of:
     fsdp2          fully_shard per block and at the root, reshard_after_forward=True (ZeRO-3)
     fsdp2-noreshard  the same with reshard_after_forward=False (parameters stay gathered
                    between forward and backward: ZeRO-2-like traffic)
+    hsdp           fully_shard over a 2-D mesh (replicate, shard) of --shard-size consecutive
+                   ranks: HSDP, sharded within a group and replicated across groups
 
 Rank 0 appends one JSON row (same fields as zt_bench_peers --run) to --json.
 """
@@ -208,7 +210,7 @@ class AdamWZtMath(torch.optim.Optimizer):
                 denom = (v.sqrt() / math.sqrt(bc2)).add_(g["eps"])
                 p.addcdiv_(m, denom, value=-g["lr"] / bc1)
 
-def build(mode, model, meta, adamw="torch"):
+def build(mode, model, meta, adamw="torch", shard_size=0):
     adamw_class = AdamWZtMath if adamw == "zt-math" else torch.optim.AdamW
     hyper = dict(lr=meta["lr"], betas=(meta["beta1"], meta["beta2"]), eps=meta["eps"],
                  weight_decay=meta["weight_decay"])
@@ -221,11 +223,18 @@ def build(mode, model, meta, adamw="torch"):
         from torch.distributed.optim import ZeroRedundancyOptimizer
         return wrapped, ZeroRedundancyOptimizer(model.parameters(),
                                                 optimizer_class=adamw_class, **hyper)
-    if mode in ("fsdp2", "fsdp2-noreshard"):
+    if mode in ("fsdp2", "fsdp2-noreshard", "hsdp"):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
-        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-        reshard = mode == "fsdp2"
+        world = dist.get_world_size()
+        if mode == "hsdp":  # (replicate, shard): shard within groups of consecutive ranks
+            if shard_size <= 0 or world % shard_size:
+                raise SystemExit(f"--shard-size {shard_size} must divide the world ({world})")
+            mesh = init_device_mesh("cpu", (world // shard_size, shard_size),
+                                    mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh("cpu", (world,))
+        reshard = mode != "fsdp2-noreshard"
         for block in model.blocks:  # the blocks are the units, as zerotorch's stage 3
             fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard)  # wte, wpe, ln_f
@@ -237,7 +246,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--export-dir", required=True, help="the export directory of zt_bench_peers")
     ap.add_argument("--mode", required=True,
-                    choices=["ddp", "zero", "fsdp2", "fsdp2-noreshard"])
+                    choices=["ddp", "zero", "fsdp2", "fsdp2-noreshard", "hsdp"])
+    ap.add_argument("--shard-size", type=int, default=0,
+                    help="hsdp: ranks per shard group (consecutive ranks; replicated across)")
+    ap.add_argument("--link-counter", default="",
+                    help="a byte counter file each node's local rank 0 reads around the timed "
+                         "steps (bench/multinode); the row gets link_bytes_per_step")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--label", default="")
@@ -259,7 +273,13 @@ def main():
     batches = read_batches(os.path.join(a.export_dir, f"batches_r{rank}.bin"))
     model = Gpt(meta)
     load_initial_weights(model, a.export_dir, meta, a.check_weights)
-    wrapped, optimizer = build(a.mode, model, meta, a.adamw)
+    wrapped, optimizer = build(a.mode, model, meta, a.adamw, a.shard_size)
+    reads_link = bool(a.link_counter) and int(os.environ.get("LOCAL_RANK", "0")) == 0
+
+    def link_counter():
+        with open(a.link_counter) as f:
+            return float(f.read())
+    link_start = 0.0
 
     losses, fwd, bwd, opt, step_ms = [], [], [], [], []
     timed_tokens, t_timed = 0.0, time.perf_counter()
@@ -268,6 +288,8 @@ def main():
             dist.barrier()
             t_timed = time.perf_counter()
             cpu_timed = time.process_time()
+            if reads_link:
+                link_start = link_counter()
         t0 = time.perf_counter()
         loss = Gpt.loss(wrapped(ids, am), labels)
         t1 = time.perf_counter()
@@ -287,6 +309,7 @@ def main():
         opt.append((t3 - t2) * 1e3)
         step_ms.append((t3 - t0) * 1e3)
     wall_s = time.perf_counter() - t_timed
+    link_bytes = link_counter() - link_start if reads_link else 0.0
     cpu_ms = (time.process_time() - cpu_timed) * 1e3 / (len(batches) - a.warmup)
 
     def per_rank(value):
@@ -299,6 +322,7 @@ def main():
     rss = per_rank(status_bytes("VmHWM:"))
     base = per_rank(baseline_rss)
     state = per_rank(model_state_bytes(wrapped, optimizer))
+    link_total = sum(per_rank(link_bytes))
     if rank == 0:
         label = a.label or a.mode
         row = dict(impl="pytorch", config=label, mode=a.mode, adamw=a.adamw, backend="gloo",
@@ -311,7 +335,8 @@ def main():
                    peak_rss_bytes=max(rss),
                    peak_rss_bytes_per_rank=rss, baseline_rss_bytes_per_rank=base,
                    model_state_bytes=state[0], model_state_bytes_per_rank=state,
-                   losses=losses, torch_version=torch.__version__)
+                   losses=losses, torch_version=torch.__version__,
+                   link_bytes_per_step=link_total / (len(batches) - a.warmup))
         if a.json:
             with open(a.json, "a") as f:
                 f.write(json.dumps(row) + "\n")

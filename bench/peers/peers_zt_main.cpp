@@ -16,6 +16,8 @@
 //     Trains on DIR's batches with zt::Engine at ZeRO stage S and writes one JSON row: the loss of
 //     every step, tokens/s over the timed steps (after --warmup), forward / backward / comm wait /
 //     optimizer ms (medians), peak RSS and the engine's model-state bytes of every rank.
+//     bench/multinode runs it on two network-namespace nodes through ztrun (--backend gloo) with
+//     --mics-shard-size and --link-counter (the bytes the inter-node link carried per step).
 //
 // Batch file layout (little-endian int64 throughout):
 //   "ZTPEERS1" (8 bytes), num_steps, then per step: B, T, input_ids (B*T), attention_mask
@@ -56,11 +58,12 @@ namespace {
 constexpr char kBatchMagic[9] = "ZTPEERS1";
 
 struct Args {
-  std::string export_dir, run_dir, shard, json, backend = "auto", label;
+  std::string export_dir, run_dir, shard, json, backend = "auto", label, link_counter;
   int64_t steps = 20, batch_size = 8, max_length = 64, n_layer = 2, n_head = 2, d_model = 64;
   int64_t seed = 1234, warmup = 2, bucket_elements = 1 << 20, threads = 1;
   double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   int stage = 0;
+  int mics_shard_size = -1;
   bool offload = false;
 };
 
@@ -77,6 +80,15 @@ double process_cpu_seconds() {
   struct rusage u {};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// A byte counter in a file (a network interface's statistics/tx_bytes), or 0 without one.
+double read_counter(const std::string& path) {
+  if (path.empty()) return 0;
+  std::ifstream f(path);
+  double v = 0;
+  ZT_CHECK(f >> v, "cannot read the counter ", path);
+  return v;
 }
 
 double ms_between(std::chrono::steady_clock::time_point a,
@@ -126,6 +138,7 @@ examples::GptShape shape_of(const Args& a, int64_t vocab) {
 EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
   EngineOptions o;
   o.stage = a.stage;
+  o.mics_shard_size = a.mics_shard_size;
   o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
   o.offload_optimizer.device = a.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
   // What engine_options_from_config picks: the fused SIMD CPU Adam for offload, else AdamW.
@@ -342,6 +355,9 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
 
   std::vector<double> losses, fwd, bwd, opt, wait, step_ms;
   double timed_tokens = 0;
+  // Only one rank per node reads its node's link counter (the others would count it again).
+  const bool reads_link = !a.link_counter.empty() && dist::Env::discover().local_rank == 0;
+  double link_start = 0;
   auto t_timed = std::chrono::steady_clock::now();
   double cpu_timed = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
@@ -350,6 +366,7 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
       comm->barrier()->wait();
       t_timed = std::chrono::steady_clock::now();
       cpu_timed = process_cpu_seconds();
+      if (reads_link) link_start = read_counter(a.link_counter);
     }
     engine.reset_comm_wait();
     const auto t0 = std::chrono::steady_clock::now();
@@ -375,6 +392,7 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_timed).count();
+  const double link_bytes = reads_link ? read_counter(a.link_counter) - link_start : 0;
   const int64_t timed_steps = static_cast<int64_t>(batches.size()) - a.warmup;
   const std::vector<double> cpu_ms =
       per_rank(*comm, (process_cpu_seconds() - cpu_timed) * 1e3 / timed_steps);
@@ -385,6 +403,9 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
   const std::vector<double> base = per_rank(*comm, baseline_rss);
   const std::vector<double> state = per_rank(*comm, double(mem.model_state_bytes()));
   const std::vector<double> wait_all = per_rank(*comm, median(wait));
+  std::vector<double> link = per_rank(*comm, link_bytes);
+  double link_total = 0;
+  for (double v : link) link_total += v;
 
   if (rank == 0) {
     std::ostringstream row;
@@ -400,6 +421,8 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
         << ",\"tokens_per_s\":" << tokens_per_s << ",\"forward_ms\":" << median(fwd)
         << ",\"backward_ms\":" << median(bwd) << ",\"comm_wait_ms\":" << median(wait)
         << ",\"comm_wait_ms_per_rank\":" << json_list(wait_all, 6)
+        << ",\"mics_shard_size\":" << a.mics_shard_size
+        << ",\"link_bytes_per_step\":" << link_total / timed_steps
         << ",\"optimizer_ms\":" << median(opt) << ",\"step_ms\":" << median(step_ms)
         << ",\"cpu_ms_per_step_per_rank\":" << json_list(cpu_ms, 6)
         << ",\"peak_rss_bytes\":" << *std::max_element(rss.begin(), rss.end())
@@ -448,6 +471,11 @@ int run(int argc, char** argv) {
       "bucket-elements", po::value(&a.bucket_elements)->default_value(a.bucket_elements),
       "--export: gradient bucket size in elements (DDP's bucket_cap_mb is set to match)")(
       "stage", po::value(&a.stage)->default_value(0), "--run: ZeRO stage 0-3")(
+      "mics-shard-size", po::value(&a.mics_shard_size)->default_value(-1),
+      "--run: stage 3 hybrid sharding group size (zero_optimization.mics_shard_size)")(
+      "link-counter", po::value(&a.link_counter),
+      "--run: a byte counter file (e.g. /sys/class/net/IF/statistics/tx_bytes) each node's "
+      "local rank 0 reads around the timed steps; the JSON row gets link_bytes_per_step")(
       "offload", po::bool_switch(&a.offload), "--run: optimizer offload (CpuAdam)")(
       "warmup", po::value(&a.warmup)->default_value(a.warmup), "--run: untimed first steps")(
       "threads", po::value(&a.threads)->default_value(a.threads), "intra-op threads per rank")(

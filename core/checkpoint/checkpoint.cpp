@@ -449,9 +449,14 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
                      const ClientState& client, const CheckpointOptions& options) {
   ZT_CHECK(!tag.empty() && tag.find('/') == std::string::npos && tag != "." && tag != "..",
            "checkpoint tag '", tag, "' must be a non-empty name without '/'");
-  const int rank = engine.communicator().rank(), world = engine.communicator().size();
+  // Shards are numbered within the shard group; with hybrid sharding (mics_shard_size) only the
+  // first group writes (the others hold the same state), so the checkpoint looks like one saved
+  // by shard-size ranks and loads at any world size and group size.
+  const int rank = engine.shard_communicator().rank(), world = engine.shard_communicator().size();
+  const bool lead = engine.communicator().rank() == 0;
+  const bool writer = engine.replica_index() == 0;
   const fs::path tag_dir = fs::path(dir) / tag;
-  if (rank == 0) {
+  if (lead) {
     fs::create_directories(tag_dir);
     // Re-saving a tag: it is incomplete from here until the new metadata lands.
     fs::remove(tag_dir / ckpt::kMetadataFile);
@@ -461,7 +466,7 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
   int pause_s = 0;
   if (const char* p = std::getenv(kPauseEnv)) pause_s = std::atoi(p);
   auto states = engine.shard_states();
-  {
+  if (writer) {
     const fs::path shard = tag_dir / ckpt::shard_file_name(rank);
     zero::MasterStore& store = engine.master_store();
     const uint64_t need = shard_bytes_at_least(states, store.state_names().size());
@@ -478,7 +483,7 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
     // Frozen parameters never change and live outside the flat buffers; rank 0 keeps a copy so
     // consolidation exports the whole model.
     std::vector<std::pair<std::string, at::Tensor>> frozen;
-    if (rank == 0) {
+    if (lead) {
       for (const auto& p : engine.model()->named_parameters())
         if (!p.value().requires_grad() && p.value().has_storage() &&
             (p.value().numel() == 0 || p.value().data_ptr() != nullptr))
@@ -492,10 +497,10 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
     }
     w.finish(frozen, rng, client, pause_s);
   }
-  fsync_dir(tag_dir);
+  if (writer) fsync_dir(tag_dir);
   barrier(engine);  // every shard is durable under its final name
 
-  if (rank == 0) {
+  if (lead) {
     Metadata m;
     m.world_size = world;
     m.stage = engine.options().stage;
@@ -523,7 +528,8 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
 }
 
 ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::string& tag) {
-  const int rank = engine.communicator().rank(), world = engine.communicator().size();
+  // Every copy of a hybrid-sharded state reads the shards of its place in the group.
+  const int rank = engine.shard_communicator().rank(), world = engine.shard_communicator().size();
   // Validation: no collective and no change to the engine until everything is read, so a bad
   // checkpoint throws the same error on every rank.
   OpenCheckpoint c = open_checkpoint(dir, tag);

@@ -7,7 +7,9 @@
 //
 // Save (collective; every rank calls it with the same dir and tag):
 //   1. each rank writes <tag>/shard_r<rank>.zts.tmp, fsyncs it, renames it (a kill -9 here
-//      leaves only a tag directory without metadata, which no load accepts);
+//      leaves only a tag directory without metadata, which no load accepts). With hybrid
+//      sharding (zero_optimization.mics_shard_size) ranks are numbered within their shard group
+//      and only the first group writes: the checkpoint is that of mics_shard_size ranks;
 //   2. barrier; rank 0 checksums every shard and writes metadata.ztm (temp, fsync, rename): the
 //      tag is complete from this rename on;
 //   3. rank 0 writes `latest` (temp, fsync, rename), then drops tags beyond keep_last; barrier.

@@ -41,7 +41,11 @@ std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t param
   ZT_CHECK(params > 0, "--params must be > 0, got ", params);
   ZT_CHECK(world_size > 0, "world size must be > 0, got ", world_size);
   const ZeroConfig& z = c.zero_optimization;
-  const int64_t n = world_size, stage = z.stage;
+  // Hybrid sharding shards over its group only (every group holds a copy).
+  const int64_t stage = z.stage;
+  const int64_t n = stage == 3 && z.mics_shard_size > 0 && z.mics_shard_size < world_size
+                        ? z.mics_shard_size
+                        : world_size;
   const bool half = c.fp16.enabled || c.bf16.enabled;
   const int64_t p = half ? 2 : 4;
   const int64_t a = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype) : 4;
@@ -99,13 +103,19 @@ std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t param
 std::vector<std::string> memory_estimate_lines(const Config& c, int64_t params, int world_size) {
   std::vector<std::string> lines;
   const bool half = c.fp16.enabled || c.bf16.enabled;
-  lines.push_back(detail::str("model states per rank for ", params, " parameters, ", world_size,
-                              " rank(s), stage ", c.zero_optimization.stage, ", ",
-                              c.fp16.enabled   ? "fp16"
-                              : c.bf16.enabled ? "bf16"
-                                               : "fp32",
-                              " compute", half ? " + fp32 master" : "",
-                              " (padding and stage-3 units in flight come on top):"));
+  lines.push_back(
+      detail::str("model states per rank for ", params, " parameters, ", world_size,
+                  " rank(s), stage ", c.zero_optimization.stage,
+                  c.zero_optimization.stage == 3 && c.zero_optimization.mics_shard_size > 0 &&
+                          c.zero_optimization.mics_shard_size < world_size
+                      ? detail::str(" sharded in groups of ", c.zero_optimization.mics_shard_size)
+                      : std::string(),
+                  ", ",
+                  c.fp16.enabled   ? "fp16"
+                  : c.bf16.enabled ? "bf16"
+                                   : "fp32",
+                  " compute", half ? " + fp32 master" : "",
+                  " (padding and stage-3 units in flight come on top):"));
   const ZeroConfig& z = c.zero_optimization;
   const OffloadDevice own_param = z.stage == 3 ? z.offload_param.device : OffloadDevice::kNone;
   for (const MemoryEstimate& e : estimate_model_states(c, params, world_size)) {

@@ -174,6 +174,8 @@ void visit_zero(V& v, ZeroConfig& c) {
           FieldOptions{true, "stage3_gather_fp16_weights_on_model_save",
                        "gather_16bit_weights_on_model_save"});
   v.field("sub_group_size", c.sub_group_size, {});
+  v.field("mics_shard_size", c.mics_shard_size, {});
+  v.field("mics_hierarchical_params_gather", c.mics_hierarchical_params_gather, {});
   v.block("offload_optimizer", [&](auto& w) { visit_offload(w, c.offload_optimizer, false); }, {});
   v.block("offload_param", [&](auto& w) { visit_offload(w, c.offload_param, true); }, {});
   v.unsupported(
@@ -198,10 +200,6 @@ void visit_zero(V& v, ZeroConfig& c) {
        {"zero_quantized_gradients", Unsupported::kRefused,
         "ZeRO++ quantized gradient reduction is not implemented"},
        {"zeropp_loco_param", Unsupported::kRefused, "ZeRO++ LoCo is not implemented"},
-       {"mics_shard_size", Unsupported::kRefused, "MiCS sub-group sharding is not implemented",
-        "-1"},
-       {"mics_hierarchical_params_gather", Unsupported::kRefused,
-        "MiCS sub-group sharding is not implemented"},
        {"memory_efficient_linear", Unsupported::kNoEffect, "no linear-layer override", "true"},
        {"pipeline_loading_checkpoint", Unsupported::kFeature, "no pipeline parallelism"},
        {"override_module_apply", Unsupported::kNoEffect, "no nn.Module.apply override", "true"},

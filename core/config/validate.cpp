@@ -102,6 +102,12 @@ class Validator {
     at_least<int64_t>(p + "stage3_max_live_parameters", z.stage3_max_live_parameters, 0);
     at_least<int64_t>(p + "stage3_max_reuse_distance", z.stage3_max_reuse_distance, 0);
     at_least<int64_t>(p + "sub_group_size", z.sub_group_size, 0);
+    at_least<int>(p + "mics_shard_size", z.mics_shard_size, -1);
+    if (z.stage == 3 && z.mics_shard_size > 0 && c_.world_size >= 1) {
+      check(p + "mics_shard_size",
+            z.mics_shard_size <= c_.world_size && c_.world_size % z.mics_shard_size == 0,
+            "must divide the number of ranks (", c_.world_size, "), got ", z.mics_shard_size);
+    }
     // ZeRO-Offload moves optimizer states, which exist sharded from stage 1; parameters are
     // sharded (and so offloadable) only at stage 3.
     offload(p + "offload_optimizer", z.offload_optimizer, 1, false);
@@ -297,6 +303,13 @@ void warn_inert_keys(const Config& c, ReadState& st) {
     warn(p + "contiguous_gradients", "gradients always live in flat buffers");
   }
   if (!z.reduce_scatter) warn(p + "reduce_scatter", "stages 1-3 always reduce-scatter");
+  if (z.mics_shard_size > 0 && z.stage != 3) {
+    warn(p + "mics_shard_size", "hybrid sharding is a stage-3 mode, as DeepSpeed's MiCS");
+  }
+  if (z.mics_hierarchical_params_gather) {
+    warn(p + "mics_hierarchical_params_gather",
+         "a shard group gathers with one all-gather; keep mics_shard_size within a node");
+  }
   if (!z.allgather_partitions) {
     warn(p + "allgather_partitions", "updated shards are always all-gathered");
   }

@@ -62,6 +62,14 @@ struct ZeroConfig {
   // saves nothing at stage 3. Also read under its older name
   // stage3_gather_fp16_weights_on_model_save.
   bool stage3_gather_16bit_weights_on_model_save = false;
+  // Hybrid sharding at stage 3 (DeepSpeed's MiCS, PyTorch's HSDP): the model states are sharded
+  // within groups of this many consecutive ranks and replicated across the groups; the gradients
+  // are reduce-scattered in the group each micro-step and summed across groups once per step.
+  // It must divide the number of ranks. <= 0 (DeepSpeed's default -1): shard over every rank.
+  int mics_shard_size = -1;
+  // MiCS: a shard group spanning nodes gathers in two hops (inside the node, then across). The
+  // gathers here are one all-gather over the group; the key is read and warned about.
+  bool mics_hierarchical_params_gather = false;
   int64_t sub_group_size = defaults::kSubGroupSize;
   OffloadConfig offload_optimizer = [] {
     OffloadConfig c;

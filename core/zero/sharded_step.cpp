@@ -17,10 +17,12 @@ namespace zt::zero {
 
 ShardedStep::ShardedStep(const EngineOptions& options,
                          std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
-                         WaitClock& clock, double post_reduce_scale)
+                         dist::Communicator* replica, int world_rank, WaitClock& clock,
+                         double post_reduce_scale)
     : options_(options),
       buckets_(buckets),
       comm_(comm),
+      replica_(replica),
       clock_(clock),
       post_reduce_scale_(post_reduce_scale) {
   ZT_CHECK(options_.param_groups.freeze_patterns.empty(),
@@ -74,7 +76,7 @@ ShardedStep::ShardedStep(const EngineOptions& options,
     ZT_CHECK(!options_.optimizer.swa.enabled,
              "swa: not implemented with optimizer Muon (its momentum is folded outside the step)");
   }
-  store_ = make_master_store(options_, buckets_, comm_.rank(), std::move(store_states));
+  store_ = make_master_store(options_, buckets_, world_rank, std::move(store_states));
   if (store_->device().is_cpu() && compute_device().is_cuda() && !store_->holds_state()) {
     host_offload_ = std::make_unique<HostOffload>(compute_device());
   }
@@ -280,6 +282,20 @@ double ShardedStep::prepare_muon(const std::vector<size_t>& stepped, double inv)
   return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
 
+// MiCS's hierarchical reduction: each micro-step reduce-scattered the gradients within the shard
+// group (Bucket::start_grad_sync); the sum over the other groups is taken once per step, on the
+// owned slices only, so with gradient accumulation the slow link carries it once per window
+// (DeepSpeed's MiCS_Optimizer.allreduce_mics_shard_grads runs on the accumulation boundary too).
+// Every replica then holds the same summed gradient and steps the same master.
+void ShardedStep::reduce_across_replicas() {
+  std::vector<dist::WorkPtr> works;
+  for (auto& b : buckets_) {
+    at::Tensor g = b->owned_grad();
+    if (g.defined() && g.numel() > 0) works.push_back(replica_->all_reduce(g));
+  }
+  for (auto& w : works) clock_.wait(w);
+}
+
 double ShardedStep::global_grad_norm_squared() {
   // Per bucket the sum of squares, summed in float64 on the gradients' device, voted there, and
   // read back once. CPU fp32 (the common case) goes through optim::sum_of_squares, one
@@ -333,6 +349,7 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
   // reduced gradient) every rank sees the same verdict (DeepSpeed votes on the norm the same way,
   // CheckOverflow.check_using_norm).
   const double inv = post_reduce_scale_ / (scaler ? scaler->scale() : 1.0);
+  if (replica_ != nullptr) reduce_across_replicas();
   const bool muon = options_.optimizer.type == optim::OptimizerKind::kMuon;
   // fp32 runs no overflow vote, and Muon's norm is taken after prepare_muon: no raw sum needed.
   const double raw_sq =
@@ -463,7 +480,13 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, 
     }
     at::Tensor failed = at::full({1}, failure.empty() ? 0 : 1,
                                  at::TensorOptions().dtype(at::kInt).device(comm_.device()));
-    const int any_failed = clock_.read<int>(comm_.all_reduce(failed, dist::ReduceOp::kMax), failed);
+    // Over the shard group, then across the replicas: every rank of the job sees the verdict.
+    dist::WorkPtr vote = comm_.all_reduce(failed, dist::ReduceOp::kMax);
+    if (replica_ != nullptr) {
+      clock_.wait(vote);
+      vote = replica_->all_reduce(failed, dist::ReduceOp::kMax);
+    }
+    const int any_failed = clock_.read<int>(vote, failed);
     ZT_CHECK(failure.empty(), failure,
              "; the NVMe optimizer state is inconsistent now: resume from the last checkpoint");
     ZT_CHECK(any_failed == 0,

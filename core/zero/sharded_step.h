@@ -76,8 +76,12 @@ class ShardedStep {
  public:
   // post_reduce_scale: the part of the gradient average not applied before the reduction
   // (1/N by default, 1 with prescale_gradients, f/N with gradient_predivide_factor f).
+  // comm: the ranks the state is sharded over. replica: with hybrid sharding (mics_shard_size),
+  // the ranks holding the same shard in the other groups; their owned gradients are summed over
+  // it once per step, before the norm (null: one group). world_rank names this rank's files.
   ShardedStep(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets,
-              dist::Communicator& comm, WaitClock& clock, double post_reduce_scale);
+              dist::Communicator& comm, dist::Communicator* replica, int world_rank,
+              WaitClock& clock, double post_reduce_scale);
   ~ShardedStep();
   ShardedStep(const ShardedStep&) = delete;
   ShardedStep& operator=(const ShardedStep&) = delete;
@@ -117,6 +121,8 @@ class ShardedStep {
     optim::ParamGrouping grouping;         // per entry: decay flag and lr scale
   };
 
+  // Hybrid sharding: sums every bucket's owned gradient over the replica group.
+  void reduce_across_replicas();
   // Sum of squares of every rank's owned gradients (all-reduced at stages 1-3).
   double global_grad_norm_squared();
   // Bucket b's group ranges for this step, every one with the step's gradient factor.
@@ -134,6 +140,7 @@ class ShardedStep {
   const EngineOptions& options_;
   std::vector<std::unique_ptr<Bucket>>& buckets_;
   dist::Communicator& comm_;
+  dist::Communicator* replica_;
   WaitClock& clock_;
   double post_reduce_scale_;
   std::vector<Slot> slots_;

@@ -22,6 +22,18 @@ struct BadConfig {
 };
 
 const BadConfig kBadConfigs[] = {
+    {"MicsShardSizeNotDividingTheWorld",
+     "train_batch_size: 12\nzero_optimization: {stage: 3, mics_shard_size: 4}",
+     {},
+     6,
+     "zero_optimization.mics_shard_size",
+     "must divide the number of ranks (6), got 4"},
+    {"MicsShardSizeBelowMinusOne",
+     "train_batch_size: 8\nzero_optimization: {stage: 3, mics_shard_size: -2}",
+     {},
+     1,
+     "zero_optimization.mics_shard_size",
+     "must be >= -1"},
     {"MinLossScaleNotAnInteger",
      "train_batch_size: 8\nfp16: {enabled: true, min_loss_scale: 0.5}",
      {},
@@ -430,6 +442,31 @@ TEST(ConfigErrors, OffloadBelowItsStageWarns) {
                                 0),
             0u)
       << r.warnings[0];
+}
+
+// Hybrid sharding is a stage-3 mode (DeepSpeed's MiCS): below stage 3 the key warns; the
+// two-hop gather flag warns that gathers stay one all-gather. At stage 3 a dividing size is clean.
+TEST(ConfigErrors, MicsKeysWarnWhereTheyDoNotAct) {
+  ConfigReport r = check_config(
+      "train_batch_size: 8\nzero_optimization: {stage: 2, mics_shard_size: 2, "
+      "mics_hierarchical_params_gather: true}",
+      ConfigFormat::kYaml, {}, 4);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  std::string all;
+  for (const auto& w : r.warnings) all += w + "\n";
+  EXPECT_NE(all.find("zero_optimization.mics_shard_size: no effect in zerotorch (hybrid sharding "
+                     "is a stage-3 mode"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("zero_optimization.mics_hierarchical_params_gather: no effect"),
+            std::string::npos)
+      << all;
+  ConfigReport ok =
+      check_config("train_batch_size: 8\nzero_optimization: {stage: 3, mics_shard_size: 2}",
+                   ConfigFormat::kYaml, {}, 4);
+  ASSERT_TRUE(ok.errors.empty()) << ok.errors[0];
+  EXPECT_TRUE(ok.warnings.empty()) << ok.warnings[0];
+  EXPECT_EQ(ok.config->zero_optimization.mics_shard_size, 2);
 }
 
 // DeepSpeed ignores unknown top-level keys: a warning with the suggestion, not an error.

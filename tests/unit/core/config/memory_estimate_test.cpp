@@ -44,6 +44,20 @@ TEST(MemoryEstimate, Stage3Bf16MatchesTheTablePerOffloadChoice) {
   EXPECT_EQ(lines[1].find("<- this config"), std::string::npos) << lines[1];
 }
 
+// Hybrid sharding at 8 ranks in groups of 2: every rank holds what plain stage 3 over 2 ranks
+// holds (18 bytes per parameter / 2 in bf16), and the header says so.
+TEST(MemoryEstimate, HybridShardingShardsOverItsGroup) {
+  const int64_t psi = 686'000'000;
+  Config c = parse_config(
+      "train_batch_size: 8\nbf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "zero_optimization: {stage: 3, mics_shard_size: 2}",
+      ConfigFormat::kYaml, {}, 8);
+  const auto e = estimate_model_states(c, psi, 8);
+  EXPECT_EQ(e[0].device_bytes, (2 + 4 + 12) * (psi / 2));
+  EXPECT_NE(memory_estimate_lines(c, psi, 8)[0].find("stage 3 sharded in groups of 2"),
+            std::string::npos);
+}
+
 // ZeRO-Infinity for the 2B target: every shard on NVMe (max_in_cpu 0) leaves only the fp32
 // gradients (4 Ψ / N) and the swap buffers in memory.
 TEST(MemoryEstimate, Stage3ParametersOnNvmePastMaxInCpu) {

@@ -32,6 +32,8 @@ struct Engine::Impl {
   // replicated across replica_comm_ (parallel/groups.h); otherwise shard_comm_ is comm_ and
   // replica_comm_ is null.
   std::shared_ptr<dist::Communicator> shard_comm_, replica_comm_;
+  // ZeRO++ hpZ: consecutive ranks of the shard group holding the secondary partition.
+  std::shared_ptr<dist::Communicator> hpz_comm_;
   int rank_ = 0;
   int world_ = 1;
 
@@ -112,12 +114,17 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   // The average is over every rank whatever the sharding: the replica sum completes it.
   const auto [pre_scale, post_scale] = reduce_scales(impl_->options_, impl_->world_);
   make_shard_groups();
+  make_hpz_group();
 
   impl_->plan_ = zero::plan_units(*impl_->model_, impl_->options_.units);
   zero::BucketOptions bo;
   bo.stage = impl_->options_.stage;
   bo.rank = impl_->shard_comm_->rank();
   bo.world = impl_->shard_comm_->size();
+  if (impl_->hpz_comm_) {
+    bo.hpz = impl_->hpz_comm_->size();
+    bo.hpz_rank = impl_->hpz_comm_->rank();
+  }
   bo.grad_dtype = impl_->options_.grad_accum_dtype;
   bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;
@@ -142,8 +149,8 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   cast_model_to_compute_dtype();
   move_param_shards_to_nvme();
   impl_->gather_ = std::make_unique<zero::ParamGather>(
-      impl_->plan_, impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.stage == 3,
-      impl_->options_.stage3_prefetch_bucket_size);
+      impl_->plan_, impl_->buckets_, *impl_->shard_comm_, impl_->hpz_comm_.get(), impl_->clock_,
+      impl_->options_.stage == 3, impl_->options_.stage3_prefetch_bucket_size);
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
       impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
       [this](size_t b) { on_bucket_complete(b); });
@@ -208,6 +215,18 @@ void Engine::make_shard_groups() {
       dist::make_hybrid_groups(impl_->comm_, mics, "zero_optimization.mics_shard_size");
   impl_->shard_comm_ = g.shard;
   impl_->replica_comm_ = g.replica;
+}
+
+void Engine::make_hpz_group() {
+  const int hpz = impl_->options_.zero_hpz_partition_size;
+  if (hpz <= 1 || impl_->options_.stage != 3) return;  // the config warns below stage 3
+  dist::Communicator& shard = *impl_->shard_comm_;
+  ZT_CHECK(shard.size() % hpz == 0, "zero_optimization.zero_hpz_partition_size = ", hpz,
+           " must divide the ranks the state is sharded over (", shard.size(), ")");
+  if (hpz == shard.size()) return;  // the secondary partition would be the primary one
+  std::vector<std::vector<int>> groups(shard.size() / hpz);
+  for (int r = 0; r < shard.size(); ++r) groups[r / hpz].push_back(r);
+  impl_->hpz_comm_ = dist::split_partition(shard, groups);
 }
 
 const dist::Communicator& Engine::shard_communicator() const {
@@ -441,6 +460,7 @@ MemoryReport Engine::memory() const {
     const int64_t full = b->full_param_bytes();
     const bool sharded = impl_->options_.stage == 3 && !b->persistent();
     if (!b->shard_on_nvme()) m.param_bytes += sharded ? full / impl_->shard_comm_->size() : full;
+    m.param_bytes += b->secondary_bytes();
     m.grad_bytes += b->grad_bytes();
   }
   m.optimizer_state_bytes = impl_->sharded_step_->optimizer_state_bytes();

@@ -192,6 +192,7 @@ class Engine {
  private:
   struct Impl;
   void make_shard_groups();
+  void make_hpz_group();
   void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();
   void broadcast_initial_state();

@@ -75,7 +75,8 @@ struct EngineOptions : ZeroConfig {
 
 // Bytes this rank holds for model states, by the engine's own accounting.
 struct MemoryReport {
-  int64_t param_bytes = 0;            // compute parameters held persistently (shards at stage 3)
+  // compute parameters held persistently (shards at stage 3, plus hpZ secondary copies now held)
+  int64_t param_bytes = 0;
   int64_t grad_bytes = 0;             // gradient accumulation buffers
   int64_t optimizer_state_bytes = 0;  // optimizer state (m, v, ...) of this rank
   int64_t master_bytes = 0;           // separate fp32 master copy (0 when params are the master)

@@ -64,6 +64,7 @@ struct Args {
   double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   int stage = 0;
   int mics_shard_size = -1;
+  int hpz = 1;
   bool offload = false;
 };
 
@@ -139,6 +140,7 @@ EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
   EngineOptions o;
   o.stage = a.stage;
   o.mics_shard_size = a.mics_shard_size;
+  o.zero_hpz_partition_size = a.hpz;
   o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
   o.offload_optimizer.device = a.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
   // What engine_options_from_config picks: the fused SIMD CPU Adam for offload, else AdamW.
@@ -421,7 +423,7 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
         << ",\"tokens_per_s\":" << tokens_per_s << ",\"forward_ms\":" << median(fwd)
         << ",\"backward_ms\":" << median(bwd) << ",\"comm_wait_ms\":" << median(wait)
         << ",\"comm_wait_ms_per_rank\":" << json_list(wait_all, 6)
-        << ",\"mics_shard_size\":" << a.mics_shard_size
+        << ",\"mics_shard_size\":" << a.mics_shard_size << ",\"hpz_partition_size\":" << a.hpz
         << ",\"link_bytes_per_step\":" << link_total / timed_steps
         << ",\"optimizer_ms\":" << median(opt) << ",\"step_ms\":" << median(step_ms)
         << ",\"cpu_ms_per_step_per_rank\":" << json_list(cpu_ms, 6)
@@ -473,6 +475,8 @@ int run(int argc, char** argv) {
       "stage", po::value(&a.stage)->default_value(0), "--run: ZeRO stage 0-3")(
       "mics-shard-size", po::value(&a.mics_shard_size)->default_value(-1),
       "--run: stage 3 hybrid sharding group size (zero_optimization.mics_shard_size)")(
+      "hpz-partition-size", po::value(&a.hpz)->default_value(1),
+      "--run: stage 3 ZeRO++ hpZ group size (zero_optimization.zero_hpz_partition_size)")(
       "link-counter", po::value(&a.link_counter),
       "--run: a byte counter file (e.g. /sys/class/net/IF/statistics/tx_bytes) each node's "
       "local rank 0 reads around the timed steps; the JSON row gets link_bytes_per_step")(

@@ -103,6 +103,13 @@ class Validator {
     at_least<int64_t>(p + "stage3_max_reuse_distance", z.stage3_max_reuse_distance, 0);
     at_least<int64_t>(p + "sub_group_size", z.sub_group_size, 0);
     at_least<int>(p + "mics_shard_size", z.mics_shard_size, -1);
+    at_least<int>(p + "zero_hpz_partition_size", z.zero_hpz_partition_size, 1);
+    if (z.stage == 3 && z.zero_hpz_partition_size > 1) {
+      const int group = z.mics_shard_size > 0 ? z.mics_shard_size : c_.world_size;
+      check(p + "zero_hpz_partition_size", group % z.zero_hpz_partition_size == 0,
+            "must divide the ranks the state is sharded over (", group, "), got ",
+            z.zero_hpz_partition_size);
+    }
     if (z.stage == 3 && z.mics_shard_size > 0 && c_.world_size >= 1) {
       check(p + "mics_shard_size",
             z.mics_shard_size <= c_.world_size && c_.world_size % z.mics_shard_size == 0,
@@ -305,6 +312,9 @@ void warn_inert_keys(const Config& c, ReadState& st) {
   if (!z.reduce_scatter) warn(p + "reduce_scatter", "stages 1-3 always reduce-scatter");
   if (z.mics_shard_size > 0 && z.stage != 3) {
     warn(p + "mics_shard_size", "hybrid sharding is a stage-3 mode, as DeepSpeed's MiCS");
+  }
+  if (z.zero_hpz_partition_size > 1 && z.stage != 3) {
+    warn(p + "zero_hpz_partition_size", "hpZ partitions stage-3 parameters only");
   }
   if (z.mics_hierarchical_params_gather) {
     warn(p + "mics_hierarchical_params_gather",

@@ -70,6 +70,10 @@ struct ZeroConfig {
   // MiCS: a shard group spanning nodes gathers in two hops (inside the node, then across). The
   // gathers here are one all-gather over the group; the key is read and warned about.
   bool mics_hierarchical_params_gather = false;
+  // ZeRO++ hpZ at stage 3: after a unit's forward gather each rank keeps a secondary copy of its
+  // parameters partitioned over this many consecutive ranks (one node's), so the backward's
+  // gathers stay inside that group; 2 Ψ / hpz more bytes per rank until the step. 1: off.
+  int zero_hpz_partition_size = 1;
   int64_t sub_group_size = defaults::kSubGroupSize;
   OffloadConfig offload_optimizer = [] {
     OffloadConfig c;

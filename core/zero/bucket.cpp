@@ -91,6 +91,7 @@ at::Tensor shard_copy(const at::Tensor& shard, const at::Tensor& params, const B
 
 void Bucket::keep_shard() {
   if (options_.stage != 3 || options_.persistent || !gathered_) return;
+  drop_secondary();
   at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
   if (swapper_) {
     swapper_->acquire(swap_slot_, /*read=*/false).copy_(own);
@@ -145,6 +146,7 @@ void Bucket::cast_params(at::ScalarType dtype) {
 
 void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
   if (options_.stage == 0) return;
+  drop_secondary();
   if (options_.stage == 3 && !options_.persistent) {
     if (!gathered_ && !gather_work_) return;  // gathered from the shard on next use
     // Resident now (a gathered scope, a checkpoint load): the owned slice takes the new shard.
@@ -164,6 +166,15 @@ int64_t Bucket::full_param_bytes() const {
   return layout_.padded_numel() * static_cast<int64_t>(params_.element_size());
 }
 
+int64_t Bucket::secondary_bytes() const {
+  return secondary_.defined() ? secondary_.numel() * static_cast<int64_t>(secondary_.element_size())
+                              : 0;
+}
+
+void Bucket::drop_secondary() {
+  secondary_ = at::Tensor();
+}
+
 namespace {
 
 // The stream offloaded shards of a GPU model are copied to the device on, one per device.
@@ -181,9 +192,17 @@ c10::Stream copy_stream(const c10::Device& device) {
 
 }  // namespace
 
-int64_t Bucket::start_param_gather(dist::Communicator& comm) {
+int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator* secondary) {
   if (gathered_ || gather_work_) return 0;
   const int64_t nbytes = full_param_bytes();
+  if (secondary != nullptr && secondary_.defined()) {
+    // hpZ: the copy kept at the last gather from the shards, over the (intra-node) hpz group.
+    gather_from_shards_ = false;
+    refill_storage(params_, static_cast<size_t>(nbytes));
+    gather_work_ = secondary->all_gather(secondary_, params_);
+    return nbytes;
+  }
+  gather_from_shards_ = true;
   const bool offloaded = swapper_ || param_shard_.device() != params_.device();
   // A GPU model's offloaded shard goes to the device on a side stream, and its all-gather is
   // ordered after that copy, not after the compute stream: a prefetch then neither waits for the
@@ -223,6 +242,12 @@ void Bucket::finish_param_gather(WaitClock& clock) {
     gather_on_side_ = false;
   }
   gathered_ = true;
+  if (options_.hpz > 1 && gather_from_shards_ && !secondary_.defined()) {
+    // hpZ: keep this rank's part of the hpz group's partition of the values just gathered.
+    const int64_t part = layout_.padded_numel() / options_.hpz;
+    secondary_ = params_.narrow(0, options_.hpz_rank * part, part).clone();
+  }
+  gather_from_shards_ = false;
 }
 
 int64_t Bucket::release_params(WaitClock& clock) {

@@ -66,6 +66,11 @@ struct BucketOptions {
   // the parameters are on a GPU). On a CPU model it is there anyway.
   bool host_shard = false;
   bool pin_shard = false;
+  // Stage 3, ZeRO++ hpZ (zero_hpz_partition_size): after a gather from the shards, this rank
+  // keeps a secondary copy of the full buffer partitioned over `hpz` consecutive ranks (its
+  // part: index hpz_rank), and later gathers take it over that group until the values change.
+  int hpz = 1;
+  int hpz_rank = 0;
 };
 
 class NvmeParamSwapper;
@@ -123,12 +128,15 @@ class Bucket {
   bool gathered() const { return gathered_; }
   bool gather_in_flight() const { return gather_work_ != nullptr; }
   // Allocates the full buffer and starts its all-gather; returns the bytes allocated (0 when it
-  // was already gathered or in flight).
-  int64_t start_param_gather(dist::Communicator& comm);
+  // was already gathered or in flight). With hpZ and a valid secondary copy, the all-gather runs
+  // over `secondary` (the hpz group) from it instead of over `comm` from the shards.
+  int64_t start_param_gather(dist::Communicator& comm, dist::Communicator* secondary = nullptr);
   void finish_param_gather(WaitClock& clock);
   // Frees the full buffer (waiting for an all-gather in flight first); returns the bytes freed.
   int64_t release_params(WaitClock& clock);
   int64_t full_param_bytes() const;
+  // hpZ: bytes of the secondary copy held now (0 without one).
+  int64_t secondary_bytes() const;
 
   // ---- gradients ----
   // Adds one parameter's gradient of this micro-step (from the post-accumulate hook); returns true
@@ -152,6 +160,8 @@ class Bucket {
 
  private:
   void allocate_grads();
+  // hpZ: the values changed (a step, a load, a write-back): the next gather reads the shards.
+  void drop_secondary();
 
   dist::FlatLayout layout_;
   size_t unit_;
@@ -164,7 +174,9 @@ class Bucket {
   bool gathered_ = true;
   bool adopted_ = false;
   dist::WorkPtr gather_work_;
-  bool gather_on_side_ = false;  // the gather in flight was issued on the side copy stream
+  bool gather_on_side_ = false;      // the gather in flight was issued on the side copy stream
+  bool gather_from_shards_ = false;  // the gather in flight reads the primary shards
+  at::Tensor secondary_;             // hpZ: (padded / hpz,) this rank's part of the full buffer
 
   at::Tensor grad_full_, grad_shard_, staging_;
   at::Tensor reduced_;  // stage 1: the window's reduced slice; stages 2-3: a later micro-step's

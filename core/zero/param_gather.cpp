@@ -42,11 +42,12 @@ class ParamGather::Hooks : public UnitHooks {
 };
 
 ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
-                         dist::Communicator& comm, WaitClock& clock, bool active,
-                         int64_t prefetch_numel)
+                         dist::Communicator& comm, dist::Communicator* secondary, WaitClock& clock,
+                         bool active, int64_t prefetch_numel)
     : plan_(plan),
       buckets_(buckets),
       comm_(comm),
+      secondary_(secondary),
       clock_(clock),
       active_(active),
       prefetch_numel_(prefetch_numel) {
@@ -64,7 +65,7 @@ ParamGather::~ParamGather() {
 }
 
 void ParamGather::gather_bucket(size_t b, bool wait) {
-  gathered_bytes_ += buckets_[b]->start_param_gather(comm_);
+  gathered_bytes_ += buckets_[b]->start_param_gather(comm_, secondary_);
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
   if (wait) buckets_[b]->finish_param_gather(clock_);
 }

@@ -24,8 +24,10 @@ namespace zt::zero {
 
 class ParamGather {
  public:
+  // secondary: the hpZ group (zero_hpz_partition_size), or null.
   ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
-              dist::Communicator& comm, WaitClock& clock, bool active, int64_t prefetch_numel);
+              dist::Communicator& comm, dist::Communicator* secondary, WaitClock& clock,
+              bool active, int64_t prefetch_numel);
   // Unregisters the unit hooks.
   ~ParamGather();
   ParamGather(const ParamGather&) = delete;
@@ -63,6 +65,7 @@ class ParamGather {
   UnitPlan& plan_;
   std::vector<std::unique_ptr<Bucket>>& buckets_;
   dist::Communicator& comm_;
+  dist::Communicator* secondary_;
   WaitClock& clock_;
   bool active_;
   int64_t prefetch_numel_;

@@ -5,6 +5,11 @@
 // batches; memory per rank follows the group size; checkpoints saved with one group size load
 // with another (and into plain stage 3) and continue like the run that never stopped.
 //
+// ZeRO++ hpZ (zero_optimization.zero_hpz_partition_size, mpirun -np 4): the backward's gathers
+// read the secondary copy over the hpz group instead of the shards over every rank, which moves
+// the same values, so training is bit for bit plain stage 3's; the test counts the gathers on
+// the sharding communicator and the secondary copy's bytes.
+//
 // Tolerance: fp32 rtol 1e-5, atol 2e-6, as the engine equivalence test: the gradient is summed in
 // another order (reduce-scatter in the group, then the sum across groups), a few ulps, which
 // Adam's normalisation keeps at that relative size after 5 steps. bf16: the 16-bit parameters
@@ -231,6 +236,130 @@ TEST(Mics, GroupSizeThatDoesNotDivideTheWorldIsAnError) {
   } catch (const zt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("zero_optimization.mics_shard_size = " +
                                          std::to_string(world + 1) + " must divide"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The sharding communicator as the engine sees it, counting all-gathers (forwarding all else).
+class CountingCommunicator : public zt::dist::Communicator {
+ public:
+  explicit CountingCommunicator(std::shared_ptr<zt::dist::Communicator> inner)
+      : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& backend() const override { return inner_->backend(); }
+  c10::Device device() const override { return inner_->device(); }
+  zt::dist::WorkPtr all_reduce(at::Tensor& t, zt::dist::ReduceOp op) override {
+    return inner_->all_reduce(t, op);
+  }
+  zt::dist::WorkPtr reduce_scatter(const at::Tensor& in, at::Tensor& out,
+                                   zt::dist::ReduceOp op) override {
+    return inner_->reduce_scatter(in, out, op);
+  }
+  zt::dist::WorkPtr all_gather(const at::Tensor& in, at::Tensor& out) override {
+    ++all_gathers;
+    return inner_->all_gather(in, out);
+  }
+  zt::dist::WorkPtr all_to_all(const at::Tensor& in, at::Tensor& out) override {
+    return inner_->all_to_all(in, out);
+  }
+  zt::dist::WorkPtr broadcast(at::Tensor& t, int root) override {
+    return inner_->broadcast(t, root);
+  }
+  zt::dist::WorkPtr barrier() override { return inner_->barrier(); }
+  std::shared_ptr<zt::dist::Communicator> split(const std::vector<int>& ranks) override {
+    return inner_->split(ranks);
+  }
+  int all_gathers = 0;
+
+ private:
+  std::shared_ptr<zt::dist::Communicator> inner_;
+};
+
+struct HpzRun {
+  Trace trace;
+  int world_gathers = 0;
+  int64_t secondary_bytes_before_step = 0;  // param_bytes after backward minus at the end
+};
+
+HpzRun run_hpz(int hpz, int mics) {
+  auto counting = std::make_shared<CountingCommunicator>(g_comm);
+  auto m = make_model();
+  zt::EngineOptions o = options(mics, 1);
+  o.zero_hpz_partition_size = hpz;
+  zt::Engine engine(m, o, counting);
+  HpzRun r;
+  const int world = g_comm->size(), rank = g_comm->rank();
+  const int64_t micro = kGlobalBatch / world;
+  const int before = counting->all_gathers;
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = global_batch(s);
+    torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
+    torch::Tensor loss = engine.forward([&] { return torch::mse_loss(m->forward(xs), ys); });
+    engine.backward(loss);
+    if (s == 0) r.secondary_bytes_before_step = engine.memory().param_bytes;
+    engine.step();
+    if (s == 0) r.secondary_bytes_before_step -= engine.memory().param_bytes;
+    torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
+    g_comm->all_reduce(l)->wait();
+    r.trace.losses.push_back(l.item<double>() / world);
+    r.trace.grad_norms.push_back(engine.last_grad_norm());
+  }
+  r.world_gathers = counting->all_gathers - before;
+  snapshot(engine, *m, r.trace);
+  return r;
+}
+
+void expect_bit_identical(const Trace& got, const Trace& want, const std::string& what) {
+  EXPECT_EQ(got.losses, want.losses) << what;
+  EXPECT_EQ(got.grad_norms, want.grad_norms) << what;
+  for (const auto& [name, w] : want.params) {
+    EXPECT_TRUE(torch::equal(got.params.at(name), w))
+        << what << ": parameter " << name << " differs by up to "
+        << (got.params.at(name) - w).abs().max().item<double>();
+  }
+}
+
+// hpZ groups of 2 at 4 ranks: bit for bit plain stage 3, with half the shard-group gathers (the
+// backward's moved to the pairs) and a secondary copy of 1/2 of every sharded buffer held from
+// forward to step. Also under hybrid sharding over all 4 ranks.
+TEST(Hpz, SecondaryPartitionTrainsBitForBitLikePlainStage3) {
+  const int world = g_comm->size();
+  ASSERT_EQ(world, 4) << "registered for 4 ranks";
+  const HpzRun plain = run_hpz(1, -1);
+  EXPECT_EQ(plain.secondary_bytes_before_step, 0);
+  for (int mics : {-1, 4}) {
+    const HpzRun hpz = run_hpz(2, mics);
+    const std::string what = "hpz 2, mics_shard_size " + std::to_string(mics);
+    expect_bit_identical(hpz.trace, plain.trace, what);
+    // Without hpZ a declared unit's buffers are gathered for its forward and again for its
+    // backward (U each per step), the root unit's once for both (R): plain = 2U + R per step.
+    // With hpZ the backward's go to the hpz group: U + R on the sharding communicator.
+    const int plain_gathers = plain.world_gathers / kSteps,
+              hpz_gathers = hpz.world_gathers / kSteps;
+    EXPECT_EQ(plain.world_gathers % kSteps, 0);
+    EXPECT_EQ(hpz.world_gathers % kSteps, 0) << what;
+    const int units = plain_gathers - hpz_gathers, root = hpz_gathers - units;
+    EXPECT_GE(units, 2) << what << ": every block's buffers moved to the hpz group";
+    EXPECT_GE(root, 1) << what << ": the root unit still gathers from the shards";
+    EXPECT_LT(root, units) << what;
+    // The secondary copies: half of every sharded full buffer (4 bytes per fp32 element), i.e.
+    // twice the primary shards' bytes.
+    EXPECT_EQ(hpz.secondary_bytes_before_step, 2 * plain.trace.memory.param_bytes) << what;
+  }
+}
+
+TEST(Hpz, SizeThatDoesNotDivideTheShardGroupIsAnError) {
+  auto m = make_model();
+  zt::EngineOptions o = options(-1, 1);
+  o.zero_hpz_partition_size = 3;
+  try {
+    zt::Engine engine(m, o, g_comm);
+    ADD_FAILURE() << "zero_hpz_partition_size 3 accepted at 4 ranks";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("zero_optimization.zero_hpz_partition_size = 3 must "
+                                         "divide the ranks the state is sharded over (4)"),
               std::string::npos)
         << e.what();
   }

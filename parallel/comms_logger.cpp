@@ -65,9 +65,8 @@ CommsLogger::CommsLogger(CommsLoggerOptions options, int rank)
 
 bool CommsLogger::profiles(const std::string& op) const {
   if (!options_.enabled) return false;
-  return options_.prof_all ||
-         std::find(options_.prof_ops.begin(), options_.prof_ops.end(), op) !=
-             options_.prof_ops.end();
+  return options_.prof_all || std::find(options_.prof_ops.begin(), options_.prof_ops.end(), op) !=
+                                  options_.prof_ops.end();
 }
 
 void CommsLogger::append(const std::string& op, const std::string& record_name, double latency_ms,
@@ -91,8 +90,8 @@ void CommsLogger::append(const std::string& op, const std::string& record_name, 
     std::snprintf(line, sizeof(line),
                   "comm op: %s | time (ms): %.2f | msg size: %s | algbw (Gbps): %.2f | busbw "
                   "(Gbps): %.2f",
-                  record_name.c_str(), latency_ms, convert_size(msg_bytes).c_str(),
-                  bw.algbw_gbps, bw.busbw_gbps);
+                  record_name.c_str(), latency_ms, convert_size(msg_bytes).c_str(), bw.algbw_gbps,
+                  bw.busbw_gbps);
     ZT_LOG_INFO(line);
   }
 }

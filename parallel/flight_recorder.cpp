@@ -1,16 +1,15 @@
 #include "parallel/flight_recorder.h"
 
-#include <poll.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <poll.h>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 #include "base/env_vars.h"
 #include "base/error.h"

@@ -43,8 +43,8 @@ struct FlightEntry {
   uint64_t seq = 0;  // per group: 1, 2, ... in call order
   int32_t group = 0;
   FlightState state = FlightState::kEnqueued;
-  char op[16] = {};     // "all_reduce", "reduce_scatter", "all_gather", "broadcast", ...
-  char dtype[12] = {};  // "Float", "BFloat16", ...; empty for barrier
+  char op[16] = {};      // "all_reduce", "reduce_scatter", "all_gather", "broadcast", ...
+  char dtype[12] = {};   // "Float", "BFloat16", ...; empty for barrier
   char detail[16] = {};  // "sum", "root 0"; empty when there is nothing more to say
   int64_t numel = 0;     // of the tensor DeepSpeed's comms logger sizes (see comms_logger.h)
   int64_t bytes = 0;
@@ -53,8 +53,8 @@ struct FlightEntry {
 
 struct FlightGroup {
   int32_t id = 0;
-  std::string name;     // "world", "split1", ...
-  std::string backend;  // "mpi", "gloo", "nccl"
+  std::string name;        // "world", "split1", ...
+  std::string backend;     // "mpi", "gloo", "nccl"
   std::vector<int> ranks;  // world ranks of its members, in its own rank order
 };
 

@@ -1,12 +1,11 @@
 #include "parallel/recording_communicator.h"
 
-#include <cxxabi.h>
-#include <dlfcn.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
+#include <dlfcn.h>
 
 #include "base/error.h"
 #include "base/logging.h"
@@ -129,8 +128,7 @@ WorkPtr RecordingCommunicator::record(const char* op, const at::Tensor* sized,
   if (profiled) {
     work->wait();
     const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     std::string name = op;
     if (logger_->options().debug) name += " | [Caller Func: " + caller_name(caller) + "]";
     logger_->append(op, name, ms, bytes, inner_->size());

@@ -1,7 +1,5 @@
 #include "tools/trace_analysis.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <yaml-cpp/yaml.h>
 
 #include "base/error.h"
 
@@ -42,7 +41,7 @@ std::string signature(const TraceEntry& e) {
 
 struct GroupView {
   std::string name;
-  std::vector<int> ranks;                                // world ranks of the members
+  std::vector<int> ranks;                                        // world ranks of the members
   std::map<int, std::map<uint64_t, const TraceEntry*>> by_rank;  // rank -> seq -> entry
 };
 
@@ -228,8 +227,7 @@ TraceReport analyze(const std::vector<RankDump>& dumps) {
         table << e.state << " +" << ms(e.enqueue_us - lo);
         if (e.end_us > 0) table << " " << ms(e.end_us - e.enqueue_us);
       }
-      table << (absent.empty() ? " | rank " + std::to_string(latest) : std::string(" | -"))
-            << "\n";
+      table << (absent.empty() ? " | rank " + std::to_string(latest) : std::string(" | -")) << "\n";
     }
     if (compared > 0 && slowest.empty()) {
       auto top = std::max_element(last_arrivals.begin(), last_arrivals.end(),

@@ -178,8 +178,7 @@ ParameterChanges TrainingRun::check_frozen() {
 }
 
 void TrainingRun::write_summary(const Fields& extra) {
-  report_comms(*t_.comm, t_.monitor.get(), static_cast<int64_t>(total_samples_),
-               "end of training");
+  report_comms(*t_.comm, t_.monitor.get(), static_cast<int64_t>(total_samples_), "end of training");
   int64_t n_params = 0;
   for (const auto& p : t_.engine->model()->parameters()) n_params += p.numel();
   const double train_s = train_seconds_;

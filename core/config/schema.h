@@ -477,16 +477,15 @@ void visit_config(V& v, Config& c) {
   v.block("tensorboard", [&](auto& w) { visit_monitor(w, c.tensorboard); }, {});
   v.block("csv_monitor", [&](auto& w) { visit_monitor(w, c.csv_monitor); }, {});
   v.block("aio", [&](auto& w) { visit_aio(w, c.aio); }, {});
-  v.block(
-      "comms_logger",
-      [&](auto& w) {
-        w.field("enabled", c.comms_logger.enabled, {});
-        w.field("verbose", c.comms_logger.verbose, {});
-        w.field("prof_all", c.comms_logger.prof_all, {});
-        w.field("prof_ops", c.comms_logger.prof_ops, {});
-        w.field("debug", c.comms_logger.debug, {});
-      },
-      {});
+  v.block("comms_logger",
+          [&](auto& w) {
+            w.field("enabled", c.comms_logger.enabled, {});
+            w.field("verbose", c.comms_logger.verbose, {});
+            w.field("prof_all", c.comms_logger.prof_all, {});
+            w.field("prof_ops", c.comms_logger.prof_ops, {});
+            w.field("debug", c.comms_logger.debug, {});
+          },
+          {});
   // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
   v.unknown_keys_warn();
   using U = Unsupported;

@@ -1,15 +1,15 @@
 // The comms logger: what it counts through the recording communicator, and DeepSpeed's numbers.
 
+#include "parallel/comms_logger.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "parallel/comms_logger.h"
 #include "parallel/recording_communicator.h"
 #include "tests/unit/parallel/fake_communicator.h"
 
 namespace zt::dist {
 namespace {
-
 
 TEST(CommsLogger, ProfiledOpsAreCountedPerOpAndSize) {
   auto backend = std::make_shared<fake::FakeComm>();

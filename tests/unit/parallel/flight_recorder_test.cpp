@@ -1,5 +1,7 @@
 // The flight recorder's ring, its JSON dump, and the recording communicator over a fake backend.
 
+#include "parallel/flight_recorder.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,7 +10,6 @@
 #include <torch/torch.h>
 
 #include "base/error.h"
-#include "parallel/flight_recorder.h"
 #include "parallel/recording_communicator.h"
 #include "tests/unit/parallel/fake_communicator.h"
 

@@ -1,10 +1,11 @@
 // zt-trace's analysis on hand-written dumps: a divergence with a majority, one with a tie, a rank
 // that never entered, the slowest rank, a wrapped ring, and a file that is no dump.
 
+#include "tools/trace_analysis.h"
+
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "tools/trace_analysis.h"
 
 namespace zt::tools {
 namespace {

@@ -183,7 +183,9 @@ FlightOptions FlightOptions::from_env() {
 
 namespace {
 
-std::shared_ptr<FlightRecorder> g_recorder;  // set once, before any handler can run
+// Set once, before any handler can run, and never destroyed: the dumper thread may still use it
+// while the process exits and static objects are destroyed.
+std::shared_ptr<FlightRecorder>* g_recorder = nullptr;
 std::atomic<bool> g_installed{false};
 int g_wake[2] = {-1, -1};  // handler -> dumper: one byte, the signal number
 int g_done[2] = {-1, -1};  // dumper -> handler of a fatal signal: the dump is written
@@ -201,20 +203,27 @@ const char* signal_name(int sig) {
   return "signal";
 }
 
-// Only async-signal-safe calls: write, poll, sigaction, raise.
+void restore_previous(int sig) {
+  for (size_t i = 0; i < sizeof(kSignals) / sizeof(kSignals[0]); ++i) {
+    if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
+  }
+}
+
+// Only async-signal-safe calls: write, poll, sigaction, raise. SIGUSR1 and SIGTERM return at
+// once (the dumper ends the process after a SIGTERM's dump): the thread the signal lands on may
+// hold a lock the dump needs (the logger's, the ring's), so it must not wait for the dump. A
+// fault cannot go on, so it waits, bounded.
 extern "C" void on_dump_signal(int sig) {
   const int saved_errno = errno;
   const auto byte = static_cast<unsigned char>(sig);
   ssize_t ignored = ::write(g_wake[1], &byte, 1);
   (void)ignored;
-  if (sig != SIGUSR1) {
+  if (sig != SIGUSR1 && sig != SIGTERM) {
     struct pollfd p {
       g_done[0], POLLIN, 0
     };
     ::poll(&p, 1, FlightRecorder::kFatalDumpWaitMs);
-    for (size_t i = 0; i < sizeof(kSignals) / sizeof(kSignals[0]); ++i) {
-      if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
-    }
+    restore_previous(sig);
     // Delivered when this handler returns, to the previous handler (by default: the process
     // ends as it would have). A fault re-executes the faulting instruction instead.
     if (sig != SIGSEGV && sig != SIGBUS) ::raise(sig);
@@ -229,8 +238,12 @@ void dumper_loop() {
     if (n < 0 && errno == EINTR) continue;
     if (n != 1) return;
     const int sig = byte;
-    g_recorder->dump(signal_name(sig));
-    if (sig != SIGUSR1) {
+    (*g_recorder)->dump(signal_name(sig));
+    if (sig == SIGTERM) {
+      // What the signal would have done, now that the dump is written.
+      restore_previous(SIGTERM);
+      ::kill(::getpid(), SIGTERM);
+    } else if (sig != SIGUSR1) {
       ssize_t ignored = ::write(g_done[1], &byte, 1);
       (void)ignored;
     }
@@ -238,18 +251,18 @@ void dumper_loop() {
 }
 
 void dump_on_fatal_exit() {
-  if (g_recorder) g_recorder->dump("fatal exit");
+  if (g_recorder) (*g_recorder)->dump("fatal exit");
 }
 
 }  // namespace
 
 FlightRecorder* flight_recorder() {
-  return g_installed.load() ? g_recorder.get() : nullptr;
+  return g_installed.load() && g_recorder != nullptr ? g_recorder->get() : nullptr;
 }
 
 void install_flight_recorder(std::shared_ptr<FlightRecorder> recorder, bool signals) {
   if (g_installed.exchange(true)) return;
-  g_recorder = std::move(recorder);
+  g_recorder = new std::shared_ptr<FlightRecorder>(std::move(recorder));
   add_fatal_exit_observer(&dump_on_fatal_exit);
   if (!signals) return;
   if (::pipe(g_wake) != 0 || ::pipe(g_done) != 0) {

@@ -21,12 +21,16 @@
 //   - on the job-wide fatal exit (a rank raising: base/fatal_exit.h),
 //   - on SIGUSR1 (`ztrun --dump` forwards it to every rank) and on SIGSEGV, SIGABRT, SIGBUS and
 //     SIGTERM, through a dumper thread (install_signal_dumps()).
-// Signal safety: a signal handler only write()s one byte to a self-pipe (async-signal-safe) and,
-// for a fatal signal, poll()s a second pipe until the dumper thread says it is done (at most
-// kFatalDumpWaitMs), then re-raises the signal with the previous handler. The dumper thread takes
-// the ring's mutex and allocates as any thread may. What is not safe: if the crashing thread
-// holds that mutex (it crashed inside record()), or the heap is corrupt, the dump cannot finish;
-// the bounded wait then lets the process die as it would have without the recorder.
+// Signal safety: a signal handler only write()s one byte to a self-pipe (async-signal-safe); a
+// dumper thread, which takes the ring's mutex and allocates as any thread may, writes the dump.
+// SIGUSR1 and SIGTERM handlers return at once (the thread they interrupt may hold a lock the dump
+// needs); after a SIGTERM's dump the dumper restores the previous handler and sends SIGTERM
+// again, so the process ends as it would have, a few milliseconds later. A fault (SIGSEGV,
+// SIGABRT, SIGBUS) cannot go on: its handler poll()s a second pipe until the dumper is done (at
+// most kFatalDumpWaitMs), then re-raises with the previous handler. What is not safe: if the
+// faulting thread holds the ring's mutex or the logger's (it faulted inside them), or the heap is
+// corrupt, the dump cannot finish; the bounded wait then lets the process die as it would have
+// without the recorder.
 
 #include <cstdint>
 #include <memory>

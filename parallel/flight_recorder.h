@@ -13,7 +13,8 @@
 //   enqueue  the caller asked the communicator for the collective
 //   start    the backend accepted it (returned its Work): for the CPU backends the collective
 //            now runs on the backend's thread; the time a peer arrives is not observable here
-//   end      a wait() or is_completed() first saw it complete, fail or time out
+//   end      a wait() or is_completed() first saw it complete, fail or time out (under nccl,
+//            where wait() orders the caller's stream instead of blocking, the time of that wait)
 //
 // Dumps: one JSON file per rank, <dir>/flight_r<rank>.json, written through a temporary name
 // and renamed, so a reader never sees half a file. dump() is called

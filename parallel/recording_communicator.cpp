@@ -7,6 +7,8 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 
+#include <torch/cuda.h>
+
 #include "base/error.h"
 #include "base/logging.h"
 
@@ -127,6 +129,9 @@ WorkPtr RecordingCommunicator::record(const char* op, const at::Tensor* sized,
   }
   if (profiled) {
     work->wait();
+    // Under nccl wait() only orders the current stream: synchronize the device as DeepSpeed's
+    // timed_op does, so the latency is the collective's.
+    if (inner_->device().is_cuda()) torch::cuda::synchronize(inner_->device().index());
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     std::string name = op;

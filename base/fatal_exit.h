@@ -10,7 +10,13 @@ namespace zt {
 
 using FatalExitHook = void (*)(int exit_code);
 void set_fatal_exit_hook(FatalExitHook hook);
-// Calls the registered hook, if any (MPI_Abort does not return).
+// Runs every observer, then calls the registered hook, if any (MPI_Abort does not return).
 void call_fatal_exit_hook(int exit_code);
+
+// Something to record before the job stops (the flight recorder's dump). Observers run in the
+// order added, before the hook, and must not throw; at most kMaxFatalExitObservers.
+using FatalExitObserver = void (*)();
+inline constexpr int kMaxFatalExitObservers = 4;
+void add_fatal_exit_observer(FatalExitObserver observer);
 
 }  // namespace zt

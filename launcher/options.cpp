@@ -244,6 +244,8 @@ bool wants_help(const std::vector<std::string>& args) {
 std::string launch_usage() {
   std::ostringstream os;
   os << make_description();
+  os << "\nztrun --dump PID: every rank of the running ztrun PID writes its flight recorder dump\n"
+        "  (<ZT_FLIGHT_DIR>/flight_r<rank>.json; read them with zt-trace DIR)\n";
   return os.str();
 }
 

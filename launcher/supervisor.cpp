@@ -29,9 +29,13 @@ int g_stdin_closed = 0;                    // stop_on_stdin_eof saw EOF: like a 
 constexpr size_t kMaxLine = 64 * 1024;     // longer output without '\n' is cut into lines
 constexpr double kDrainSeconds = 1.0;      // pipes kept open by orphans after the last reap
 
+volatile sig_atomic_t g_dump_count = 0;  // SIGUSR1s received: dump requests to forward
+
 extern "C" void on_signal(int sig) {
   const int saved = errno;
-  if (sig != SIGCHLD) {
+  if (sig == SIGUSR1) {
+    g_dump_count = g_dump_count + 1;
+  } else if (sig != SIGCHLD) {
     g_signal = sig;
     g_signal_count = g_signal_count + 1;
   }
@@ -196,7 +200,8 @@ class Group {
     // Defaults again: the children must die of the signals ztrun forwards.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::sigaction(s, &dfl, nullptr);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGUSR1})
+      ::sigaction(s, &dfl, nullptr);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -310,6 +315,10 @@ class Group {
     char drain[64];
     while (::read(g_wake_pipe[0], drain, sizeof(drain)) > 0) {
     }
+    if (g_dump_count != seen_dumps_) {
+      seen_dumps_ = g_dump_count;
+      forward_dump_request();
+    }
     const int count = g_signal_count;
     if (count == seen_signals_) return;
     seen_signals_ = count;
@@ -321,6 +330,18 @@ class Group {
     } else {
       kill_all(SIGKILL);  // asked twice: no more grace
     }
+  }
+
+  // SIGUSR1 asks every rank for its flight recorder dump (parallel/flight_recorder.h): sent to
+  // the child itself, not its group, so helpers of a rank are not killed by it. A child reached
+  // through its stdin pipe (ssh to another node) is skipped: the signal would end the ssh client;
+  // each node's ztrun is asked on its own node.
+  void forward_dump_request() {
+    int sent = 0;
+    for (Child& c : children_) {
+      if (c.alive && c.stdin_w < 0 && ::kill(c.pid, SIGUSR1) == 0) ++sent;
+    }
+    ZT_LOG_INFO("received SIGUSR1; forwarded it to ", sent, " children (flight recorder dump)");
   }
 
   // The watch loop: until every child is reaped and every pipe closed (or drained for a while).
@@ -389,13 +410,15 @@ class Group {
   GroupOutcome outcome_;
   int alive_ = 0;
   int seen_signals_ = 0;
+  int seen_dumps_ = 0;
   bool stopping_ = false;
   Clock::time_point kill_deadline_{};
   Clock::time_point last_reap_ = Clock::now();
 };
 
-struct sigaction g_old_actions[4];
-constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGUSR1};
+constexpr size_t kNumHandled = sizeof(kHandled) / sizeof(kHandled[0]);
+struct sigaction g_old_actions[kNumHandled];
 
 }  // namespace
 
@@ -412,18 +435,19 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(options) {
            "pipe2() failed: ", std::strerror(errno));
   g_signal = 0;
   g_signal_count = 0;
+  g_dump_count = 0;
   g_stdin_closed = 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  for (size_t i = 0; i < 4; ++i) ::sigaction(kHandled[i], &sa, &g_old_actions[i]);
+  for (size_t i = 0; i < kNumHandled; ++i) ::sigaction(kHandled[i], &sa, &g_old_actions[i]);
   // A closed console must not kill ztrun while ranks still run.
   ::signal(SIGPIPE, SIG_IGN);
 }
 
 Supervisor::~Supervisor() {
-  for (size_t i = 0; i < 4; ++i) ::sigaction(kHandled[i], &g_old_actions[i], nullptr);
+  for (size_t i = 0; i < kNumHandled; ++i) ::sigaction(kHandled[i], &g_old_actions[i], nullptr);
   ::close(g_wake_pipe[0]);
   ::close(g_wake_pipe[1]);
   g_wake_pipe[0] = g_wake_pipe[1] = -1;

@@ -14,6 +14,8 @@
 //    (then SIGKILL after the grace period); a second such signal escalates to SIGKILL at once.
 //    The signal is remembered: later run() calls start nothing and report it again. With
 //    stop_on_stdin_eof, EOF on stdin counts as SIGHUP (received_signal == SIGHUP).
+//  - SIGUSR1 sent to ztrun is forwarded to every child (the child alone, not its group) and
+//    stops nothing: a zerotorch rank dumps its flight recorder on it (`ztrun --dump PID`).
 //  - A child that cannot be started (exec fails) makes run() stop the others and throw zt::Error
 //    naming the child and the errno text.
 // One Supervisor per process (it owns the signal handlers); not thread-safe.

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "base/main_guard.h"
+#include "launcher/dump_request.h"
 #include "launcher/hostfile.h"
 #include "launcher/local_launch.h"
 #include "launcher/mpi_launch.h"
@@ -22,6 +23,10 @@ int ztrun(const std::vector<std::string>& args) {
   zt::set_process_rank(-1);
   if (!args.empty() && args.front() == kMpiRankFlag) {
     return run_mpi_rank(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  if (!args.empty() && args.front() == "--dump") {
+    ZT_CHECK(args.size() == 2, "usage: ztrun --dump PID (the pid of a running ztrun)");
+    return request_dump(args[1]);
   }
   if (wants_help(args)) {
     std::cout << launch_usage();

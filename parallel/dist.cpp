@@ -4,6 +4,7 @@
 #include "base/logging.h"
 #include "parallel/job_store.h"
 #include "parallel/nccl_communicator.h"
+#include "parallel/recording_communicator.h"
 #ifdef ZT_HAVE_GLOO
 #include "parallel/gloo_communicator.h"
 #endif
@@ -60,7 +61,8 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
            " communicator sees rank ", comm->rank(), " of ", comm->size(),
            " but the launch environment says ", env.describe());
   ZT_LOG_DEBUG("communicator ", backend, " ready: ", env.describe());
-  return comm;
+  return record_collectives(std::move(comm), options.flight.value_or(FlightOptions::from_env()),
+                            options.comms_logger);
 }
 
 }  // namespace zt::dist

@@ -20,10 +20,13 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "parallel/comms_logger.h"
 #include "parallel/communicator.h"
 #include "parallel/env.h"
+#include "parallel/flight_recorder.h"
 
 namespace zt::dist {
 
@@ -37,9 +40,16 @@ struct CommOptions {
   // mpi backend only: "auto" | "nonblocking" | "blocking" MPI collectives (mpi_communicator.h,
   // MpiMode: which OpenMPI algorithms run; all of them run off the caller's thread).
   std::string mpi_mode = "auto";
+  // The flight recorder (flight_recorder.h); unset = FlightOptions::from_env() (on, 2000
+  // entries, unless ZT_FLIGHT_BUFFER_SIZE=0).
+  std::optional<FlightOptions> flight;
+  // The config's comms_logger block (comms_logger.h); off by default.
+  CommsLoggerOptions comms_logger;
 };
 
 // Every rank calls it with the same options, in the same order relative to other communicators.
+// The backend comes wrapped in a RecordingCommunicator (recording_communicator.h) when the flight
+// recorder or the comms logger is on.
 std::shared_ptr<Communicator> create_communicator(const CommOptions& options,
                                                   const Env& env = Env::discover());
 

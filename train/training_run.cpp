@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "train/comms_report.h"
 #include "train/rank_sum.h"
 
 namespace po = boost::program_options;
@@ -136,6 +137,8 @@ StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
   if (prints(step)) {
     ZT_LOG_INFO("step ", step, "/", args_.steps, " | loss ", s.loss,
                 progress ? progress(s) : std::string());
+    report_comms(*t_.comm, t_.monitor.get(), static_cast<int64_t>(total_samples_),
+                 "step " + std::to_string(step));
   }
   checkpoints_.after_step(step, step == args_.steps);
   return s;
@@ -175,6 +178,7 @@ ParameterChanges TrainingRun::check_frozen() {
 }
 
 void TrainingRun::write_summary(const Fields& extra) {
+  report_comms(*t_.comm, t_.monitor.get(), static_cast<int64_t>(total_samples_), "end of training");
   int64_t n_params = 0;
   for (const auto& p : t_.engine->model()->parameters()) n_params += p.numel();
   const double train_s = train_seconds_;

@@ -209,6 +209,16 @@ struct MonitorConfig {
   std::string job_name = "DeepSpeedJobName";
 };
 
+// comms_logger: DeepSpeed's block, per op and message size counts, latency and bandwidth
+// (parallel/comms_logger.h, which says where zerotorch and DeepSpeed differ).
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;
+  bool prof_all = true;
+  std::vector<std::string> prof_ops;
+  bool debug = false;
+};
+
 // parameter_groups: how the optimizer splits parameters (optim/param_groups.h applies them).
 struct ParameterGroupsConfig {
   // Parameters whose name contains one of these substrings get weight_decay 0.
@@ -246,6 +256,7 @@ struct Config {
   ParameterGroupsConfig parameter_groups;
   MonitorConfig tensorboard;
   MonitorConfig csv_monitor;
+  CommsLoggerConfig comms_logger;
   // aio: the asynchronous I/O of NVMe offload (core/aio/aio_options.h, DeepSpeed's defaults);
   // thread_count is also read under its newer name intra_op_parallelism.
   aio::AioOptions aio;

@@ -154,6 +154,11 @@ dist::CommOptions comm_options_from_config(const Config& c) {
     case CommBackend::kNccl: o.backend = "nccl"; break;
   }
   o.timeout = std::chrono::seconds(c.communication.timeout);
+  o.comms_logger = {.enabled = c.comms_logger.enabled,
+                    .verbose = c.comms_logger.verbose,
+                    .prof_all = c.comms_logger.prof_all,
+                    .prof_ops = c.comms_logger.prof_ops,
+                    .debug = c.comms_logger.debug};
   return o;
 }
 

@@ -474,6 +474,15 @@ void visit_config(V& v, Config& c) {
   v.block("tensorboard", [&](auto& w) { visit_monitor(w, c.tensorboard); }, {});
   v.block("csv_monitor", [&](auto& w) { visit_monitor(w, c.csv_monitor); }, {});
   v.block("aio", [&](auto& w) { visit_aio(w, c.aio); }, {});
+  v.block("comms_logger",
+          [&](auto& w) {
+            w.field("enabled", c.comms_logger.enabled, {});
+            w.field("verbose", c.comms_logger.verbose, {});
+            w.field("prof_all", c.comms_logger.prof_all, {});
+            w.field("prof_ops", c.comms_logger.prof_ops, {});
+            w.field("debug", c.comms_logger.debug, {});
+          },
+          {});
   // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
   v.unknown_keys_warn();
   using U = Unsupported;
@@ -481,7 +490,6 @@ void visit_config(V& v, Config& c) {
       {{"wandb", U::kFeature, "no network access: use tensorboard or csv_monitor"},
        {"comet", U::kFeature, "no network access: use tensorboard or csv_monitor"},
        {"trackio", U::kFeature, "use tensorboard or csv_monitor"},
-       {"comms_logger", U::kFeature, "no communication logger; wall_clock_breakdown times waits"},
        {"flops_profiler", U::kFeature, "no FLOPs profiler"},
        {"pipeline", U::kFeature, "no pipeline parallelism"},
        {"autotuning", U::kFeature, "no autotuner"},

@@ -9,8 +9,9 @@
 # "core/engine.h"),
 # P/lib/libzt_*.so (zt_tokenizer: SentencePiece, linked only by programs that tokenize; see
 # data/CMakeLists.txt) and libzt_cuda.so (zt_base loads the plugin from its own folder),
-# P/bin/{ztrun,zt-config,zt-pretokenize,zt-consolidate,zt-from-deepspeed}, P/lib/cmake/zerotorch/. Installed
-# binaries find their libraries through RPATH ($ORIGIN, and LibTorch's folder as linked).
+# P/bin/{ztrun,zt-config,zt-pretokenize,zt-consolidate,zt-from-deepspeed,zt-trace},
+# P/lib/cmake/zerotorch/. Installed binaries find their libraries through RPATH ($ORIGIN, and
+# LibTorch's folder as linked).
 include(CMakePackageConfigHelpers)
 
 set(ZT_INSTALL_CMAKEDIR lib/cmake/zerotorch)
@@ -28,7 +29,7 @@ install(TARGETS ${_zt_libs} zt_torch_cpu zerotorch EXPORT zerotorchTargets
         INCLUDES DESTINATION include/zerotorch)
 install(EXPORT zerotorchTargets NAMESPACE zerotorch:: DESTINATION ${ZT_INSTALL_CMAKEDIR})
 
-foreach(tool ztrun zt-config zt-pretokenize zt-consolidate zt-from-deepspeed)
+foreach(tool ztrun zt-config zt-pretokenize zt-consolidate zt-from-deepspeed zt-trace)
   if(TARGET ${tool})
     set_target_properties(${tool} PROPERTIES INSTALL_RPATH "$ORIGIN/../lib"
                                              INSTALL_RPATH_USE_LINK_PATH TRUE)

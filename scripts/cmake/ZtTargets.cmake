@@ -100,15 +100,17 @@ endfunction()
 # zt_unit_test(<name> AREA <area> SOURCES ... [LIBS ...]): one GoogleTest binary; each test case
 # becomes a ctest test labelled "unit-<area>" (one label: gtest_discover_tests flattens lists;
 # `ctest -L` takes a regex, so -L unit and -L <area> both select it), discovered at test time.
+# PREFIX puts a word before the GoogleTest names (PREFIX flight. -> parallel.flight.Suite.Case),
+# so `ctest -R flight` selects them.
 function(zt_unit_test name)
-  cmake_parse_arguments(A "" "AREA;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(A "" "AREA;TIMEOUT;PREFIX" "SOURCES;LIBS" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
   zt_executable(${name} SOURCES ${A_SOURCES} LIBS ${A_LIBS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE ZT_SOURCE_DIR="${ZT_SOURCE_DIR}"
                                              ZT_BINARY_DIR="${ZT_BINARY_DIR}")
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${A_AREA}."
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${A_AREA}.${A_PREFIX}"
     PROPERTIES LABELS "unit-${A_AREA}" TIMEOUT ${A_TIMEOUT})
 endfunction()
 

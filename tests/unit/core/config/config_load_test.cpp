@@ -443,3 +443,32 @@ TEST(ConfigLoad, ErrorsAreThrownAsOneLine) {
 
 }  // namespace
 }  // namespace zt
+
+namespace zt {
+namespace {
+
+// DeepSpeed's comms_logger block reaches the communicator's options (parallel/comms_logger.h),
+// and a typo inside it is named.
+TEST(ConfigLoad, CommsLoggerReachesTheCommunicator) {
+  ConfigReport r = check_config(R"({"train_batch_size": 8, "comms_logger": {"enabled": true,
+    "verbose": true, "prof_all": false, "prof_ops": ["all_reduce", "all_gather"], "debug": true}})",
+                                ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  ASSERT_TRUE(r.warnings.empty()) << r.warnings[0];
+  const dist::CommOptions o = comm_options_from_config(*r.config);
+  EXPECT_TRUE(o.comms_logger.enabled);
+  EXPECT_TRUE(o.comms_logger.verbose);
+  EXPECT_FALSE(o.comms_logger.prof_all);
+  EXPECT_EQ(o.comms_logger.prof_ops, (std::vector<std::string>{"all_reduce", "all_gather"}));
+  EXPECT_TRUE(o.comms_logger.debug);
+  EXPECT_FALSE(comm_options_from_config(Config{}).comms_logger.enabled);
+  ConfigReport typo = check_config(R"({"train_batch_size": 8, "comms_logger": {"enable": true}})",
+                                   ConfigFormat::kJson, {}, 1);
+  std::string all;
+  for (const auto& m : typo.errors) all += m + "\n";
+  for (const auto& m : typo.warnings) all += m + "\n";
+  EXPECT_NE(all.find("comms_logger.enable"), std::string::npos) << all;
+}
+
+}  // namespace
+}  // namespace zt

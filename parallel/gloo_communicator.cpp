@@ -26,14 +26,14 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
   }
 }
 
-void check_cpu_tensor(const at::Tensor& t, const char* what, const char* op) {
+void check_gloo_tensor(const at::Tensor& t, const char* what, const char* op) {
   ZT_CHECK(t.defined(), "gloo ", op, ": ", what, " is undefined");
   ZT_CHECK(t.device().is_cpu(), "gloo ", op, ": ", what, " is on ", t.device(),
            "; the gloo backend takes CPU tensors (use nccl for CUDA)");
   ZT_CHECK(t.is_contiguous(), "gloo ", op, ": ", what, " must be contiguous");
 }
 
-void check_reduce(ReduceOp op, const at::Tensor& t, const char* name) {
+void check_gloo_reduce(ReduceOp op, const at::Tensor& t, const char* name) {
   ZT_CHECK(!(op == ReduceOp::kAvg && c10::isIntegralType(t.scalar_type(), /*includeBool=*/true)),
            "gloo ", name, ": avg of integer tensors (", t.scalar_type(),
            ") is not supported; use sum and divide");
@@ -160,8 +160,8 @@ CollectiveInfo GlooCommunicator::next(const char* kind, std::string detail) {
 }
 
 WorkPtr GlooCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
-  check_cpu_tensor(t, "tensor", "all_reduce");
-  check_reduce(op, t, "all_reduce");
+  check_gloo_tensor(t, "tensor", "all_reduce");
+  check_gloo_reduce(op, t, "all_reduce");
   CollectiveInfo info = next("all_reduce", detail::str(to_string(op), ", ", describe_tensor(t)));
   if (t.numel() == 0) return std::make_shared<DoneWork>();
   std::vector<at::Tensor> tensors{t};
@@ -177,9 +177,9 @@ WorkPtr GlooCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
 }
 
 WorkPtr GlooCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
-  check_cpu_tensor(input, "input", "reduce_scatter");
-  check_cpu_tensor(output, "output", "reduce_scatter");
-  check_reduce(op, input, "reduce_scatter");
+  check_gloo_tensor(input, "input", "reduce_scatter");
+  check_gloo_tensor(output, "output", "reduce_scatter");
+  check_gloo_reduce(op, input, "reduce_scatter");
   ZT_CHECK(input.scalar_type() == output.scalar_type(), "gloo reduce_scatter: input is ",
            input.scalar_type(), " but output is ", output.scalar_type());
   ZT_CHECK(input.numel() == output.numel() * size_, "gloo reduce_scatter: input has ",
@@ -200,8 +200,8 @@ WorkPtr GlooCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& ou
 }
 
 WorkPtr GlooCommunicator::all_gather(const at::Tensor& input, at::Tensor& output) {
-  check_cpu_tensor(input, "input", "all_gather");
-  check_cpu_tensor(output, "output", "all_gather");
+  check_gloo_tensor(input, "input", "all_gather");
+  check_gloo_tensor(output, "output", "all_gather");
   ZT_CHECK(input.scalar_type() == output.scalar_type(), "gloo all_gather: input is ",
            input.scalar_type(), " but output is ", output.scalar_type());
   ZT_CHECK(output.numel() == input.numel() * size_, "gloo all_gather: output has ", output.numel(),
@@ -222,8 +222,8 @@ WorkPtr GlooCommunicator::all_gather(const at::Tensor& input, at::Tensor& output
 }
 
 WorkPtr GlooCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
-  check_cpu_tensor(input, "input", "all_to_all");
-  check_cpu_tensor(output, "output", "all_to_all");
+  check_gloo_tensor(input, "input", "all_to_all");
+  check_gloo_tensor(output, "output", "all_to_all");
   check_all_to_all(input, output, size_, "gloo");
   CollectiveInfo info = next("all_to_all", describe_tensor(input));
   if (input.numel() == 0) return std::make_shared<DoneWork>();
@@ -236,7 +236,7 @@ WorkPtr GlooCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output
 }
 
 WorkPtr GlooCommunicator::broadcast(at::Tensor& t, int root) {
-  check_cpu_tensor(t, "tensor", "broadcast");
+  check_gloo_tensor(t, "tensor", "broadcast");
   ZT_CHECK(root >= 0 && root < size_, "gloo broadcast: root ", root, " is outside 0..", size_ - 1);
   CollectiveInfo info = next("broadcast", detail::str("root ", root, ", ", describe_tensor(t)));
   if (t.numel() == 0) return std::make_shared<DoneWork>();

@@ -11,7 +11,7 @@
 namespace zt::dist {
 namespace {
 
-void check_cpu_tensor(const at::Tensor& t, const char* what, const char* op) {
+void check_mpi_tensor(const at::Tensor& t, const char* what, const char* op) {
   ZT_CHECK(t.defined(), "mpi ", op, ": ", what, " is undefined");
   ZT_CHECK(t.device().is_cpu(), "mpi ", op, ": ", what, " is on ", t.device(),
            "; the mpi backend takes CPU tensors (use nccl for CUDA)");
@@ -20,7 +20,7 @@ void check_cpu_tensor(const at::Tensor& t, const char* what, const char* op) {
            " elements; MPI counts are limited to ", INT_MAX, " (split the buffer)");
 }
 
-void check_reduce(ReduceOp op, const at::Tensor& t, const char* name) {
+void check_mpi_reduce(ReduceOp op, const at::Tensor& t, const char* name) {
   ZT_CHECK(!(op == ReduceOp::kAvg && c10::isIntegralType(t.scalar_type(), /*includeBool=*/true)),
            "mpi ", name, ": avg of integer tensors (", t.scalar_type(),
            ") is not supported; use sum and divide");
@@ -109,8 +109,8 @@ WorkPtr launch(std::shared_ptr<AsyncWork> work, std::function<MPI_Request()> sta
 }  // namespace
 
 WorkPtr MpiCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
-  check_cpu_tensor(t, "tensor", "all_reduce");
-  check_reduce(op, t, "all_reduce");
+  check_mpi_tensor(t, "tensor", "all_reduce");
+  check_mpi_reduce(op, t, "all_reduce");
   auto work = std::make_shared<AsyncWork>(
       next("all_reduce", detail::str(to_string(op), ", ", describe_tensor(t))), desync_, timeout_);
   at::Tensor tensor = t;  // keeps the storage alive while in flight
@@ -142,9 +142,9 @@ WorkPtr MpiCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
 }
 
 WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
-  check_cpu_tensor(input, "input", "reduce_scatter");
-  check_cpu_tensor(output, "output", "reduce_scatter");
-  check_reduce(op, input, "reduce_scatter");
+  check_mpi_tensor(input, "input", "reduce_scatter");
+  check_mpi_tensor(output, "output", "reduce_scatter");
+  check_mpi_reduce(op, input, "reduce_scatter");
   ZT_CHECK(input.scalar_type() == output.scalar_type(), "mpi reduce_scatter: input is ",
            input.scalar_type(), " but output is ", output.scalar_type());
   ZT_CHECK(input.numel() == output.numel() * size_, "mpi reduce_scatter: input has ", input.numel(),
@@ -201,8 +201,8 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
 }
 
 WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, at::Tensor& output) {
-  check_cpu_tensor(input, "input", "all_gather");
-  check_cpu_tensor(output, "output", "all_gather");
+  check_mpi_tensor(input, "input", "all_gather");
+  check_mpi_tensor(output, "output", "all_gather");
   ZT_CHECK(input.scalar_type() == output.scalar_type(), "mpi all_gather: input is ",
            input.scalar_type(), " but output is ", output.scalar_type());
   ZT_CHECK(output.numel() == input.numel() * size_, "mpi all_gather: output has ", output.numel(),
@@ -240,8 +240,8 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, at::Tensor& output)
 }
 
 WorkPtr MpiCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
-  check_cpu_tensor(input, "input", "all_to_all");
-  check_cpu_tensor(output, "output", "all_to_all");
+  check_mpi_tensor(input, "input", "all_to_all");
+  check_mpi_tensor(output, "output", "all_to_all");
   check_all_to_all(input, output, size_, "mpi");
   auto work =
       std::make_shared<AsyncWork>(next("all_to_all", describe_tensor(input)), desync_, timeout_);
@@ -271,7 +271,7 @@ WorkPtr MpiCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output)
 }
 
 WorkPtr MpiCommunicator::broadcast(at::Tensor& t, int root) {
-  check_cpu_tensor(t, "tensor", "broadcast");
+  check_mpi_tensor(t, "tensor", "broadcast");
   ZT_CHECK(root >= 0 && root < size_, "mpi broadcast: root ", root, " is outside 0..", size_ - 1);
   auto work = std::make_shared<AsyncWork>(
       next("broadcast", detail::str("root ", root, ", ", describe_tensor(t))), desync_, timeout_);

@@ -158,6 +158,11 @@ WorkPtr RecordingCommunicator::all_gather(const at::Tensor& input, at::Tensor& o
                 [&] { return inner_->all_gather(input, output); });
 }
 
+WorkPtr RecordingCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
+  return record("all_to_all", &input, "", __builtin_return_address(0),
+                [&] { return inner_->all_to_all(input, output); });
+}
+
 WorkPtr RecordingCommunicator::broadcast(at::Tensor& t, int root) {
   return record("broadcast", &t, detail::str("root ", root), __builtin_return_address(0),
                 [&] { return inner_->broadcast(t, root); });

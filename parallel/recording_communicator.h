@@ -43,6 +43,7 @@ class RecordingCommunicator : public Communicator {
   WorkPtr reduce_scatter(const at::Tensor& input, at::Tensor& output,
                          ReduceOp op = ReduceOp::kSum) override;
   WorkPtr all_gather(const at::Tensor& input, at::Tensor& output) override;
+  WorkPtr all_to_all(const at::Tensor& input, at::Tensor& output) override;
   WorkPtr broadcast(at::Tensor& t, int root) override;
   WorkPtr barrier() override;
   // The sub-communicator is recorded too, as a group of its own ("split1", "split2", ...).

@@ -203,14 +203,8 @@ std::shared_ptr<torch::nn::Module> Engine::model() const {
 void Engine::make_shard_groups() {
   const int mics = impl_->options_.mics_shard_size;
   impl_->shard_comm_ = impl_->comm_;
-  if (mics <= 0) return;
-  if (impl_->options_.stage != 3) {
-    if (impl_->rank_ == 0)
-      ZT_LOG_WARN("config: zero_optimization.mics_shard_size ", mics,
-                  " applies at ZeRO stage 3 only (as DeepSpeed's MiCS); stage ",
-                  impl_->options_.stage, " shards over every rank");
-    return;
-  }
+  // Below stage 3 the key does nothing, as in DeepSpeed; the config says so once (validate.cpp).
+  if (mics <= 0 || impl_->options_.stage != 3) return;
   dist::HybridGroups g =
       dist::make_hybrid_groups(impl_->comm_, mics, "zero_optimization.mics_shard_size");
   impl_->shard_comm_ = g.shard;

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "core/precision/loss_scaler.h"
+#include "core/profile/flops_profiler.h"
 #include "core/zero/bucket.h"
 #include "core/zero/grad_sync.h"
 #include "core/zero/nvme_params.h"
@@ -51,6 +52,7 @@ struct Engine::Impl {
   int64_t skipped_steps_ = 0;
   double last_grad_norm_ = 0.0;
   bool in_backward_ = false;
+  std::unique_ptr<profile::FlopsProfiler> flops_;  // flops_profiler.enabled
   // wall_clock_breakdown: seconds since the last report.
   struct Breakdown {
     double forward = 0, backward = 0, step = 0, comm_wait_at_start = 0;
@@ -154,6 +156,19 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
       impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
       [this](size_t b) { on_bucket_complete(b); });
+  if (impl_->options_.flops_profiler.enabled) {
+    profile::ProfileContext ctx;
+    ctx.rank = impl_->rank_;
+    ctx.world_size = impl_->world_;
+    ctx.gradient_accumulation_steps = impl_->options_.gradient_accumulation_steps;
+    ctx.dtype = impl_->options_.compute_dtype;
+    for (const at::Tensor& p : impl_->model_->parameters()) {
+      ctx.device = p.device();
+      break;
+    }
+    impl_->flops_ = std::make_unique<profile::FlopsProfiler>(impl_->options_.flops_profiler,
+                                                             *impl_->model_, ctx);
+  }
   MemoryReport m = memory();
   ZT_LOG_INFO("engine: ZeRO stage ", impl_->options_.stage, ", ", impl_->world_, " rank(s)",
               impl_->replica_comm_
@@ -191,6 +206,10 @@ int64_t Engine::micro_steps() const {
 double Engine::last_grad_norm() const {
   return impl_->last_grad_norm_;
 }
+const profile::StepFlops* Engine::step_flops() const {
+  return impl_->flops_ ? &impl_->flops_->last() : nullptr;
+}
+
 double Engine::comm_wait_seconds() const {
   return impl_->clock_.seconds();
 }
@@ -345,8 +364,15 @@ bool Engine::is_gradient_accumulation_boundary() const {
 at::Tensor Engine::forward(const std::function<at::Tensor()>& fn) {
   const auto start = std::chrono::steady_clock::now();
   begin_checkpointed_forward();  // number_checkpoints counts per forward pass
-  impl_->gather_->gather_unit(impl_->gather_->root(), /*wait=*/true);
-  at::Tensor out = fn();
+  const bool counted = impl_->flops_ && at::GradMode::is_enabled();  // evaluation is not
+  if (counted) impl_->flops_->begin_forward(impl_->global_step_);
+  at::Tensor out;
+  {
+    profile::ModuleScope model_scope(*impl_->model_);
+    impl_->gather_->gather_unit(impl_->gather_->root(), /*wait=*/true);
+    out = fn();
+  }
+  if (counted) impl_->flops_->end_forward();
   if (!(at::GradMode::is_enabled() && out.requires_grad()) && !impl_->gather_->in_scope()) {
     impl_->gather_->release_all();  // evaluation: no backward will follow
   }
@@ -371,13 +397,16 @@ void Engine::backward(const at::Tensor& loss) {
   // Stages 2-3 reduce every micro-step; stages 0-1 only on the accumulation boundary.
   impl_->grad_sync_->begin_backward(impl_->options_.stage >= 2 ||
                                     is_gradient_accumulation_boundary());
+  if (impl_->flops_) impl_->flops_->begin_backward();
   try {
     scaled.backward();
   } catch (...) {
+    if (impl_->flops_) impl_->flops_->end_backward();
     impl_->in_backward_ = false;
     impl_->gather_->set_in_backward(false);
     throw;
   }
+  if (impl_->flops_) impl_->flops_->end_backward();
   impl_->gather_->set_in_backward(false);
   finish_backward();
   impl_->in_backward_ = false;
@@ -413,6 +442,7 @@ void Engine::step() {
     impl_->last_grad_norm_ = outcome.grad_norm;
   }
   impl_->breakdown_.step += seconds_since(start);
+  if (impl_->flops_) impl_->flops_->end_step(impl_->global_step_, seconds_since(start));
   if (impl_->options_.wall_clock_breakdown && impl_->options_.steps_per_print > 0 &&
       impl_->global_step_ % impl_->options_.steps_per_print == 0) {
     log_breakdown();

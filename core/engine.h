@@ -73,6 +73,9 @@ namespace zt {
 namespace dist {
 class Communicator;
 }
+namespace profile {
+struct StepFlops;
+}
 namespace zero {
 class PartitionedInit;
 class MasterStore;
@@ -126,6 +129,9 @@ class Engine {
   // computation.
   double comm_wait_seconds() const;
   void reset_comm_wait();
+  // With flops_profiler enabled: the last optimizer step's FLOPs, TFLOP/s and MFU on this rank;
+  // null otherwise.
+  const profile::StepFlops* step_flops() const;
 
   // ---- access for checkpoints (core/checkpoint*) ----
   // This rank's part of one flat buffer: the layout (parameter names and ranges), the range of

@@ -16,6 +16,7 @@
 #include "core/config/zero_config.h"
 #include "core/defaults.h"
 #include "core/precision/loss_scaler.h"
+#include "core/profile/flops_profiler_options.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
 
@@ -67,6 +68,9 @@ struct EngineOptions : ZeroConfig {
   // wall_clock_breakdown: forward / backward / step / communication-wait times, logged on rank 0
   // every steps_per_print optimizer steps.
   bool wall_clock_breakdown = false;
+  // flops_profiler: per-step model FLOPs, TFLOP/s and MFU (Engine::step_flops()), and the
+  // module-by-module report at its profile_step (core/profile/flops_profiler.h).
+  profile::FlopsProfilerOptions flops_profiler;
   // The activation_checkpointing block: how zt::checkpoint_activations behaves in this process
   // (core/activations/activation_checkpoint.h); installed when the engine is built.
   ActivationCheckpointOptions activation_checkpointing;

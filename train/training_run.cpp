@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "core/profile/flops_profiler.h"
 #include "train/comms_report.h"
 #include "train/rank_sum.h"
 
@@ -123,6 +124,12 @@ StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
                {"grad_norm", e.last_grad_norm()},
                {"model_state_bytes_per_rank", double(e.memory().model_state_bytes())},
                {"step_seconds", s.seconds}});
+  const profile::StepFlops* flops = e.step_flops();
+  if (flops != nullptr) {
+    append(row,
+           {{"model_flops_per_rank", flops->flops.model()}, {"tflops_per_rank", flops->tflops()}});
+    if (flops->peak_tflops > 0) append(row, {{"mfu", flops->mfu()}});
+  }
   append(row, extra);
   metrics_.write(row);
   if (t_.monitor) {  // the config's tensorboard / csv_monitor, x axis in samples as DeepSpeed's
@@ -133,10 +140,19 @@ StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
     t_.monitor->write(x, kMonitorGradNorm, e.last_grad_norm());
     t_.monitor->write(x, kMonitorSamples, total_samples_);
     if (s.padded > 0) t_.monitor->write(x, kMonitorTokensPerSecond, s.tokens / s.seconds);
+    if (flops != nullptr) {
+      t_.monitor->write(x, kMonitorTflops, flops->tflops());
+      if (flops->peak_tflops > 0) t_.monitor->write(x, kMonitorMfu, flops->mfu());
+    }
   }
   if (prints(step)) {
+    std::string throughput;
+    if (flops != nullptr) {
+      throughput = detail::str(" | ", flops->tflops(), " TFLOP/s per rank");
+      if (flops->peak_tflops > 0) throughput += detail::str(" | MFU ", 100 * flops->mfu(), "%");
+    }
     ZT_LOG_INFO("step ", step, "/", args_.steps, " | loss ", s.loss,
-                progress ? progress(s) : std::string());
+                progress ? progress(s) : std::string(), throughput);
     report_comms(*t_.comm, t_.monitor.get(), static_cast<int64_t>(total_samples_),
                  "step " + std::to_string(step));
   }

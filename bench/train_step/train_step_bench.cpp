@@ -3,10 +3,14 @@
 // scaling), on CPU, every rank of an mpirun job:
 //
 //   mpirun -np 2 build/bin/zt_bench_train_step [--steps 3] [--stages 0,1,2,3,2o]
-//       [--dtypes fp32,bf16,fp16] [--json FILE]
+//       [--dtypes fp32,bf16,fp16] [--flops off|on|both] [--json FILE]
 //
 // Rows run configuration by configuration, dtype by dtype inside each (so dtypes of one stage
-// are neighbours in time).
+// are neighbours in time). --flops on runs the engine with flops_profiler enabled (counting
+// every step, no report); `both` trains two identical models side by side, one without and one
+// with, step after step in turn, so that load changes hit both alike: the profiler's cost is the
+// difference of their rows ("+flops"). `both` also times a ModuleScope (what every unit's call
+// costs while no profiler counts, core/profile/flop_counter.h) in a loop.
 // Per configuration: forward / backward / optimizer time (median over steps; "comm wait" is the
 // time blocked in Work::wait(), i.e. communication not hidden behind computation), tokens/s over
 // all ranks, the engine's accounted model-state bytes per rank next to docs/DESIGN.md's formula,
@@ -15,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,7 @@
 #include "base/main_guard.h"
 #include "bench/common/bench_stats.h"
 #include "core/engine.h"
+#include "core/profile/flop_counter.h"
 #include "core/zero/call_unit.h"
 #include "parallel/dist.h"
 
@@ -122,10 +128,10 @@ double formula_bytes(int stage, int64_t psi, int n, torch::ScalarType dtype) {
 
 int run(int argc, char** argv) {
   int steps = 3;
-  std::string json, stages = "0,1,2,3,2o", dtypes = "fp32";
+  std::string json, stages = "0,1,2,3,2o", dtypes = "fp32", flops = "off";
   const char* usage =
       "usage: zt_bench_train_step [--steps N] [--stages 0,1,2,3,2o] [--dtypes fp32,bf16,fp16] "
-      "[--json F]";
+      "[--flops off|on|both] [--json F]";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc) {
@@ -134,6 +140,8 @@ int run(int argc, char** argv) {
       stages = argv[++i];
     } else if (a == "--dtypes" && i + 1 < argc) {
       dtypes = argv[++i];
+    } else if (a == "--flops" && i + 1 < argc) {
+      flops = argv[++i];
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
     } else {
@@ -141,6 +149,11 @@ int run(int argc, char** argv) {
     }
   }
   ZT_CHECK(steps >= 1, "--steps must be >= 1, got ", steps);
+  ZT_CHECK(flops == "off" || flops == "on" || flops == "both", "--flops: unknown value '", flops,
+           "' (off, on or both)");
+  std::vector<bool> profiled;  // the variants trained side by side
+  if (flops != "on") profiled.push_back(false);
+  if (flops != "off") profiled.push_back(true);
   std::vector<Setup> setups;
   for (const std::string& st : split(stages)) {
     ZT_CHECK(st == "0" || st == "1" || st == "2" || st == "3" || st == "2o",
@@ -170,74 +183,104 @@ int run(int argc, char** argv) {
         "%s backend, %d timed steps (median)\n",
         static_cast<long>(kWidth), static_cast<long>(kLayers), static_cast<long>(kVocab), world,
         static_cast<long>(kBatch), static_cast<long>(kSeq), comm->backend().c_str(), steps);
-    std::printf("%-18s %5s %8s %8s %9s %8s %8s %9s %12s %12s %10s %6s\n", "config", "dtype",
+    std::printf("%-24s %5s %8s %8s %9s %8s %8s %9s %12s %12s %10s %6s\n", "config", "dtype",
                 "fwd ms", "bwd ms", "wait ms", "opt ms", "step ms", "tokens/s", "state B/rank",
                 "formula B", "peakRSS MiB", "skips");
+  }
+  if (flops == "both" && rank == 0) {
+    Gpt probe;
+    constexpr int kCalls = 10'000'000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) zt::profile::ModuleScope scope(*probe);
+    const double ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("ModuleScope with no profiler counting: %.2f ns per call (%d calls)\n", ns / kCalls,
+                kCalls);
   }
   for (const Setup& s : setups)
     for (const Dtype& dt : types) {
       reset_peak_rss();
-      torch::manual_seed(0);
-      Gpt model;
+      struct Run {
+        bool profiled;
+        Gpt model;
+        std::unique_ptr<zt::Engine> engine;
+        std::vector<double> fwd, bwd, opt, wait, total;
+      };
+      std::vector<Run> runs;
       int64_t psi = 0;
-      for (auto& p : model->parameters()) psi += p.numel();
-      zt::EngineOptions o;
-      o.stage = s.stage;
-      o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
-      o.offload_optimizer.device = s.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
-      o.optimizer.type =
-          s.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;
-      o.hyper.lr = 1e-4;
-      o.compute_dtype = dt.type;
-      o.reduce_bucket_size = 5'000'000;
-      o.stage3_prefetch_bucket_size = 5'000'000;
-      for (int64_t i = 0; i < kLayers; ++i) o.units.push_back("blocks." + std::to_string(i));
-      zt::Engine engine(model.ptr(), o, comm);
-      std::vector<double> fwd, bwd, opt, wait, total;
-      for (int step = 0; step < steps + 1; ++step) {  // step 0 warms up
-        torch::manual_seed(100 * step + rank);
-        torch::Tensor ids = torch::randint(kVocab, {kBatch, kSeq});
-        torch::Tensor targets = torch::randint(kVocab, {kBatch, kSeq});
-        engine.reset_comm_wait();
-        auto t0 = std::chrono::steady_clock::now();
-        torch::Tensor loss = engine.forward([&] { return model->loss(ids, targets); });
-        auto t1 = std::chrono::steady_clock::now();
-        engine.backward(loss);
-        auto t2 = std::chrono::steady_clock::now();
-        engine.step();
-        auto t3 = std::chrono::steady_clock::now();
-        if (step == 0) continue;
-        auto ms = [](auto a, auto b) {
-          return std::chrono::duration<double, std::milli>(b - a).count();
-        };
-        fwd.push_back(ms(t0, t1));
-        bwd.push_back(ms(t1, t2));
-        opt.push_back(ms(t2, t3));
-        total.push_back(ms(t0, t3));
-        wait.push_back(engine.comm_wait_seconds() * 1e3);
+      for (bool prof : profiled) {
+        torch::manual_seed(0);
+        Run r{prof, Gpt(), nullptr, {}, {}, {}, {}, {}};
+        psi = 0;
+        for (auto& p : r.model->parameters()) psi += p.numel();
+        zt::EngineOptions o;
+        o.stage = s.stage;
+        o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
+        o.offload_optimizer.device = s.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
+        o.optimizer.type =
+            s.offload ? zt::optim::OptimizerKind::kCpuAdam : zt::optim::OptimizerKind::kAdamW;
+        o.hyper.lr = 1e-4;
+        o.compute_dtype = dt.type;
+        o.reduce_bucket_size = 5'000'000;
+        o.stage3_prefetch_bucket_size = 5'000'000;
+        o.flops_profiler.enabled = prof;
+        o.flops_profiler.profile_step = -1;  // count every step, print no report
+        for (int64_t i = 0; i < kLayers; ++i) o.units.push_back("blocks." + std::to_string(i));
+        r.engine = std::make_unique<zt::Engine>(r.model.ptr(), o, comm);
+        runs.push_back(std::move(r));
       }
-      const zt::MemoryReport m = engine.memory();
-      const double step_ms = upper_median(total);
-      const double tokens_per_s = world * kBatch * kSeq / (step_ms / 1e3);
+      for (int step = 0; step < steps + 1; ++step) {  // step 0 warms up
+        for (Run& r : runs) {
+          torch::manual_seed(100 * step + rank);
+          torch::Tensor ids = torch::randint(kVocab, {kBatch, kSeq});
+          torch::Tensor targets = torch::randint(kVocab, {kBatch, kSeq});
+          zt::Engine& engine = *r.engine;
+          engine.reset_comm_wait();
+          auto t0 = std::chrono::steady_clock::now();
+          torch::Tensor loss = engine.forward([&] { return r.model->loss(ids, targets); });
+          auto t1 = std::chrono::steady_clock::now();
+          engine.backward(loss);
+          auto t2 = std::chrono::steady_clock::now();
+          engine.step();
+          auto t3 = std::chrono::steady_clock::now();
+          if (step == 0) continue;
+          auto ms = [](auto a, auto b) {
+            return std::chrono::duration<double, std::milli>(b - a).count();
+          };
+          r.fwd.push_back(ms(t0, t1));
+          r.bwd.push_back(ms(t1, t2));
+          r.opt.push_back(ms(t2, t3));
+          r.total.push_back(ms(t0, t3));
+          r.wait.push_back(engine.comm_wait_seconds() * 1e3);
+        }
+      }
+      // Peak RSS covers every variant of this configuration together.
       const double rss_mib = read_status_kib("VmHWM:") / 1024.0;
-      const double formula = formula_bytes(s.stage, psi, world, dt.type);
-      if (rank == 0) {
-        std::printf("%-18s %5s %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %12ld %12.0f %10.0f %6ld\n",
-                    s.name.c_str(), dt.name.c_str(), upper_median(fwd), upper_median(bwd),
-                    upper_median(wait), upper_median(opt), step_ms, tokens_per_s,
+      for (Run& r : runs) {
+        const zt::Engine& engine = *r.engine;
+        const std::string name = s.name + (r.profiled ? " +flops" : "");
+        const zt::MemoryReport m = engine.memory();
+        const double step_ms = upper_median(r.total);
+        const double tokens_per_s = world * kBatch * kSeq / (step_ms / 1e3);
+        const double formula = formula_bytes(s.stage, psi, world, dt.type);
+        if (rank != 0) continue;
+        std::printf("%-24s %5s %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %12ld %12.0f %10.0f %6ld\n",
+                    name.c_str(), dt.name.c_str(), upper_median(r.fwd), upper_median(r.bwd),
+                    upper_median(r.wait), upper_median(r.opt), step_ms, tokens_per_s,
                     static_cast<long>(m.model_state_bytes()), formula, rss_mib,
                     static_cast<long>(engine.skipped_steps()));
-        char buf[640];
+        char buf[700];
         std::snprintf(buf, sizeof buf,
                       "{\"config\":\"%s\",\"dtype\":\"%s\",\"stage\":%d,\"offload\":%s,"
-                      "\"ranks\":%d,\"params\":%ld,"
+                      "\"flops_profiler\":%s,\"ranks\":%d,\"params\":%ld,"
                       "\"forward_ms\":%.3f,\"backward_ms\":%.3f,\"comm_wait_ms\":%.3f,"
                       "\"optimizer_ms\":%.3f,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,"
                       "\"model_state_bytes\":%ld,\"formula_bytes\":%.0f,\"peak_rss_bytes\":%.0f,"
                       "\"skipped_steps\":%ld}",
-                      s.name.c_str(), dt.name.c_str(), s.stage, s.offload ? "true" : "false", world,
-                      static_cast<long>(psi), upper_median(fwd), upper_median(bwd),
-                      upper_median(wait), upper_median(opt), step_ms, tokens_per_s,
+                      name.c_str(), dt.name.c_str(), s.stage, s.offload ? "true" : "false",
+                      r.profiled ? "true" : "false", world, static_cast<long>(psi),
+                      upper_median(r.fwd), upper_median(r.bwd), upper_median(r.wait),
+                      upper_median(r.opt), step_ms, tokens_per_s,
                       static_cast<long>(m.model_state_bytes()), formula, rss_mib * 1024 * 1024,
                       static_cast<long>(engine.skipped_steps()));
         rows.push_back(buf);

@@ -11,6 +11,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "core/profile/flop_counter.h"
+
 namespace zt {
 namespace {
 
@@ -94,6 +96,7 @@ class Checkpoint : public torch::autograd::Function<Checkpoint> {
     at::Tensor y;
     {
       at::AutoGradMode grad_on(true);
+      profile::RecomputeScope recompute;  // the FLOPs profiler counts this forward apart
       y = h->fn(inputs);
     }
     for (size_t i = 0; i < now.size(); ++i) gens[i].set_state(now[i]);

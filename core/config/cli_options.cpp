@@ -19,7 +19,10 @@ CliOptions::CliOptions(std::string program, std::string summary, CliOptionsSpec 
     options_.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
                            "training config, JSON or YAML (DeepSpeed keys)")(
         "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
-        "override a config key, repeatable (e.g. --set zero_optimization.stage=3)");
+        "override a config key, repeatable (e.g. --set zero_optimization.stage=3)")(
+        "peak-tflops", po::value<double>()->value_name("TFLOPS"),
+        "the device's peak TFLOP/s, for the MFU flops_profiler reports (sets "
+        "flops_profiler.peak_tflops; needed where the device is not in its table, e.g. a CPU)");
   }
   if (spec_.config && spec_.trainer_args) {
     po::options_description trainer(
@@ -83,6 +86,10 @@ bool CliOptions::parse(int argc, const char* const argv[]) {
   if (spec_.config) {
     if (values_.count("config")) config_path_ = values_["config"].as<std::string>();
     if (values_.count("set")) overrides_ = values_["set"].as<std::vector<std::string>>();
+    if (values_.count("peak-tflops")) {
+      overrides_.push_back(
+          detail::str("flops_profiler.peak_tflops=", values_["peak-tflops"].as<double>()));
+    }
     ZT_CHECK(!spec_.config_required || !config_path_.empty(), "--config FILE is required (see ",
              program_, " --help)");
   }

@@ -3,6 +3,7 @@
 // Boost.Program_options:
 //   --config FILE     the training config (JSON or YAML)
 //   --set KEY=VALUE   a config override, repeatable, applied in order (zero_optimization.stage=3)
+//   --peak-tflops X   the device's peak for MFU: --set flops_profiler.peak_tflops=X after the rest
 //   --world-size N    only where enabled: the world size to resolve the batch triple for
 //   --help            usage on stdout; parse() then returns false and the program exits 0
 // and, with --config, the Hugging Face Trainer's arguments that "auto" config values stand for,

@@ -219,6 +219,19 @@ struct CommsLoggerConfig {
   bool debug = false;
 };
 
+// flops_profiler: DeepSpeed's block (core/profile/flops_profiler.h), DeepSpeed's defaults, plus
+// peak_tflops, zerotorch's own: the device's peak for MFU where the table does not know it.
+struct FlopsProfilerConfig {
+  bool enabled = false;
+  int64_t profile_step = 1;
+  int64_t module_depth = -1;
+  int64_t top_modules = 1;
+  bool detailed = true;
+  std::string output_file;
+  double recompute_fwd_factor = 0.0;  // DeepSpeed's backward estimate; the backward is counted
+  double peak_tflops = 0.0;
+};
+
 // parameter_groups: how the optimizer splits parameters (optim/param_groups.h applies them).
 struct ParameterGroupsConfig {
   // Parameters whose name contains one of these substrings get weight_decay 0.
@@ -257,6 +270,7 @@ struct Config {
   MonitorConfig tensorboard;
   MonitorConfig csv_monitor;
   CommsLoggerConfig comms_logger;
+  FlopsProfilerConfig flops_profiler;
   // aio: the asynchronous I/O of NVMe offload (core/aio/aio_options.h, DeepSpeed's defaults);
   // thread_count is also read under its newer name intra_op_parallelism.
   aio::AioOptions aio;

@@ -136,6 +136,14 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.prescale_gradients = c.prescale_gradients;
   o.gradient_predivide_factor = c.gradient_predivide_factor;
   o.wall_clock_breakdown = c.wall_clock_breakdown;
+  o.flops_profiler = {.enabled = c.flops_profiler.enabled,
+                      .profile_step = c.flops_profiler.profile_step,
+                      .module_depth = static_cast<int>(c.flops_profiler.module_depth),
+                      .top_modules = static_cast<int>(c.flops_profiler.top_modules),
+                      .detailed = c.flops_profiler.detailed,
+                      .output_file = c.flops_profiler.output_file,
+                      .peak_tflops = c.flops_profiler.peak_tflops,
+                      .micro_batch_size = c.train_micro_batch_size_per_gpu};
   o.activation_checkpointing.number_checkpoints = c.activation_checkpointing.number_checkpoints;
   o.activation_checkpointing.cpu_checkpointing = c.activation_checkpointing.cpu_checkpointing;
   o.steps_per_print = static_cast<int>(c.steps_per_print);

@@ -483,6 +483,18 @@ void visit_config(V& v, Config& c) {
             w.field("debug", c.comms_logger.debug, {});
           },
           {});
+  v.block("flops_profiler",
+          [&](auto& w) {
+            w.field("enabled", c.flops_profiler.enabled, {});
+            w.field("profile_step", c.flops_profiler.profile_step, {});
+            w.field("module_depth", c.flops_profiler.module_depth, {});
+            w.field("top_modules", c.flops_profiler.top_modules, {});
+            w.field("detailed", c.flops_profiler.detailed, {});
+            w.field("output_file", c.flops_profiler.output_file, {});
+            w.field("recompute_fwd_factor", c.flops_profiler.recompute_fwd_factor, {});
+            w.field("peak_tflops", c.flops_profiler.peak_tflops, {});
+          },
+          {});
   // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
   v.unknown_keys_warn();
   using U = Unsupported;
@@ -490,7 +502,6 @@ void visit_config(V& v, Config& c) {
       {{"wandb", U::kFeature, "no network access: use tensorboard or csv_monitor"},
        {"comet", U::kFeature, "no network access: use tensorboard or csv_monitor"},
        {"trackio", U::kFeature, "use tensorboard or csv_monitor"},
-       {"flops_profiler", U::kFeature, "no FLOPs profiler"},
        {"pipeline", U::kFeature, "no pipeline parallelism"},
        {"autotuning", U::kFeature, "no autotuner"},
        {"compression_training", U::kRefused, "compression training is not implemented"},

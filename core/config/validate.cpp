@@ -42,6 +42,11 @@ class Validator {
     at_least<int64_t>("seed", c_.seed, 0);
     check("gradient_predivide_factor", c_.gradient_predivide_factor > 0, "must be > 0, got ",
           c_.gradient_predivide_factor);
+    const FlopsProfilerConfig& f = c_.flops_profiler;
+    at_least<int64_t>("flops_profiler.module_depth", f.module_depth, -1);
+    at_least<int64_t>("flops_profiler.top_modules", f.top_modules, 1);
+    at_least<double>("flops_profiler.peak_tflops", f.peak_tflops, 0.0);
+    at_least<double>("flops_profiler.recompute_fwd_factor", f.recompute_fwd_factor, 0.0);
   }
 
   void offload(const std::string& path, const OffloadConfig& o, int min_stage, bool params) {
@@ -300,6 +305,10 @@ void warn_inert_keys(const Config& c, ReadState& st) {
       st.warnings.push_back(key + ": no effect in zerotorch (" + why + ")");
     }
   };
+  if (c.flops_profiler.recompute_fwd_factor != 0.0) {
+    warn("flops_profiler.recompute_fwd_factor",
+         "the backward and activation checkpointing's recompute are counted, not estimated");
+  }
   const ZeroConfig& z = c.zero_optimization;
   const ZeroConfig d;  // DeepSpeed's defaults
   const std::string p = "zero_optimization.";

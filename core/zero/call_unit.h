@@ -17,6 +17,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "core/profile/flop_counter.h"
+
 namespace zt {
 
 // Implemented by the engine for every unit it manages.
@@ -44,6 +46,8 @@ class UnitRegistry {
 
 template <typename ModuleImpl, typename... Args>
 at::Tensor call_unit(ModuleImpl& module, Args&&... args) {
+  // The FLOPs profiler charges the unit's parameterless ops (attention, activations) to it.
+  profile::ModuleScope scope(module);
   UnitHooks* hooks = UnitRegistry::instance().find(&module);
   if (hooks == nullptr) return module.forward(std::forward<Args>(args)...);
   hooks->before_forward();

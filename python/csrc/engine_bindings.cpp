@@ -23,6 +23,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/model_export.h"
 #include "core/engine.h"
+#include "core/profile/flops_profiler.h"
 #include "core/zero/call_unit.h"
 #include "python/csrc/bindings.h"
 #include "train/initialize.h"
@@ -219,6 +220,21 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("loss_scale", [](PyEngine& e) { return e.engine().loss_scale(); })
       .def_property_readonly("last_grad_norm",
                              [](PyEngine& e) { return e.engine().last_grad_norm(); })
+      // flops_profiler enabled: the last optimizer step's counts on this rank; else None.
+      .def_property_readonly("step_flops",
+                             [](PyEngine& e) -> py::object {
+                               const profile::StepFlops* f = e.engine().step_flops();
+                               if (f == nullptr) return py::none();
+                               py::dict d;
+                               d["step"] = f->step;
+                               d["model_flops"] = f->flops.model();
+                               d["hardware_flops"] = f->flops.hardware();
+                               d["other_flops"] = f->flops.other;
+                               d["seconds"] = f->seconds;
+                               d["tflops"] = f->tflops();
+                               d["mfu"] = f->peak_tflops > 0 ? py::cast(f->mfu()) : py::none();
+                               return d;
+                             })
       .def_property_readonly("rank", &PyEngine::rank)
       .def_property_readonly("world_size", &PyEngine::world_size)
       .def_property_readonly("gradient_accumulation_steps",

@@ -262,6 +262,13 @@ class ZeroEngine:
     def get_global_grad_norm(self):
         return self._engine.last_grad_norm
 
+    @property
+    def step_flops(self):
+        """With flops_profiler enabled, the last optimizer step on this rank: model_flops,
+        hardware_flops (with recomputation), other_flops (elementwise), seconds, tflops and mfu
+        (None without a known peak); None when the profiler is off."""
+        return self._engine.step_flops
+
     def gradient_accumulation_steps(self):
         return self._engine.gradient_accumulation_steps
 

@@ -29,6 +29,9 @@ inline constexpr const char* kMonitorLossScale = "Train/Samples/loss_scale";
 inline constexpr const char* kMonitorGradNorm = "Train/Samples/grad_norm";
 inline constexpr const char* kMonitorTokensPerSecond = "Train/Samples/tokens_per_second";
 inline constexpr const char* kMonitorSamples = "Train/Samples/samples";
+// With flops_profiler enabled (core/profile/flops_profiler.h): this rank's model TFLOP/s and MFU.
+inline constexpr const char* kMonitorTflops = "Train/Samples/tflops_per_rank";
+inline constexpr const char* kMonitorMfu = "Train/Samples/mfu";
 
 class Monitor {
  public:

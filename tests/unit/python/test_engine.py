@@ -157,6 +157,29 @@ def test_auto_values_follow_training_arguments():
         zerotorch.initialize(model=torch.nn.Linear(8, 8), config=config, training_args=args)
 
 
+def test_flops_profiler_counts_a_python_module():
+    import torch
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    config = {"train_micro_batch_size_per_gpu": 5, "flops_profiler": {"enabled": True,
+              "peak_tflops": 1.0, "detailed": False},
+              "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}
+    engine, _, _, _ = zerotorch.initialize(model=model, config=config)
+    assert engine.step_flops["step"] == 0
+    x = torch.randn(5, 8)
+    loss = engine(x).square().mean()
+    engine.backward(loss)
+    engine.step()
+    f = engine.step_flops
+    first, second = 2 * 5 * 8 * 16, 2 * 5 * 16 * 4
+    # The input needs no gradient: the first layer's backward is its weight gradient only.
+    assert f["model_flops"] == first + second + first + 2 * second
+    assert f["step"] == 1 and f["seconds"] > 0
+    assert f["mfu"] == pytest.approx(f["tflops"] / 1.0)
+    plain, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(2, 2), config={
+        "train_micro_batch_size_per_gpu": 1})
+    assert plain.step_flops is None
+
+
 def test_training_data_gives_a_distributed_loader():
     import torch
     data = torch.utils.data.TensorDataset(torch.arange(10.0).unsqueeze(1))

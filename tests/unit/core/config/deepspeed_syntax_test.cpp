@@ -155,11 +155,11 @@ TEST(DeepSpeedSyntax, IntegerFieldsAsDeepSpeedTypesThem) {
 
 TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
   ConfigReport r = json(R"({"train_batch_size": 8,
-    "flops_profiler": {"enabled": true}, "wandb": {"enabled": true}, "pipeline": {"stages": 2},
+    "eigenvalue": {"enabled": true}, "wandb": {"enabled": true}, "pipeline": {"stages": 2},
     "comms_logger": {"enabled": false}, "autotuning": {"enabled": false}})");
   ASSERT_TRUE(r.errors.empty()) << all(r.errors);
   EXPECT_EQ(r.warnings.size(), 3u) << all(r.warnings);
-  for (const char* key : {"flops_profiler:", "wandb:", "pipeline:"}) {
+  for (const char* key : {"eigenvalue:", "wandb:", "pipeline:"}) {
     EXPECT_TRUE(has_line_starting(r.warnings, key)) << key << "\n" << all(r.warnings);
   }
   for (const char* refused :

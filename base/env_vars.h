@@ -36,6 +36,8 @@ inline constexpr const char* kNcclSocketIfname = "NCCL_SOCKET_IFNAME";
 // Set by the launcher for its ranks.
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+// Intel OpenMP's thread pinning: ztrun --bind-cores-to-rank refuses it (launcher/core_binding.h).
+inline constexpr const char* kKmpAffinity = "KMP_AFFINITY";
 
 // zerotorch's own.
 inline constexpr const char* kLogLevel = "ZT_LOG_LEVEL";

@@ -1,5 +1,6 @@
 #include "launcher/local_launch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -23,11 +24,11 @@ std::string rank_range(const LaunchOptions& o) {
                        : "ranks " + std::to_string(first) + ".." + std::to_string(last);
 }
 
-void print_dry_run(const LaunchOptions& o, const EnvMap& node_env) {
+void print_dry_run(const LaunchOptions& o, const NodeSetup& node) {
   const char* keys[] = {zt::env::kRank,           zt::env::kLocalRank,    zt::env::kWorldSize,
                         zt::env::kLocalWorldSize, zt::env::kGroupRank,    zt::env::kMasterAddr,
                         zt::env::kMasterPort,     zt::env::kRestartCount, kOmpNumThreads};
-  for (const ChildSpec& spec : rank_specs(o, node_env, 0)) {
+  for (const ChildSpec& spec : rank_specs(o, node, 0)) {
     EnvMap env;
     for (const auto& kv : spec.envp) {
       const size_t eq = kv.find('=');
@@ -35,6 +36,10 @@ void print_dry_run(const LaunchOptions& o, const EnvMap& node_env) {
     }
     std::cout << "rank " << spec.label << ":";
     for (const char* k : keys) std::cout << " " << k << "=" << env[k];
+    if (!spec.cores.cpus.empty()) std::cout << " cores=" << format_core_list(spec.cores.cpus);
+    if (!spec.cores.memory_nodes.empty()) {
+      std::cout << " numa=" << format_core_list(spec.cores.memory_nodes);
+    }
     for (const auto& a : spec.argv) std::cout << " " << shell_quote(a);
     std::cout << "\n";
   }
@@ -71,7 +76,7 @@ std::string rank_log_path(const LaunchOptions& options, int rank) {
       .string();
 }
 
-std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const EnvMap& node_env,
+std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const NodeSetup& node,
                                   int restart_count) {
   std::vector<ChildSpec> specs;
   std::vector<std::string> argv{o.program};
@@ -89,7 +94,8 @@ std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const EnvMap& node_env
     ChildSpec spec;
     spec.label = std::to_string(id.rank);
     spec.argv = argv;
-    spec.envp = to_envp(rank_environment(node_env, id));
+    spec.envp = to_envp(rank_environment(node.env, id));
+    if (!node.cores.empty()) spec.cores = node.cores[static_cast<size_t>(local)];
     spec.log_path = rank_log_path(o, id.rank);
     spec.append_log = restart_count > 0;
     if (restart_count > 0) {
@@ -143,16 +149,47 @@ std::string describe_failure(const LaunchOptions& o, const GroupOutcome& out,
   return what;
 }
 
+// --bind-cores-to-rank: the plan for this node's ranks, and OMP_NUM_THREADS to match it.
+std::vector<RankCores> plan_node_binding(const LaunchOptions& o, bool omp_from_ztrun,
+                                         EnvMap* node_env) {
+  std::vector<RankCores> plan =
+      plan_core_binding(read_cpu_layout(), o.bind_core_list, o.nproc_per_node);
+  const bool numa = std::any_of(plan.begin(), plan.end(),
+                                [](const RankCores& rc) { return !rc.memory_nodes.empty(); });
+  if (numa) {
+    // As DeepSpeed does when numactl may not set a memory policy: cores only.
+    const std::string why = memory_policy_error(plan);
+    if (!why.empty()) {
+      ZT_LOG_WARN("--bind-cores-to-rank: this process may not set a NUMA memory policy (", why,
+                  "); binding cores only");
+      for (RankCores& rc : plan) rc.memory_nodes.clear();
+    }
+  }
+  // ztrun's own default (cores / local ranks) gives way to the plan's count like any inherited
+  // value; only --env's stays.
+  if (omp_from_ztrun) node_env->erase(kOmpNumThreads);
+  const std::string note =
+      apply_binding_environment(node_env, o.env, static_cast<int>(plan.front().cpus.size()));
+  if (!o.dry_run) {
+    ZT_LOG_INFO("--bind-cores-to-rank: ", describe_plan(plan), "; ", kOmpNumThreads, "=",
+                node_env->at(kOmpNumThreads), note.empty() ? "" : " (" + note + ")");
+  }
+  return plan;
+}
+
 }  // namespace
 
-EnvMap prepare_node(const LaunchOptions& o) {
+NodeSetup prepare_node(const LaunchOptions& o) {
   bool omp_set = false;
   const int cores = usable_cores();
-  EnvMap node_env = node_environment(current_environment(), env_file_paths(), o.env,
-                                     o.nproc_per_node, cores, &omp_set);
+  NodeSetup node;
+  node.env = node_environment(current_environment(), env_file_paths(), o.env, o.nproc_per_node,
+                              cores, &omp_set);
   check_program(o.program);
-  if (omp_set && !o.dry_run) {
-    ZT_LOG_INFO(kOmpNumThreads, " is unset; each rank gets ", node_env.at(kOmpNumThreads),
+  if (o.bind_cores_to_rank) {
+    node.cores = plan_node_binding(o, omp_set, &node.env);
+  } else if (omp_set && !o.dry_run) {
+    ZT_LOG_INFO(kOmpNumThreads, " is unset; each rank gets ", node.env.at(kOmpNumThreads),
                 " threads (", cores, " cores / ", o.nproc_per_node, " local ranks)");
   }
   if (!o.log_dir.empty() && !o.dry_run) {
@@ -160,14 +197,14 @@ EnvMap prepare_node(const LaunchOptions& o) {
     std::filesystem::create_directories(o.log_dir, ec);
     ZT_CHECK(!ec, "cannot create --log-dir ", o.log_dir, ": ", ec.message());
   }
-  return node_env;
+  return node;
 }
 
 int launch_local(const LaunchOptions& o) {
   ZT_INTERNAL_ASSERT(!o.master_addr.empty() && o.master_port > 0, "unresolved master address");
-  const EnvMap node_env = prepare_node(o);
+  const NodeSetup node = prepare_node(o);
   if (o.dry_run) {
-    print_dry_run(o, node_env);
+    print_dry_run(o, node);
     return 0;
   }
   // Several nodes: a failure anywhere stops (and restarts) every node's ranks.
@@ -184,7 +221,7 @@ int launch_local(const LaunchOptions& o) {
     ZT_LOG_INFO("starting ", rank_range(o), " of ", o.world_size(), " (node ", o.node_rank, " of ",
                 o.nnodes, ", rendezvous ", o.master_addr, ":", o.master_port, ")",
                 attempt > 0 ? ", restart " + std::to_string(attempt) : std::string());
-    const GroupOutcome out = supervisor.run(rank_specs(o, node_env, attempt));
+    const GroupOutcome out = supervisor.run(rank_specs(o, node, attempt));
     if (out.success) {
       if (link) link->report_done();
       return 0;

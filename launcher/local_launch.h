@@ -13,25 +13,33 @@
 
 namespace zt::launcher {
 
+// What both transports start every attempt from (prepare_node()).
+struct NodeSetup {
+  EnvMap env;                    // the common part of every rank's environment
+  std::vector<RankCores> cores;  // per local rank with --bind-cores-to-rank, else empty
+};
+
 // The children of one attempt on this node. Ranks are node-major: rank = rank_offset(node_rank)
 // + local_rank. Log files are <log_dir>/rank_<rank>.log, truncated on the first attempt and
 // appended to on restarts.
-std::vector<ChildSpec> rank_specs(const LaunchOptions& options, const EnvMap& node_env,
+std::vector<ChildSpec> rank_specs(const LaunchOptions& options, const NodeSetup& node,
                                   int restart_count);
 
 // Log file of a rank ("" without --log-dir).
 std::string rank_log_path(const LaunchOptions& options, int rank);
 
 // Everything before the first start, shared by both transports: the common part of every rank's
-// environment (env files, --env, OMP_NUM_THREADS), PROGRAM checked, --log-dir created.
-EnvMap prepare_node(const LaunchOptions& options);
+// environment (env files, --env, OMP_NUM_THREADS), the core binding planned (--bind-cores-to-rank:
+// OMP_NUM_THREADS then follows the plan, core_binding.h), PROGRAM checked, --log-dir created.
+NodeSetup prepare_node(const LaunchOptions& options);
 
 // The supervisor settings --monitor-interval, --term-timeout, --redirects and
 // --stop-on-stdin-eof ask for.
 SupervisorOptions supervisor_options(const LaunchOptions& options);
 
-// --dry-run: one line per rank, its launch variables and command.
-void print_dry_run(const LaunchOptions& options, const EnvMap& node_env);
+// --dry-run: one line per rank, its launch variables, its cores (with --bind-cores-to-rank) and
+// command.
+void print_dry_run(const LaunchOptions& options, const NodeSetup& node);
 
 // "ranks 0..3" or "rank 2": this node's ranks.
 std::string rank_range(const LaunchOptions& options);

@@ -1,5 +1,6 @@
 #include "launcher/mpi_launch.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -183,12 +184,35 @@ TransportChoice resolve_transport(const LaunchOptions& o) {
   return choice;
 }
 
-std::vector<std::string> mpirun_argv(const LaunchOptions& o, const std::string& mpirun,
-                                     const std::string& self, bool as_root) {
-  // -q: mpirun's multi-line banners off (ztrun writes the one line); --bind-to none: the ranks'
-  // OpenMP threads may use every core (OpenMPI binds 2 ranks to one core each by default);
-  // --oversubscribe: more ranks than cores, as a native launch allows.
-  std::vector<std::string> argv{mpirun, "-q", "--bind-to", "none", "--oversubscribe"};
+std::string rankfile_text(const std::vector<RankCores>& plan) {
+  std::string text;
+  for (size_t r = 0; r < plan.size(); ++r) {
+    // localhost: OpenMPI takes it for the node mpirun runs on (--transport mpi is single-node).
+    text +=
+        "rank " + std::to_string(r) + "=localhost slot=" + format_core_list(plan[r].cpus) + "\n";
+  }
+  return text;
+}
+
+std::vector<std::string> mpirun_argv(const LaunchOptions& o, const NodeSetup& node,
+                                     const std::string& mpirun, const std::string& self,
+                                     const std::string& rankfile, bool as_root) {
+  // -q: mpirun's multi-line banners off (ztrun writes the one line); --oversubscribe: more ranks
+  // than cores, as a native launch allows.
+  std::vector<std::string> argv{mpirun, "-q"};
+  if (node.cores.empty()) {
+    // The ranks' OpenMP threads may use every core (OpenMPI binds 2 ranks to one core each by
+    // default).
+    argv.insert(argv.end(), {"--bind-to", "none"});
+  } else {
+    argv.insert(argv.end(), {"--rankfile", rankfile, "--mca", "rmaps_rank_file_physical", "1",
+                             "--use-hwthread-cpus", "-x",
+                             std::string(kOmpNumThreads) + "=" + node.env.at(kOmpNumThreads)});
+    const bool numa = std::any_of(node.cores.begin(), node.cores.end(),
+                                  [](const RankCores& rc) { return !rc.memory_nodes.empty(); });
+    if (numa) argv.insert(argv.end(), {"--mca", "hwloc_base_mem_alloc_policy", "local_only"});
+  }
+  argv.push_back("--oversubscribe");
   if (as_root) argv.push_back("--allow-run-as-root");
   argv.insert(argv.end(), {"-np", std::to_string(o.nproc_per_node), self, kMpiRankFlag});
   argv.push_back(o.program);
@@ -199,14 +223,26 @@ std::vector<std::string> mpirun_argv(const LaunchOptions& o, const std::string& 
 int launch_mpi(const LaunchOptions& o, const std::string& mpirun) {
   ZT_INTERNAL_ASSERT(!o.master_addr.empty() && o.master_port > 0, "unresolved master address");
   ZT_INTERNAL_ASSERT(o.nnodes == 1, "--transport mpi with ", o.nnodes, " nodes");
-  const EnvMap node_env = prepare_node(o);
-  const std::vector<std::string> argv = mpirun_argv(o, mpirun, self_executable(), ::geteuid() == 0);
+  const NodeSetup node = prepare_node(o);
+  const bool as_root = ::geteuid() == 0;
   if (o.dry_run) {
-    std::cout << "mpirun: " << join_quoted(argv) << "\n";
-    print_dry_run(o, node_env);
+    std::cout << "mpirun: "
+              << join_quoted(mpirun_argv(o, node, mpirun, self_executable(), "RANKFILE", as_root))
+              << "\n";
+    std::istringstream rankfile(rankfile_text(node.cores));
+    for (std::string line; std::getline(rankfile, line);) std::cout << "RANKFILE: " << line << "\n";
+    print_dry_run(o, node);
     return 0;
   }
-  const TempDir records;
+  const TempDir records;  // the rankfile, and what the shims record
+  const std::string rankfile = records.path() + "/rankfile";
+  if (!node.cores.empty()) {
+    std::ofstream out(rankfile);
+    out << rankfile_text(node.cores);
+    ZT_CHECK(out.flush().good(), "cannot write the rankfile ", rankfile);
+  }
+  const std::vector<std::string> argv =
+      mpirun_argv(o, node, mpirun, self_executable(), rankfile, as_root);
   SupervisorOptions so = supervisor_options(o);
   so.term_timeout_s = o.term_timeout_s + kMpirunExtraGraceS;
   Supervisor supervisor(so);
@@ -214,7 +250,7 @@ int launch_mpi(const LaunchOptions& o, const std::string& mpirun) {
     check_port_free(o.master_port);
     const std::string failure_file = records.path() + "/failure_" + std::to_string(attempt);
     const std::string groups_file = records.path() + "/groups_" + std::to_string(attempt);
-    EnvMap env = node_env;
+    EnvMap env = node.env;
     env[zt::env::kMasterAddr] = o.master_addr;
     env[zt::env::kMasterPort] = std::to_string(o.master_port);
     env[kShimWorld] = std::to_string(o.world_size());

@@ -23,10 +23,19 @@
 // does the same), exit codes (0, 1 after a failure, 128 + signal when ztrun was told to stop),
 // SIGINT/SIGTERM/SIGHUP forwarded (ztrun -> mpirun's group -> shims -> ranks), and nothing
 // outlives ztrun (PR_SET_PDEATHSIG at every level). Single node only; OpenMPI 4.1's flags.
+//
+// --bind-cores-to-rank: OpenMPI binds the ranks itself, from a rankfile in ztrun's temporary
+// directory (`rank <local rank>=localhost slot=<cores>`, physical CPU numbers by
+// rmaps_rank_file_physical, and --use-hwthread-cpus so that a slot is that hardware thread, not
+// the whole core around it) instead of --bind-to none; the shims and their ranks inherit the
+// binding. OMP_NUM_THREADS is passed with -x, and with several NUMA nodes
+// hwloc_base_mem_alloc_policy local_only keeps each rank's memory on its cores' node.
 
 #include <string>
 #include <vector>
 
+#include "launcher/core_binding.h"
+#include "launcher/local_launch.h"
 #include "launcher/options.h"
 
 namespace zt::launcher {
@@ -52,9 +61,14 @@ std::string find_openmpi_launcher(const std::string& requested, std::string* why
 // what was tried.
 TransportChoice resolve_transport(const LaunchOptions& options);
 
-// mpirun's command line for one attempt: `self` is this ztrun's own executable.
-std::vector<std::string> mpirun_argv(const LaunchOptions& options, const std::string& mpirun,
-                                     const std::string& self, bool as_root);
+// mpirun's command line for one attempt: `self` is this ztrun's own executable, `rankfile` where
+// rankfile_text(node.cores) is (used only when node.cores is not empty).
+std::vector<std::string> mpirun_argv(const LaunchOptions& options, const NodeSetup& node,
+                                     const std::string& mpirun, const std::string& self,
+                                     const std::string& rankfile, bool as_root);
+
+// OpenMPI's rankfile for a core binding plan: one `rank R=localhost slot=LIST` line per rank.
+std::string rankfile_text(const std::vector<RankCores>& plan);
 
 // The whole local launch through mpirun; returns ztrun's exit code as launch_local() does.
 // `options` must have master_addr and master_port resolved.

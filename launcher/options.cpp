@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "launcher/core_binding.h"
 
 namespace zt::launcher {
 namespace po = boost::program_options;
@@ -51,7 +52,14 @@ po::options_description make_description() {
        "when mpirun is found, else native)")  //
       ("mpirun", po::value<std::string>(),
        "OpenMPI launcher for --transport mpi (default: mpirun on PATH, then the one found at "
-       "build time)");
+       "build time)")  //
+      ("bind-cores-to-rank", po::bool_switch(),
+       "pin each local rank to its own block of cores (cores / local ranks each, and its NUMA "
+       "node's memory when there are several nodes) with OMP_NUM_THREADS to match; DeepSpeed's "
+       "--bind_cores_to_rank")  //
+      ("bind-core-list", po::value<std::string>(),
+       "with --bind-cores-to-rank: the cores to share out, e.g. 0-27,56-83 (default: every core "
+       "ztrun may run on, one thread per physical core)");
   return d;
 }
 
@@ -195,6 +203,12 @@ void validate(const LaunchOptions& o, const po::variables_map& vm) {
              "mpirun itself or --transport native");
   }
   ZT_CHECK(!o.ssh_command.empty(), "--ssh-command must not be empty");
+  if (vm.count("bind-core-list")) {
+    ZT_CHECK(o.bind_cores_to_rank,
+             "--bind-core-list needs --bind-cores-to-rank (the list is what the ranks are bound "
+             "to)");
+    parse_core_list(o.bind_core_list, "--bind-core-list");
+  }
 }
 
 }  // namespace
@@ -280,10 +294,12 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   take(vm, "ssh-command", &o.ssh_command);
   take(vm, "env", &o.env);
   take(vm, "mpirun", &o.mpirun);
+  take(vm, "bind-core-list", &o.bind_core_list);
   if (vm.count("transport")) o.transport = parse_transport(vm["transport"].as<std::string>());
   o.standalone = vm["standalone"].as<bool>();
   o.dry_run = vm["dry-run"].as<bool>();
   o.stop_on_stdin_eof = vm["stop-on-stdin-eof"].as<bool>();
+  o.bind_cores_to_rank = vm["bind-cores-to-rank"].as<bool>();
   if (vm.count("node-slots")) {
     o.node_slots = parse_int_list(vm["node-slots"].as<std::string>(), "--node-slots");
   }

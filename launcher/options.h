@@ -50,6 +50,11 @@ struct LaunchOptions {
   std::vector<std::string> env;     // --env K=V, in order
   Transport transport = Transport::kAuto;
   std::string mpirun;  // --mpirun: OpenMPI's launcher; empty: mpirun on PATH, then the build's
+  // DeepSpeed's --bind_cores_to_rank / --bind_core_list (core_binding.h): each local rank on its
+  // own block of cores; the list ("" = every core ztrun may run on) is checked for syntax here,
+  // against the machine when the node's ztrun plans the binding.
+  bool bind_cores_to_rank = false;
+  std::string bind_core_list;
   std::string program;
   std::vector<std::string> program_args;
 

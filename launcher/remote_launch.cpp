@@ -80,6 +80,10 @@ std::vector<NodeCommand> node_commands(const LaunchOptions& o,
     if (!o.log_dir.empty()) args.push_back("--log-dir=" + o.log_dir);
     if (o.redirects != 0) args.push_back("--redirects=" + std::to_string(o.redirects));
     for (const auto& e : o.env) args.push_back("--env=" + e);
+    // Every node's ztrun plans its own ranks' cores, from its own machine (as DeepSpeed passes the
+    // flags to each node's launch.py).
+    if (o.bind_cores_to_rank) args.push_back("--bind-cores-to-rank");
+    if (!o.bind_core_list.empty()) args.push_back("--bind-core-list=" + o.bind_core_list);
     // A filtered node runs on the slots it kept, as DeepSpeed does with CUDA_VISIBLE_DEVICES.
     const NodeAssignment& n = nodes[i];
     if (static_cast<int>(n.slots.size()) != n.slots.back() + 1) {

@@ -90,12 +90,21 @@ struct Child {
 struct ExecArgs {
   std::vector<std::string> argv_store, envp_store;
   std::vector<char*> argv, envp;
-  explicit ExecArgs(const ChildSpec& spec) : argv_store(spec.argv), envp_store(spec.envp) {
+  BindingMasks binding;
+  explicit ExecArgs(const ChildSpec& spec)
+      : argv_store(spec.argv), envp_store(spec.envp), binding(spec.cores) {
     for (auto& a : argv_store) argv.push_back(a.data());
     argv.push_back(nullptr);
     for (auto& e : envp_store) envp.push_back(e.data());
     envp.push_back(nullptr);
   }
+};
+
+// What a child that could not start writes to the parent through its close-on-exec pipe.
+enum class StartStep : int { kExec, kAffinity, kMemoryPolicy };
+struct StartFailure {
+  StartStep step = StartStep::kExec;
+  int err = 0;
 };
 
 class Group {
@@ -185,14 +194,31 @@ class Group {
     c.alive = true;
     c.out = {out_pipe[0], false, {}};
     c.err = {err_pipe[0], true, {}};
-    int child_errno = 0;
+    StartFailure failure;
     ssize_t n;
     do {
-      n = ::read(exec_pipe[0], &child_errno, sizeof(child_errno));
+      n = ::read(exec_pipe[0], &failure, sizeof(failure));
     } while (n < 0 && errno == EINTR);
     ::close(exec_pipe[0]);
-    ZT_CHECK(n <= 0, "cannot start ", spec.label == "" ? "child" : spec.label, ": ", spec.argv[0],
-             ": ", std::strerror(child_errno));
+    if (n <= 0) return;
+    const std::string who = spec.label.empty() ? "child" : spec.label;
+    switch (failure.step) {
+      case StartStep::kAffinity:
+        ZT_THROW("cannot start ", who, ": binding it to cores ", format_core_list(spec.cores.cpus),
+                 " (sched_setaffinity): ", std::strerror(failure.err));
+      case StartStep::kMemoryPolicy:
+        ZT_THROW("cannot start ", who, ": binding its memory to NUMA nodes ",
+                 format_core_list(spec.cores.memory_nodes),
+                 " (set_mempolicy): ", std::strerror(failure.err));
+      case StartStep::kExec: break;
+    }
+    ZT_THROW("cannot start ", who, ": ", spec.argv[0], ": ", std::strerror(failure.err));
+  }
+
+  [[noreturn]] static void fail_start(int exec_fd, StartStep step, int err) {
+    const StartFailure failure{step, err};
+    [[maybe_unused]] ssize_t w = ::write(exec_fd, &failure, sizeof(failure));
+    ::_exit(127);
   }
 
   [[noreturn]] static void exec_child(ExecArgs& args, pid_t parent, int in_fd, int out_fd,
@@ -212,10 +238,14 @@ class Group {
     if (in_fd >= 0) ::dup2(in_fd, STDIN_FILENO);
     ::dup2(out_fd, STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
+    if (const int err = args.binding.apply_affinity()) {
+      fail_start(exec_fd, StartStep::kAffinity, err);
+    }
+    if (const int err = args.binding.apply_memory_policy()) {
+      fail_start(exec_fd, StartStep::kMemoryPolicy, err);
+    }
     ::execvpe(args.argv[0], args.argv.data(), args.envp.data());
-    const int err = errno;
-    [[maybe_unused]] ssize_t w = ::write(exec_fd, &err, sizeof(err));
-    ::_exit(127);
+    fail_start(exec_fd, StartStep::kExec, errno);
   }
 
   void emit_line(Child& c, const Stream& s, const char* data, size_t n) {

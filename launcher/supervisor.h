@@ -16,13 +16,17 @@
 //    stop_on_stdin_eof, EOF on stdin counts as SIGHUP (received_signal == SIGHUP).
 //  - SIGUSR1 sent to ztrun is forwarded to every child (the child alone, not its group) and
 //    stops nothing: a zerotorch rank dumps its flight recorder on it (`ztrun --dump PID`).
-//  - A child that cannot be started (exec fails) makes run() stop the others and throw zt::Error
-//    naming the child and the errno text.
+//  - A child with `cores` set binds itself (sched_setaffinity, set_mempolicy) between fork and
+//    exec, so the program's first thread already runs where it belongs.
+//  - A child that cannot be started (binding or exec fails) makes run() stop the others and throw
+//    zt::Error naming the child, the step and the errno text.
 // One Supervisor per process (it owns the signal handlers); not thread-safe.
 
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "launcher/core_binding.h"
 
 namespace zt::launcher {
 
@@ -38,6 +42,7 @@ struct ChildSpec {
   // ranks (see SupervisorOptions::stop_on_stdin_eof). Such a child is stopped by that EOF alone,
   // SIGKILL after the grace period. Otherwise stdin is /dev/null.
   bool stdin_pipe = false;
+  RankCores cores;  // --bind-cores-to-rank; empty: the child keeps ztrun's affinity and policy
 };
 
 struct ChildExit {

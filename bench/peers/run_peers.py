@@ -9,7 +9,8 @@
    batches its LengthBucketedSampler gives each rank, for every implementation to share.
 3. Runs every configuration, 2 ranks each, fp32 on CPU, one intra-op thread per rank, `--repeats`
    times, interleaved (A B C .. A B C ..) so machine drift spreads over all of them:
-   zerotorch stages 0-3 and 2 + optimizer offload (mpirun, MPI backend); PyTorch DDP, DDP +
+   zerotorch stages 0-3 and 2 + optimizer offload (mpirun, MPI backend), stage 2 again through
+   `ztrun --transport mpi` without and with `--bind-cores-to-rank`; PyTorch DDP, DDP +
    ZeroRedundancyOptimizer, FSDP2 with and without reshard_after_forward (torchrun, gloo).
 4. Writes <out>/runs.jsonl (every run), <out>/summary.md (the table, ratios against DDP),
    <out>/peers.png (loss curves, tokens/s) and prints the table.
@@ -22,6 +23,7 @@ for information.
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -40,6 +42,18 @@ ZT_CONFIGS = {
     # The same engine on gloo (LibTorch's c10d, as PyTorch's side), to separate backend from engine.
     "zt stage 0 gloo": ["--stage", "0", "--backend", "gloo"],
     "zt stage 3 gloo": ["--stage", "3", "--backend", "gloo"],
+    # Stage 2 launched by ztrun instead of mpirun (ZTRUN_FLAGS), to see what pinning each rank to
+    # its own cores buys.
+    "zt stage 2 ztrun": ["--stage", "2"],
+    "zt stage 2 ztrun bind": ["--stage", "2"],
+}
+# The configs that ztrun starts, with ztrun's own flags: --transport mpi keeps the MPI backend of
+# the mpirun rows; --env OMP_NUM_THREADS=1 keeps the table's one thread per rank, which
+# --bind-cores-to-rank would otherwise set to cores / ranks (an --env value it keeps), so that the
+# two rows differ by the binding alone.
+ZTRUN_FLAGS = {
+    "zt stage 2 ztrun": [],
+    "zt stage 2 ztrun bind": ["--bind-cores-to-rank"],
 }
 TORCH_CONFIGS = {
     "ddp": "ddp",
@@ -47,7 +61,8 @@ TORCH_CONFIGS = {
     "fsdp2": "fsdp2",
     "fsdp2 no reshard": "fsdp2-noreshard",
 }
-ALL_CONFIGS = ["ddp", "zt stage 0", "zt stage 1", "zt stage 2", "zt stage 2 + offload",
+ALL_CONFIGS = ["ddp", "zt stage 0", "zt stage 1", "zt stage 2", "zt stage 2 ztrun",
+               "zt stage 2 ztrun bind", "zt stage 2 + offload",
                "ddp + ZeRO optimizer", "fsdp2 no reshard", "zt stage 3", "fsdp2",
                "zt stage 0 gloo", "zt stage 3 gloo"]
 CHECK_CONFIGS = ["ddp", "zt stage 0", "zt stage 1", "zt stage 2", "zt stage 3",
@@ -99,6 +114,15 @@ def mpirun_cmd(np_):
     # with the kernel's autogroup scheduling (sched_autogroup_enabled=1) CPU time is shared
     # between sessions first, so on a loaded machine ranks that share their launcher's session
     # get a fraction of the CPU a torchrun worker gets, whatever their own speed.
+    if shutil.which("setsid"):
+        cmd += ["setsid", "--wait"]
+    return cmd
+
+
+def ztrun_cmd(bin_dir, np_, flags):
+    cmd = [os.path.join(bin_dir, "ztrun"), "--standalone", "--transport", "mpi",
+           "--nproc-per-node", str(np_), "--env", "OMP_NUM_THREADS=1", *flags]
+    # A session per rank, as mpirun_cmd gives its ranks (the autogroup note there).
     if shutil.which("setsid"):
         cmd += ["setsid", "--wait"]
     return cmd
@@ -190,8 +214,10 @@ def run_torch_peer(cmd, name, json_path, attempt=0):
 def run_config(name, bin_dir, export_dir, size, np_, json_path, check_weights):
     common = ["--warmup", str(size["warmup"]), "--label", name, "--json", json_path]
     if name in ZT_CONFIGS:
-        cmd = mpirun_cmd(np_) + [os.path.join(bin_dir, "zt_bench_peers"), "--run", export_dir,
-                                 *ZT_CONFIGS[name], *common]
+        launcher = (ztrun_cmd(bin_dir, np_, ZTRUN_FLAGS[name]) if name in ZTRUN_FLAGS
+                    else mpirun_cmd(np_))
+        cmd = launcher + [os.path.join(bin_dir, "zt_bench_peers"), "--run", export_dir,
+                          *ZT_CONFIGS[name], *common]
     else:
         cmd = torchrun_cmd(np_) + [os.path.join(HERE, "peers_torch.py"), "--export-dir",
                                    export_dir, "--mode", TORCH_CONFIGS[name], *common]
@@ -201,7 +227,9 @@ def run_config(name, bin_dir, export_dir, size, np_, json_path, check_weights):
         out = run(cmd, env=child_env())
     else:
         out = run_torch_peer(cmd, name, json_path)
-    line = [l for l in out.splitlines() if l.startswith(name)]
+    # ztrun prefixes its ranks' lines with "[rank] ".
+    lines = [re.sub(r"^\[\d+\] ", "", l) for l in out.splitlines()]
+    line = [l for l in lines if l.startswith(name)]
     log(line[-1] if line else out.strip().splitlines()[-1])
 
 

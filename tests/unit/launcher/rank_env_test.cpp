@@ -95,7 +95,7 @@ TEST(RankSpecs, NodeMajorRanksAndLogFiles) {
   LaunchOptions o = parse_launch_options({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node",
                                           "3", "--log-dir", "/tmp/l", "p", "x"});
   o.master_addr = "h0";
-  const auto specs = rank_specs(o, {{"A", "1"}}, 1);
+  const auto specs = rank_specs(o, NodeSetup{{{"A", "1"}}, {}}, 1);
   ASSERT_EQ(specs.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     const EnvMap env = envp_to_map(specs[i].envp);

@@ -1,6 +1,7 @@
 #include "train/checkpointing.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "core/checkpoint/async_checkpoint.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/format.h"
 #include "data/batch_sampler.h"
@@ -46,7 +48,18 @@ bool restarted_by_launcher() {
 Checkpointing::Checkpointing(Training& t, CheckpointingOptions options)
     : t_(t),
       options_(std::move(options)),
-      dir_(options_.dir.empty() ? t.config.checkpoint.save_dir : options_.dir) {}
+      dir_(options_.dir.empty() ? t.config.checkpoint.save_dir : options_.dir) {
+  if (!enabled() || !t_.config.checkpoint.writer.decoupled) return;
+  if (AsyncCheckpointer::supported(*t_.engine)) {
+    async_ = std::make_unique<AsyncCheckpointer>(*t_.engine);
+  } else {
+    ZT_LOG_WARN(
+        "checkpoint.writer.decoupled: the optimizer state streams from NVMe swap files, "
+        "which the next step changes; checkpoints are written synchronously");
+  }
+}
+
+Checkpointing::~Checkpointing() = default;
 
 int64_t Checkpointing::resume() {
   if (!enabled()) return 0;
@@ -113,18 +126,31 @@ void Checkpointing::save(int64_t step) {
   co.config_json = t_.config.to_json(/*pretty=*/false);
   ClientState client{{kStepKey, std::to_string(step)}};
   if (t_.loader) client[kSamplerKey] = t_.loader->sampler_state();
-  save_checkpoint(*t_.engine, dir_, tag, client, co);
+  const auto start = std::chrono::steady_clock::now();
+  if (async_) {
+    async_->save(dir_, tag, client, co);
+  } else {
+    save_checkpoint(*t_.engine, dir_, tag, client, co);
+  }
+  const double stall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Training stood still this long for the save (the whole write, or the snapshot).
+  ZT_LOG_INFO("checkpoint: ", tag, async_ ? " snapshotted" : " written", " in ", stall, " s",
+              async_ ? "; the write goes on in the background" : "");
   last_saved_ = step;
 }
 
 bool Checkpointing::after_step(int64_t step, bool last) {
   if (!enabled()) return false;
-  const int64_t every = t_.config.checkpoint.save_interval;
-  if ((every > 0 && step % every == 0) || (last && last_saved_ != step)) {
-    save(step);
-    return true;
+  if (async_ && async_->poll()) {  // every rank has written the background save: committed
+    ZT_LOG_INFO("checkpoint: background write took ", async_->last_write_seconds(),
+                " s on this rank");
   }
-  return false;
+  const int64_t every = t_.config.checkpoint.save_interval;
+  const bool saving = (every > 0 && step % every == 0) || (last && last_saved_ != step);
+  if (saving) save(step);
+  if (last && async_) async_->wait();  // the program ends with its last checkpoint committed
+  return saving;
 }
 
 }  // namespace zt

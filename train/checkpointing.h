@@ -15,6 +15,10 @@
 // checkpoint.tag_prefix   tags are <tag_prefix><step> (DeepSpeed's "global_step<N>")
 // checkpoint.load_fallback  none: a corrupt or partial latest tag stops the program with one
 //                         line naming the file; previous: the newest complete tag before it loads
+// checkpoint.writer.decoupled  saves are snapshotted and written in the background
+//                         (core/checkpoint/async_checkpoint.h); after_step() commits them once
+//                         every rank has written, and the last step's save is committed before
+//                         after_step() returns
 //
 // resume(): unless `fresh`, when save_dir holds a checkpoint (the tag named in `latest`, else the
 // newest complete tag) it loads it: parameters, optimizer state, loss scaler, LR schedule (the
@@ -26,6 +30,7 @@
 // Every call is collective: every rank calls resume() once and after_step() after every step.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "train/initialize.h"
@@ -37,9 +42,12 @@ struct CheckpointingOptions {
   std::string dir = {};  // overrides checkpoint.save_dir when not empty
 };
 
+class AsyncCheckpointer;
+
 class Checkpointing {
  public:
   Checkpointing(Training& t, CheckpointingOptions options = {});
+  ~Checkpointing();
 
   // Loads the checkpoint to resume from (see above); returns the step it was saved after (0:
   // nothing loaded, training starts at step 1).
@@ -50,6 +58,8 @@ class Checkpointing {
 
   const std::string& dir() const { return dir_; }
   bool enabled() const { return !dir_.empty(); }
+  // The background saver (checkpoint.writer.decoupled), or null.
+  const AsyncCheckpointer* async_saver() const { return async_.get(); }
 
  private:
   // Loads `tag`; returns the step saved with it.
@@ -60,6 +70,7 @@ class Checkpointing {
   CheckpointingOptions options_;
   std::string dir_;
   int64_t last_saved_ = -1;
+  std::unique_ptr<AsyncCheckpointer> async_;
 };
 
 // True in a process the launcher restarted (ZT_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT > 0).

@@ -21,6 +21,7 @@
 #include "base/logging.h"
 #include "base/shape_str.h"
 #include "core/checkpoint/format.h"
+#include "core/checkpoint/save_parts.h"
 #include "core/zero/master_store.h"
 #include "parallel/communicator.h"
 #include "weights/safetensors_writer.h"
@@ -42,38 +43,6 @@ dist::Communicator& comm_of(Engine& e) {
 }
 void barrier(Engine& e) {
   comm_of(e).barrier()->wait();
-}
-
-void fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;  // best effort: the file data itself was already fsynced
-  ::fsync(fd);
-  ::close(fd);
-}
-
-// The bytes of tensor data this rank's shard holds at least (the engine's stepped ranges: masters
-// and optimizer state; names, frozen parameters and the RNG add a little).
-// store_states: the state tensors laid out like master that the master store holds (in its
-// chunks, not in the optimizer's state_dict).
-uint64_t shard_bytes_at_least(const std::vector<Engine::ShardState>& states, size_t store_states) {
-  uint64_t n = 0;
-  for (const auto& s : states) {
-    n += static_cast<uint64_t>(s.stepped.size()) * sizeof(float) * (1 + store_states);
-    for (const auto& [k, t] : s.optimizer->state_dict())
-      n += static_cast<uint64_t>(t.numel()) * t.element_size();
-  }
-  return n;
-}
-
-// Before a byte is written: a device that cannot hold the shard stops the save with one line
-// naming the file and the bytes (the previous checkpoint stays the latest). Several ranks writing
-// to one device can still fill it together; RecordWriter then names the file and bytes as well.
-void check_free_space(const fs::path& dir, const fs::path& file, uint64_t need) {
-  struct statvfs st {};
-  if (::statvfs(dir.c_str(), &st) != 0) return;  // unknown: the writes will tell
-  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  ZT_CHECK(free_bytes >= need, "checkpoint file ", file.string(), " needs at least ", need,
-           " bytes, but ", dir.string(), " has ", free_bytes, " free");
 }
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
@@ -447,31 +416,15 @@ std::vector<std::string> complete_checkpoint_tags(const std::string& dir) {
 
 void save_checkpoint(Engine& engine, const std::string& dir, const std::string& tag,
                      const ClientState& client, const CheckpointOptions& options) {
-  ZT_CHECK(!tag.empty() && tag.find('/') == std::string::npos && tag != "." && tag != "..",
-           "checkpoint tag '", tag, "' must be a non-empty name without '/'");
-  // Shards are numbered within the shard group; with hybrid sharding (mics_shard_size) only the
-  // first group writes (the others hold the same state), so the checkpoint looks like one saved
-  // by shard-size ranks and loads at any world size and group size.
-  const int rank = engine.shard_communicator().rank(), world = engine.shard_communicator().size();
-  const bool lead = engine.communicator().rank() == 0;
-  const bool writer = engine.replica_index() == 0;
-  const fs::path tag_dir = fs::path(dir) / tag;
-  if (lead) {
-    fs::create_directories(tag_dir);
-    // Re-saving a tag: it is incomplete from here until the new metadata lands.
-    fs::remove(tag_dir / ckpt::kMetadataFile);
-  }
-  barrier(engine);
-
-  int pause_s = 0;
-  if (const char* p = std::getenv(kPauseEnv)) pause_s = std::atoi(p);
+  using namespace checkpoint_detail;
+  const SaveTarget target = begin_save(engine, dir, tag);
   auto states = engine.shard_states();
-  if (writer) {
-    const fs::path shard = tag_dir / ckpt::shard_file_name(rank);
+  if (target.writer) {
+    const fs::path shard = target.shard_path();
     zero::MasterStore& store = engine.master_store();
     const uint64_t need = shard_bytes_at_least(states, store.state_names().size());
-    check_free_space(tag_dir, shard, need);
-    ckpt::ShardWriter w(shard.string(), rank, world, states.size(), need);
+    check_free_space(target.tag_dir, shard, need);
+    ckpt::ShardWriter w(shard.string(), target.shard_rank, target.shard_world, states.size(), need);
     for (size_t b = 0; b < states.size(); ++b) {
       const auto& s = states[b];
       std::vector<ShardBuffer::Entry> entries;
@@ -480,52 +433,131 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
       w.buffer(s.layout->padded_numel(), s.stepped.begin, s.stepped.end, entries);
       write_buffer_state(w, store, b, s);
     }
-    // Frozen parameters never change and live outside the flat buffers; rank 0 keeps a copy so
-    // consolidation exports the whole model.
-    std::vector<std::pair<std::string, at::Tensor>> frozen;
-    if (lead) {
-      for (const auto& p : engine.model()->named_parameters())
-        if (!p.value().requires_grad() && p.value().has_storage() &&
-            (p.value().numel() == 0 || p.value().data_ptr() != nullptr))
-          frozen.emplace_back(p.key(), p.value());
-    }
-    at::Tensor rng;
-    {
-      auto gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      rng = gen.get_state();
-    }
-    w.finish(frozen, rng, client, pause_s);
+    const auto frozen =
+        target.lead ? frozen_parameters(engine) : std::vector<std::pair<std::string, at::Tensor>>{};
+    w.finish(frozen, cpu_rng_state(), client, test_pause_seconds());
+    fsync_dir(target.tag_dir);
   }
-  if (writer) fsync_dir(tag_dir);
   barrier(engine);  // every shard is durable under its final name
 
-  if (lead) {
-    Metadata m;
-    m.world_size = world;
-    m.stage = engine.options().stage;
-    m.compute_dtype = engine.options().compute_dtype;
-    m.global_step = engine.global_step();
-    m.skipped_steps = engine.skipped_steps();
-    m.micro_steps = engine.micro_steps();
-    m.optimizer = states.empty() ? "" : states.front().optimizer->name();
-    m.config_json = options.config_json;
-    if (engine.loss_scaler()) m.scaler = engine.loss_scaler()->state();
-    m.params = model_params(engine);
-    for (int r = 0; r < world; ++r) {
-      const fs::path p = tag_dir / ckpt::shard_file_name(r);
+  if (target.lead) {
+    Metadata m = metadata_now(engine, options);
+    for (int r = 0; r < target.shard_world; ++r) {
+      const fs::path p = target.tag_dir / ckpt::shard_file_name(r);
       m.shards.push_back({ckpt::shard_file_name(r), fs::file_size(p), ckpt::fnv64_file(p)});
     }
-    ckpt::write_metadata((tag_dir / ckpt::kMetadataFile).string(), m);
-    fsync_dir(tag_dir);
-    write_text_atomic(fs::path(dir) / ckpt::kLatestFile, tag + "\n");
-    fsync_dir(dir);
-    retain_last(dir, options.keep_last);
-    ZT_LOG_INFO("checkpoint: saved ", tag_dir.string(), " (", world, " shards, step ",
-                m.global_step, ")");
+    commit_save(target, std::move(m), options.keep_last);
   }
   barrier(engine);
 }
+
+namespace checkpoint_detail {
+
+fs::path SaveTarget::shard_path() const {
+  return tag_dir / ckpt::shard_file_name(shard_rank);
+}
+
+SaveTarget begin_save(Engine& engine, const std::string& dir, const std::string& tag) {
+  ZT_CHECK(!tag.empty() && tag.find('/') == std::string::npos && tag != "." && tag != "..",
+           "checkpoint tag '", tag, "' must be a non-empty name without '/'");
+  // Shards are numbered within the shard group; with hybrid sharding (mics_shard_size) only the
+  // first group writes (the others hold the same state), so the checkpoint looks like one saved
+  // by shard-size ranks and loads at any world size and group size.
+  SaveTarget t;
+  t.dir = dir;
+  t.tag = tag;
+  t.tag_dir = fs::path(dir) / tag;
+  t.shard_rank = engine.shard_communicator().rank();
+  t.shard_world = engine.shard_communicator().size();
+  t.lead = engine.communicator().rank() == 0;
+  t.writer = engine.replica_index() == 0;
+  if (t.lead) {
+    fs::create_directories(t.tag_dir);
+    fs::remove(t.tag_dir / ckpt::kMetadataFile);
+  }
+  barrier(engine);
+  return t;
+}
+
+Metadata metadata_now(Engine& engine, const CheckpointOptions& options) {
+  Metadata m;
+  m.world_size = engine.shard_communicator().size();
+  m.stage = engine.options().stage;
+  m.compute_dtype = engine.options().compute_dtype;
+  m.global_step = engine.global_step();
+  m.skipped_steps = engine.skipped_steps();
+  m.micro_steps = engine.micro_steps();
+  const auto states = engine.shard_states();
+  m.optimizer = states.empty() ? "" : states.front().optimizer->name();
+  m.config_json = options.config_json;
+  if (engine.loss_scaler()) m.scaler = engine.loss_scaler()->state();
+  m.params = model_params(engine);
+  return m;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> frozen_parameters(const Engine& engine) {
+  std::vector<std::pair<std::string, at::Tensor>> frozen;
+  for (const auto& p : engine.model()->named_parameters())
+    if (!p.value().requires_grad() && p.value().has_storage() &&
+        (p.value().numel() == 0 || p.value().data_ptr() != nullptr))
+      frozen.emplace_back(p.key(), p.value());
+  return frozen;
+}
+
+at::Tensor cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+int test_pause_seconds() {
+  const char* p = std::getenv(kPauseEnv);
+  return p == nullptr ? 0 : std::atoi(p);
+}
+
+void commit_save(const SaveTarget& target, Metadata meta, int64_t keep_last) {
+  ckpt::write_metadata((target.tag_dir / ckpt::kMetadataFile).string(), meta);
+  fsync_dir(target.tag_dir);
+  write_text_atomic(target.dir / ckpt::kLatestFile, target.tag + "\n");
+  fsync_dir(target.dir);
+  retain_last(target.dir, keep_last);
+  ZT_LOG_INFO("checkpoint: saved ", target.tag_dir.string(), " (", meta.shards.size(),
+              " shards, step ", meta.global_step, ")");
+}
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // best effort: the file data itself was already fsynced
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// The bytes of tensor data this rank's shard holds at least (the engine's stepped ranges: masters
+// and optimizer state; names, frozen parameters and the RNG add a little).
+// store_states: the state tensors laid out like master that the master store holds (in its
+// chunks, not in the optimizer's state_dict).
+uint64_t shard_bytes_at_least(const std::vector<Engine::ShardState>& states, size_t store_states) {
+  uint64_t n = 0;
+  for (const auto& s : states) {
+    n += static_cast<uint64_t>(s.stepped.size()) * sizeof(float) * (1 + store_states);
+    for (const auto& [k, t] : s.optimizer->state_dict())
+      n += static_cast<uint64_t>(t.numel()) * t.element_size();
+  }
+  return n;
+}
+
+// Before a byte is written: a device that cannot hold the shard stops the save with one line
+// naming the file and the bytes (the previous checkpoint stays the latest). Several ranks writing
+// to one device can still fill it together; RecordWriter then names the file and bytes as well.
+void check_free_space(const fs::path& dir, const fs::path& file, uint64_t need) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return;  // unknown: the writes will tell
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  ZT_CHECK(free_bytes >= need, "checkpoint file ", file.string(), " needs at least ", need,
+           " bytes, but ", dir.string(), " has ", free_bytes, " free");
+}
+
+}  // namespace checkpoint_detail
 
 ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::string& tag) {
   // Every copy of a hybrid-sharded state reads the shards of its place in the group.

@@ -168,6 +168,22 @@ struct CheckpointConfig {
   // A corrupt or partial latest tag: kNone stops naming the file; kPrevious loads the newest
   // complete tag before it (train/checkpointing.h).
   LoadFallback load_fallback = LoadFallback::kNone;
+  // DeepSpeed's checkpoint.writer, the block that selects its FastPersist and decoupled
+  // checkpoint engines. decoupled: each save is snapshotted at the step boundary and written by
+  // a background thread while training goes on (core/checkpoint/async_checkpoint.h). The other
+  // keys tune DeepSpeed's own writer and have no counterpart here (warned when set).
+  struct Writer {
+    bool decoupled = false;
+    std::string type = "fast";  // fast | python | mock (DeepSpeed's, any case)
+    int64_t io_buffer_size = 64 << 20;
+    bool io_buffer_double = true;
+    bool show_statistics = false;
+    std::string data_parallel;  // replica | socket | machine; empty: DeepSpeed's null
+    int64_t io_multiplier = 1;
+  } writer;
+  // DeepSpeed's checkpoint.parallel_write.pipeline_stage: pipeline stages write their layers in
+  // parallel. zerotorch has no pipeline parallelism; every rank writes its own shard anyway.
+  bool parallel_write_pipeline_stage = false;
 };
 
 // swa: our block, stochastic weight averaging of the fp32 masters (optim/swa.h). Key names

@@ -389,10 +389,22 @@ void visit_checkpoint(V& v, CheckpointConfig& c) {
   // load_universal, use_node_local_storage, parallel_write, checkpoint_serialization, writer)
   // has no save_dir, save_interval, keep_last or load_fallback.
   v.choice("load_fallback", c.load_fallback, kLoadFallbackNames, {});
+  v.block("writer",
+          [&](auto& w) {
+            w.field("decoupled", c.writer.decoupled, {});
+            w.field("type", c.writer.type, {});
+            w.field("io_buffer_size", c.writer.io_buffer_size, {});
+            w.field("io_buffer_double", c.writer.io_buffer_double, {});
+            w.field("show_statistics", c.writer.show_statistics, {});
+            w.field("data_parallel", c.writer.data_parallel, {});
+            w.field("io_multiplier", c.writer.io_multiplier, {});
+          },
+          {});
+  v.block("parallel_write",
+          [&](auto& w) { w.field("pipeline_stage", c.parallel_write_pipeline_stage, {}); }, {});
   v.unsupported(
       {{"load_universal", Unsupported::kNoEffect, "every zerotorch checkpoint reshards on load"},
-       {"use_node_local_storage", Unsupported::kFeature, "checkpoints go to save_dir"},
-       {"parallel_write", Unsupported::kFeature, "no parallel checkpoint writer"}});
+       {"use_node_local_storage", Unsupported::kFeature, "checkpoints go to save_dir"}});
 }
 
 template <typename V>

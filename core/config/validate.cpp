@@ -1,5 +1,7 @@
 // Validation of a read and resolved Config: ranges and rules across keys. A key whose value was
 // already rejected while reading is not checked again, so each mistake is reported once.
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -8,6 +10,13 @@
 
 namespace zt::config_detail {
 namespace {
+
+// DeepSpeed upper-cases the writer's enum values before checking them.
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  return s;
+}
 
 class Validator {
  public:
@@ -263,6 +272,17 @@ class Validator {
     at_least<int64_t>("checkpoint.save_interval", c_.checkpoint.save_interval, 0);
     at_least<int64_t>("checkpoint.keep_last", c_.checkpoint.keep_last, 0);
     check("checkpoint.tag_prefix", !c_.checkpoint.tag_prefix.empty(), "must not be empty");
+    // DeepSpeed's own checks of the writer block (runtime/model_checkpointing/config.py: type and
+    // data_parallel upper-cased, then one of its values).
+    const CheckpointConfig::Writer& w = c_.checkpoint.writer;
+    const std::string type = upper(w.type), unit = upper(w.data_parallel);
+    check("checkpoint.writer.type", type == "FAST" || type == "PYTHON" || type == "MOCK",
+          "must be one of fast, python, mock, got '", w.type, "'");
+    check("checkpoint.writer.data_parallel",
+          unit.empty() || unit == "REPLICA" || unit == "SOCKET" || unit == "MACHINE",
+          "must be one of replica, socket, machine, got '", w.data_parallel, "'");
+    at_least<int64_t>("checkpoint.writer.io_buffer_size", w.io_buffer_size, 1);
+    at_least<int64_t>("checkpoint.writer.io_multiplier", w.io_multiplier, 1);
     at_least<int64_t>("swa.swa_start", c_.swa.swa_start, 0);
     at_least<int64_t>("swa.swa_freq", c_.swa.swa_freq, 1);
     check("swa.enabled",
@@ -305,6 +325,22 @@ void warn_inert_keys(const Config& c, ReadState& st) {
       st.warnings.push_back(key + ": no effect in zerotorch (" + why + ")");
     }
   };
+  const CheckpointConfig::Writer& w = c.checkpoint.writer;
+  const CheckpointConfig::Writer dw;
+  const std::string wp = "checkpoint.writer.";
+  const char* own_writer = "zerotorch writes its shard format with its own streaming writer";
+  if (upper(w.type) != "FAST") warn(wp + "type", own_writer);
+  if (w.io_buffer_size != dw.io_buffer_size) warn(wp + "io_buffer_size", own_writer);
+  if (w.io_buffer_double != dw.io_buffer_double) warn(wp + "io_buffer_double", own_writer);
+  if (w.io_multiplier != dw.io_multiplier) warn(wp + "io_multiplier", own_writer);
+  if (w.show_statistics) warn(wp + "show_statistics", own_writer);
+  if (!w.data_parallel.empty()) {
+    warn(wp + "data_parallel", "each rank of the (first) shard group writes its own shard");
+  }
+  if (c.checkpoint.parallel_write_pipeline_stage) {
+    warn("checkpoint.parallel_write.pipeline_stage",
+         "no pipeline parallelism; every rank writes its own shard");
+  }
   if (c.flops_profiler.recompute_fwd_factor != 0.0) {
     warn("flops_profiler.recompute_fwd_factor",
          "the backward and activation checkpointing's recompute are counted, not estimated");

@@ -20,6 +20,8 @@
 #include <torch/python.h>
 
 #include "base/error.h"
+#include "base/logging.h"
+#include "core/checkpoint/async_checkpoint.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/model_export.h"
 #include "core/engine.h"
@@ -124,11 +126,30 @@ class PyEngine {
     ZT_CHECK(i < hooks_.size() && hooks_[i] != nullptr, "no stage-3 unit ", i);
     return *hooks_[i];
   }
+  // checkpoint.writer.decoupled: the background saver (core/checkpoint/async_checkpoint.h), or
+  // null for synchronous saves (the block off, or NVMe-resident optimizer state).
+  AsyncCheckpointer* async_saver() {
+    if (!config().checkpoint.writer.decoupled) return nullptr;
+    if (!async_ && !async_refused_) {
+      if (AsyncCheckpointer::supported(engine())) {
+        async_ = std::make_unique<AsyncCheckpointer>(engine());
+      } else {
+        async_refused_ = true;
+        ZT_LOG_WARN(
+            "checkpoint.writer.decoupled: the optimizer state streams from NVMe swap "
+            "files, which the next step changes; checkpoints are written synchronously");
+      }
+    }
+    return async_.get();
+  }
 
  private:
   Training training_;
   std::vector<std::string> units_;
   std::vector<UnitHooks*> hooks_;
+  // Declared after training_: destroyed first, while the engine it reads still exists.
+  std::unique_ptr<AsyncCheckpointer> async_;
+  bool async_refused_ = false;
 };
 
 // zerotorch.zero.GatheredParameters' scope: every parameter full until close().
@@ -248,13 +269,34 @@ void bind_engine(py::module_& m) {
              const std::map<std::string, std::string>& client) {
             CheckpointOptions o;
             o.config_json = e.config().to_json(false);
-            save_checkpoint(e.engine(), dir, tag, client, o);
+            o.keep_last = e.config().checkpoint.keep_last;
+            if (AsyncCheckpointer* a = e.async_saver()) {
+              a->save(dir, tag, client, o);
+            } else {
+              save_checkpoint(e.engine(), dir, tag, client, o);
+            }
           },
           py::arg("dir"), py::arg("tag"), py::arg("client_state"),
+          py::call_guard<py::gil_scoped_release>())
+      // Background saves: commit the one in flight once every rank has written it (collective,
+      // called after every step), or wait for it and commit.
+      .def(
+          "commit_checkpoint",
+          [](PyEngine& e) {
+            AsyncCheckpointer* a = e.async_saver();
+            return a != nullptr && a->poll();
+          },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "wait_checkpoint",
+          [](PyEngine& e) {
+            if (AsyncCheckpointer* a = e.async_saver()) a->wait();
+          },
           py::call_guard<py::gil_scoped_release>())
       .def(
           "load_checkpoint",
           [](PyEngine& e, const std::string& dir, const std::string& tag) {
+            if (AsyncCheckpointer* a = e.async_saver()) a->wait();
             return load_checkpoint(e.engine(), dir, tag);
           },
           py::arg("dir"), py::arg("tag"), py::call_guard<py::gil_scoped_release>());

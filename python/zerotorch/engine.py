@@ -203,7 +203,9 @@ class ZeroEngine:
         _zero._register(self)
 
     def destroy(self):
-        """Removes the stage-3 hooks from the module."""
+        """Commits a background checkpoint save still in flight (every rank calls it, as
+        DeepSpeed's), then removes the stage-3 hooks from the module."""
+        self._engine.wait_checkpoint()
         for h in self._hooks:
             h.remove()
         self._hooks = []
@@ -226,8 +228,11 @@ class ZeroEngine:
         self._engine.backward(loss)
 
     def step(self):
-        """Steps the optimizer on the accumulation boundary only; call after every backward."""
+        """Steps the optimizer on the accumulation boundary only; call after every backward.
+        With ``checkpoint.writer.decoupled``, also commits a background save once every rank
+        has written it (until then ``latest`` names the previous checkpoint)."""
         self._engine.step()
+        self._engine.commit_checkpoint()
 
     def zero_grad(self):
         self._engine.zero_grad()
@@ -285,7 +290,10 @@ class ZeroEngine:
 
     def save_checkpoint(self, save_dir, tag=None, client_state=None):
         """Every rank calls it; the tag defaults to ``global_step<N>``, DeepSpeed's. The
-        checkpoint is zerotorch's format, which the C++ programs load too."""
+        checkpoint is zerotorch's format, which the C++ programs load too. With
+        ``checkpoint.writer.decoupled`` (DeepSpeed's background writer) it returns once the
+        state is copied aside; the write goes on while training continues, and ``step()`` or
+        ``destroy()`` commits it."""
         tag = tag if tag is not None else f"global_step{self.global_steps}"
         state = {str(k): json.dumps(v) for k, v in (client_state or {}).items()}
         self._engine.save_checkpoint(os.fspath(save_dir), str(tag), state)

@@ -4,7 +4,10 @@ single-process torch.optim.AdamW training on the same global batches (fp32, atol
 config leaves parameter groups to DeepSpeed's default: torch.optim.AdamW over model.parameters()
 decays every parameter, biases and norms included, and so must the engine.
 
-usage: engine_equivalence.py STAGE ACCUMULATION CLIP CHECKPOINT_DIR
+usage: engine_equivalence.py STAGE ACCUMULATION CLIP CHECKPOINT_DIR [decoupled]
+
+decoupled: the checkpoint is saved in the background (checkpoint.writer.decoupled) while the
+next step trains; it must resume the same way, and be `latest` once committed.
 """
 
 import copy
@@ -33,8 +36,9 @@ class Net(torch.nn.Module):
         return self.out(self.norm(h))
 
 
-def config(stage, acc, clip, world):
+def config(stage, acc, clip, world, decoupled=False):
     return {
+        "checkpoint": {"writer": {"decoupled": decoupled}},
         "train_batch_size": MICRO * acc * world,
         "gradient_accumulation_steps": acc,
         "gradient_clipping": clip,
@@ -47,6 +51,7 @@ def config(stage, acc, clip, world):
 
 def main():
     stage, acc, clip, ckpt = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    decoupled = sys.argv[5:] == ["decoupled"]
     torch.manual_seed(0)
     model = Net()
     reference = copy.deepcopy(model)
@@ -55,7 +60,7 @@ def main():
             for _ in range(STEPS * acc)]
 
     engine, _, _, _ = zerotorch.initialize(model=model, model_parameters=model.parameters(),
-                                           config=config(stage, acc, clip, world))
+                                           config=config(stage, acc, clip, world, decoupled))
     rank = engine.global_rank
     assert engine.world_size == world, (engine.world_size, world)
     assert engine.module is model
@@ -93,6 +98,9 @@ def main():
 
     first = one_step()
     _, client = engine.load_checkpoint(ckpt)
+    if decoupled:  # committed by a step once every rank had written it, or by the load
+        with open(f"{ckpt}/latest") as f:
+            assert f.read().strip() == f"global_step{STEPS}"
     assert client["losses"] == losses
     assert engine.global_steps == STEPS
     second = one_step()

@@ -18,11 +18,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ZTRUN = os.path.join(os.environ.get("ZT_BINARY_DIR", ""), "bin", "ztrun")
 
 
-def run_ranks(world, *args, tmp_path, script="engine_equivalence.py", tail=("ckpt",)):
+def run_ranks(world, *args, tmp_path, script="engine_equivalence.py", tail=("ckpt",), extra=()):
     """Runs `script` on `world` ranks under ztrun; each rank prints ": equal" when its checks
     held."""
     cmd = [ZTRUN, "--standalone", "--nproc-per-node", str(world), sys.executable,
-           os.path.join(HERE, script), *map(str, args), *[str(tmp_path / t) for t in tail]]
+           os.path.join(HERE, script), *map(str, args), *[str(tmp_path / t) for t in tail],
+           *extra]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.count(": equal") == world, r.stdout[-2000:]
@@ -50,6 +51,12 @@ def test_stages_train_like_torch_adamw(stage, world, tmp_path):
 @pytest.mark.parametrize("stage", [0, 2, 3])
 def test_accumulation_and_clipping(stage, tmp_path):
     run_ranks(2, stage, 3, 0.05, tmp_path=tmp_path)
+
+
+# checkpoint.writer.decoupled: a background save resumes bit-identically and becomes `latest`.
+@pytest.mark.parametrize("stage", [1, 3])
+def test_async_checkpoint_resumes(stage, tmp_path):
+    run_ranks(2, stage, 1, 0.0, tmp_path=tmp_path, extra=("decoupled",))
 
 
 # Hugging Face models: (model, stage, world, accumulation), fp32 within 1e-5 of torch's AdamW.

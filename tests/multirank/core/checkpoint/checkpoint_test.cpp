@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include "base/error.h"
+#include "core/checkpoint/async_checkpoint.h"
 #include "core/checkpoint/model_export.h"
 #include "core/engine.h"
 #include "parallel/dist.h"
@@ -410,6 +411,189 @@ TEST(CrossRun, LoadReshardedAndContinue) {
     EXPECT_TRUE(std::isfinite(loss));
   }
   EXPECT_EQ(engine.global_step(), step + 2);
+}
+
+// CrossRun.SaveAsync (async_checkpoint_kill.sh): a background save of ZT_CKPT_TAG while training
+// goes on; after two more steps each rank writes continued_r<rank>, then waits for the write
+// (which the script's ZT_CHECKPOINT_TEST_PAUSE_S holds back until it kills the ranks).
+TEST(CrossRun, SaveAsync) {
+  const std::string dir = env("ZT_CKPT_DIR");
+  if (dir.empty()) GTEST_SKIP() << "run by async_checkpoint_kill.sh";
+  const int stage = std::stoi(env("ZT_CKPT_STAGE", "1"));
+  zt::Engine engine(make_model(ModelKind::kTransformer),
+                    engine_options(ModelKind::kTransformer, stage), g_comm);
+  for (int s = 0; s < 4; ++s) train_step(engine, ModelKind::kTransformer, s);
+  std::ofstream(fs::path(dir) / ("pid_r" + std::to_string(g_comm->rank()))) << getpid() << "\n";
+  zt::AsyncCheckpointer saver(engine);
+  saver.save(dir, env("ZT_CKPT_TAG", "k"));
+  for (int s = 4; s < 6; ++s) {
+    train_step(engine, ModelKind::kTransformer, s);
+    EXPECT_FALSE(saver.poll());
+  }
+  std::ofstream(fs::path(dir) / ("continued_r" + std::to_string(g_comm->rank()))) << "\n";
+  saver.wait();
+}
+
+// ---- background saves (checkpoint.writer.decoupled) ----
+
+// Every file of two tag directories, byte for byte.
+void expect_same_files(const fs::path& a, const fs::path& b) {
+  size_t n = 0;
+  for (const auto& f : fs::directory_iterator(a)) {
+    ++n;
+    std::ifstream fa(f.path(), std::ios::binary), fb(b / f.path().filename(), std::ios::binary);
+    ASSERT_TRUE(fb.good()) << f.path().filename() << " missing from " << b;
+    const std::string ca((std::istreambuf_iterator<char>(fa)), {});
+    const std::string cb((std::istreambuf_iterator<char>(fb)), {});
+    EXPECT_TRUE(ca == cb) << f.path().filename() << " differs between " << a << " and " << b;
+  }
+  EXPECT_EQ(n, static_cast<size_t>(std::distance(fs::directory_iterator(b), {})));
+  EXPECT_GT(n, 1u);
+}
+
+std::string read_latest(const std::string& dir) {
+  return fs::exists(fs::path(dir) / "latest") ? zt::latest_checkpoint_tag(dir) : "";
+}
+
+// Sets ZT_CHECKPOINT_TEST_PAUSE_S for one scope: each background write then sleeps that long
+// between its fsync and its rename, so it is still in flight while the test trains or checks.
+struct PauseWrites {
+  explicit PauseWrites(int seconds) {
+    ::setenv("ZT_CHECKPOINT_TEST_PAUSE_S", std::to_string(seconds).c_str(), 1);
+  }
+  ~PauseWrites() { ::unsetenv("ZT_CHECKPOINT_TEST_PAUSE_S"); }
+};
+
+class AsyncCheckpointFiles : public ::testing::TestWithParam<ResumeCase> {};
+
+// The background writer writes what the synchronous save writes: every shard and the metadata
+// are the same bytes (so everything that loads one loads the other).
+TEST_P(AsyncCheckpointFiles, SameBytesAsTheSynchronousSave) {
+  const auto [kind, stage, dtype] = GetParam();
+  const std::string name = "async_files_" + std::to_string(int(kind)) + "_" +
+                           std::to_string(stage) + "_" + c10::toString(dtype);
+  const std::string sync_dir = test_dir(name + "_sync"), async_dir = test_dir(name + "_async");
+  zt::Engine engine(make_model(kind), engine_options(kind, stage, dtype), g_comm);
+  for (int s = 0; s < 3; ++s) train_step(engine, kind, s);
+  const zt::ClientState client{{"sampler", "epoch=0 pos=" + std::to_string(g_comm->rank())}};
+  zt::save_checkpoint(engine, sync_dir, "t", client);
+  zt::AsyncCheckpointer saver(engine);
+  saver.save(async_dir, "t", client);
+  saver.wait();
+  EXPECT_FALSE(saver.in_flight());
+  EXPECT_EQ(read_latest(async_dir), "t");
+  if (g_comm->rank() == 0) expect_same_files(fs::path(sync_dir) / "t", fs::path(async_dir) / "t");
+  barrier();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, AsyncCheckpointFiles,
+                         ::testing::Values(ResumeCase{ModelKind::kMlp, 0},
+                                           ResumeCase{ModelKind::kMlp, 1},
+                                           ResumeCase{ModelKind::kMlp, 2},
+                                           ResumeCase{ModelKind::kMlp, 3},
+                                           ResumeCase{ModelKind::kTransformer, 3},
+                                           ResumeCase{ModelKind::kTransformer, 1, torch::kBFloat16},
+                                           ResumeCase{ModelKind::kMlp, 2, torch::kHalf}));
+
+// Training goes on while the write is in flight; the checkpoint holds the state of the step it
+// was taken at, not of the steps trained during the write: 10 steps straight equal 4 steps, a
+// background save, 6 more steps (discarded), then a new engine loading the save and training 6.
+TEST(AsyncCheckpoint, TrainingGoesOnAndTheCheckpointIsTheSaveStep) {
+  const ModelKind kind = ModelKind::kTransformer;
+  const zt::EngineOptions options = engine_options(kind, 3);
+  const std::string dir = test_dir("async_resume");
+  std::vector<double> want, got;
+  std::map<std::string, torch::Tensor> want_params;
+  {
+    zt::Engine engine(make_model(kind), options, g_comm);
+    for (int s = 0; s < 10; ++s) want.push_back(train_step(engine, kind, s));
+    want_params = full_params(engine);
+  }
+  {
+    zt::Engine engine(make_model(kind), options, g_comm);
+    for (int s = 0; s < 4; ++s) got.push_back(train_step(engine, kind, s));
+    zt::AsyncCheckpointer saver(engine);
+    {
+      PauseWrites pause(2);
+      saver.save(dir, "step4", {{"sampler", "at4"}});
+      // The save returned before its write (held back 2 s) ended: nothing is committed yet.
+      EXPECT_TRUE(saver.in_flight());
+      EXPECT_LT(saver.last_stall_seconds(), 1.0);
+      EXPECT_EQ(read_latest(dir), "");
+      EXPECT_FALSE(fs::exists(fs::path(dir) / "step4" / "metadata.ztm"));
+      for (int s = 4; s < 10; ++s) {
+        EXPECT_EQ(train_step(engine, kind, s), want[static_cast<size_t>(s)]);
+        saver.poll();
+      }
+      saver.wait();
+    }
+    EXPECT_GE(saver.last_write_seconds(), 2.0);
+    EXPECT_EQ(read_latest(dir), "step4");
+  }
+  zt::Engine engine(make_model(kind, 999), options, g_comm);
+  zt::ClientState client = zt::load_checkpoint(engine, dir);
+  EXPECT_EQ(client["sampler"], "at4");
+  EXPECT_EQ(engine.global_step(), 4);
+  for (int s = 4; s < 10; ++s) got.push_back(train_step(engine, kind, s));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "loss of step " << i;
+  for (auto& [name, p] : full_params(engine))
+    EXPECT_TRUE(torch::equal(p, want_params[name])) << name << " differs after resume";
+}
+
+// A second save first finishes the one in flight: it is committed before the second starts, and
+// each becomes `latest` in turn; keep_last counts them like synchronous saves.
+TEST(AsyncCheckpoint, AtMostOneSaveInFlight) {
+  const ModelKind kind = ModelKind::kMlp;
+  const std::string dir = test_dir("async_one_in_flight");
+  zt::Engine engine(make_model(kind), engine_options(kind, 2), g_comm);
+  zt::AsyncCheckpointer saver(engine);
+  zt::CheckpointOptions keep2;
+  keep2.keep_last = 2;
+  PauseWrites pause(1);
+  train_step(engine, kind, 0);
+  saver.save(dir, "a", {}, keep2);
+  train_step(engine, kind, 1);
+  saver.save(dir, "b", {}, keep2);  // waits for "a"
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "a" / "metadata.ztm"));
+  EXPECT_EQ(read_latest(dir), "a");
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "b" / "metadata.ztm"));
+  train_step(engine, kind, 2);
+  saver.save(dir, "c", {}, keep2);
+  saver.wait();
+  EXPECT_EQ(read_latest(dir), "c");
+  EXPECT_EQ(zt::complete_checkpoint_tags(dir), (std::vector<std::string>{"c", "b"}));
+}
+
+// A write that fails (here: its tag directory removed under it) throws on every rank at the
+// next poll, naming the tag, and `latest` still names the previous checkpoint, which loads.
+TEST(AsyncCheckpoint, FailedWriteThrowsEverywhereAndKeepsLatest) {
+  const ModelKind kind = ModelKind::kMlp;
+  const std::string dir = test_dir("async_failed");
+  zt::Engine engine(make_model(kind), engine_options(kind, 1), g_comm);
+  train_step(engine, kind, 0);
+  zt::save_checkpoint(engine, dir, "good");
+  train_step(engine, kind, 1);
+  zt::AsyncCheckpointer saver(engine);
+  {
+    PauseWrites pause(1);
+    saver.save(dir, "bad");
+    barrier();
+    if (g_comm->rank() == 0) fs::remove_all(fs::path(dir) / "bad");
+    barrier();
+    try {
+      saver.wait();
+      ADD_FAILURE() << "a failed background write was not reported";
+    } catch (const zt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("background write of bad failed"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_FALSE(saver.in_flight());
+  EXPECT_EQ(read_latest(dir), "good");
+  zt::Engine fresh(make_model(kind, 999), engine_options(kind, 1), g_comm);
+  zt::load_checkpoint(fresh, dir);
+  EXPECT_EQ(fresh.global_step(), 1);
 }
 
 }  // namespace

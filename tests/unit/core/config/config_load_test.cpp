@@ -470,5 +470,41 @@ TEST(ConfigLoad, CommsLoggerReachesTheCommunicator) {
   EXPECT_NE(all.find("comms_logger.enable"), std::string::npos) << all;
 }
 
+// DeepSpeed's checkpoint.writer block (runtime/model_checkpointing/config.py): decoupled turns
+// on background saves; its values are checked as DeepSpeed checks them (type and data_parallel
+// in any case); its I/O tuning keys and parallel_write.pipeline_stage warn once each.
+TEST(ConfigLoad, CheckpointWriterBlock) {
+  ConfigReport on = check_config(
+      R"({"train_batch_size": 8, "checkpoint": {"writer": {"decoupled": true, "type": "Fast"}}})",
+      ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(on.errors.empty()) << on.errors[0];
+  ASSERT_TRUE(on.warnings.empty()) << on.warnings[0];
+  EXPECT_TRUE(on.config->checkpoint.writer.decoupled);
+  EXPECT_FALSE(Config{}.checkpoint.writer.decoupled);
+  ConfigReport tuned = check_config(R"({"train_batch_size": 8, "checkpoint": {
+      "writer": {"type": "mock", "io_buffer_size": 1e6, "io_multiplier": 2,
+                 "data_parallel": "socket", "show_statistics": true},
+      "parallel_write": {"pipeline_stage": true}}})",
+                                    ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(tuned.errors.empty()) << tuned.errors[0];
+  std::string warned;
+  for (const auto& m : tuned.warnings) warned += m + "\n";
+  for (const char* key :
+       {"checkpoint.writer.type", "checkpoint.writer.io_buffer_size",
+        "checkpoint.writer.io_multiplier", "checkpoint.writer.data_parallel",
+        "checkpoint.writer.show_statistics", "checkpoint.parallel_write.pipeline_stage"}) {
+    EXPECT_NE(warned.find(std::string(key) + ": no effect"), std::string::npos) << key << warned;
+  }
+  ConfigReport bad = check_config(R"({"train_batch_size": 8, "checkpoint": {
+      "writer": {"type": "turbo", "data_parallel": "rack", "io_multiplier": 0}}})",
+                                  ConfigFormat::kJson, {}, 1);
+  std::string errors;
+  for (const auto& m : bad.errors) errors += m + "\n";
+  for (const char* key : {"checkpoint.writer.type", "checkpoint.writer.data_parallel",
+                          "checkpoint.writer.io_multiplier"}) {
+    EXPECT_NE(errors.find(key), std::string::npos) << key << errors;
+  }
+}
+
 }  // namespace
 }  // namespace zt

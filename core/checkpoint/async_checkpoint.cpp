@@ -1,0 +1,241 @@
+#include "core/checkpoint/async_checkpoint.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "base/error.h"
+#include "base/logging.h"
+#include "core/checkpoint/format.h"
+#include "core/checkpoint/save_parts.h"
+#include "core/zero/master_store.h"
+#include "parallel/communicator.h"
+
+namespace zt {
+namespace fs = std::filesystem;
+using namespace checkpoint_detail;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double async_seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// `dst` holding a copy of `src` on the host, reusing dst's memory when it fits.
+void copy_into(at::Tensor& dst, const at::Tensor& src) {
+  if (!dst.defined() || dst.sizes() != src.sizes() || dst.scalar_type() != src.scalar_type()) {
+    dst = at::empty(src.sizes(), src.options().device(at::kCPU));
+  }
+  dst.copy_(src);
+}
+
+// What this rank's write reports to the commit, per rank: state (1 written, 0 still writing, -1
+// failed), shard number (-1: not a writer), file size, checksum.
+constexpr int64_t kWritten = 1, kWriting = 0, kFailed = -1;
+
+}  // namespace
+
+// This rank's shard, as save() found it: each buffer's layout, master and optimizer state, in
+// the order the shard file holds them.
+struct AsyncCheckpointer::Snapshot {
+  struct Buffer {
+    int64_t padded_numel = 0, stepped_begin = 0, stepped_end = 0;
+    std::vector<ckpt::ShardBuffer::Entry> entries;
+    at::Tensor master;
+    std::map<std::string, at::Tensor> state;  // sorted, as the synchronous save writes them
+  };
+  std::vector<Buffer> buffers;
+  std::vector<std::pair<std::string, at::Tensor>> frozen;
+  at::Tensor rng;
+  ClientState client;
+  uint64_t bytes = 0;
+};
+
+struct AsyncCheckpointer::Pending {
+  SaveTarget target;
+  ckpt::Metadata meta;  // rank 0's: what the engine was at save()
+  int64_t keep_last = 0;
+  struct Written {
+    uint64_t size = 0, fnv64 = 0;
+    double seconds = 0;
+    std::string error;  // empty: written
+  };
+  std::future<Written> write;  // invalid on ranks that write no shard, and once reported
+  // What this rank tells the commit (state, shard, size, checksum as above); a rank that writes
+  // no shard is written from the start.
+  std::array<int64_t, 4> report = {kWriting, -1, 0, 0};
+};
+
+AsyncCheckpointer::AsyncCheckpointer(Engine& engine)
+    : engine_(engine), snapshot_(std::make_unique<Snapshot>()) {
+  ZT_CHECK(supported(engine),
+           "background checkpoints need the optimizer state in memory; with "
+           "offload_optimizer nvme save synchronously");
+}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  if (pending_ && pending_->write.valid()) pending_->write.wait();
+}
+
+bool AsyncCheckpointer::supported(const Engine& engine) {
+  return engine.master_store().swap_directory().empty();
+}
+
+bool AsyncCheckpointer::in_flight() const {
+  return pending_ != nullptr;
+}
+
+void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
+                             const ClientState& client, const CheckpointOptions& options) {
+  wait();  // at most one save in flight
+  const auto start = Clock::now();
+  auto pending = std::make_unique<Pending>();
+  pending->target = begin_save(engine_, dir, tag);
+  pending->keep_last = options.keep_last;
+  const SaveTarget& target = pending->target;
+  if (target.lead) pending->meta = metadata_now(engine_, options);
+  if (!target.writer) pending->report = {kWritten, -1, 0, 0};
+  if (target.writer) {
+    Snapshot& snap = *snapshot_;
+    zero::MasterStore& store = engine_.master_store();
+    auto states = engine_.shard_states();
+    snap.bytes = shard_bytes_at_least(states, store.state_names().size());
+    check_free_space(target.tag_dir, target.shard_path(), snap.bytes);
+    snap.buffers.resize(states.size());
+    at::NoGradGuard no_grad;
+    for (size_t b = 0; b < states.size(); ++b) {
+      const Engine::ShardState& s = states[b];
+      Snapshot::Buffer& buf = snap.buffers[b];
+      buf.padded_numel = s.layout->padded_numel();
+      buf.stepped_begin = s.stepped.begin;
+      buf.stepped_end = s.stepped.end;
+      buf.entries.clear();
+      for (const auto& e : s.layout->entries())
+        buf.entries.push_back({e.name, e.range.begin, e.range.end});
+      const int64_t n = s.stepped.size();
+      if (!buf.master.defined() || buf.master.numel() != n) {
+        buf.master = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+      }
+      store.for_each_chunk(
+          {b},
+          [&](zero::MasterChunk& c) { buf.master.narrow(0, c.begin, c.numel).copy_(c.master); },
+          /*read=*/true, /*write_back=*/false);
+      std::map<std::string, at::Tensor> kept;
+      for (const auto& [k, t] : s.optimizer->state_dict()) {
+        at::Tensor& dst = buf.state[k];
+        copy_into(dst, t);
+        kept[k] = dst;
+      }
+      buf.state = std::move(kept);
+    }
+    snap.frozen.clear();
+    if (target.lead) {
+      for (const auto& [name, t] : frozen_parameters(engine_)) {
+        snap.frozen.emplace_back(name, t.detach().to(at::kCPU, /*non_blocking=*/false,
+                                                     /*copy=*/true));
+      }
+    }
+    snap.rng = cpu_rng_state();
+    snap.client = client;
+    const int pause_s = test_pause_seconds();
+    pending->write = std::async(std::launch::async, [&snap, target, pause_s] {
+      Pending::Written out;
+      const auto t0 = Clock::now();
+      try {
+        ckpt::ShardWriter w(target.shard_path().string(), target.shard_rank, target.shard_world,
+                            snap.buffers.size(), snap.bytes);
+        for (const Snapshot::Buffer& buf : snap.buffers) {
+          w.buffer(buf.padded_numel, buf.stepped_begin, buf.stepped_end, buf.entries);
+          w.tensor(buf.master);
+          w.state_count(buf.state.size());
+          for (const auto& [k, t] : buf.state) {
+            w.state_key(k);
+            w.tensor(t);
+          }
+        }
+        w.finish(snap.frozen, snap.rng, snap.client, pause_s);
+        fsync_dir(target.tag_dir);
+        out.size = fs::file_size(target.shard_path());
+        out.fnv64 = ckpt::fnv64_file(target.shard_path());
+      } catch (const std::exception& e) {
+        out.error = e.what();
+      }
+      out.seconds = async_seconds_since(t0);
+      return out;
+    });
+  }
+  pending_ = std::move(pending);
+  stall_s_ = async_seconds_since(start);
+}
+
+bool AsyncCheckpointer::poll() {
+  if (!pending_) return false;
+  Pending& p = *pending_;
+  if (p.write.valid() && p.write.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    const Pending::Written w = p.write.get();
+    write_s_ = w.seconds;
+    if (!w.error.empty()) {
+      ZT_LOG_ERROR("checkpoint: background write of ", p.target.shard_path().string(),
+                   " failed: ", w.error);
+    }
+    p.report = {w.error.empty() ? kWritten : kFailed, p.target.shard_rank,
+                static_cast<int64_t>(w.size), 0};
+    std::memcpy(&p.report[3], &w.fnv64, sizeof(uint64_t));
+  }
+  dist::Communicator& comm = engine_.communicator();
+  const auto opts = at::TensorOptions().dtype(at::kLong);
+  at::Tensor in =
+      at::tensor(c10::ArrayRef<int64_t>(p.report.data(), p.report.size()), opts).to(comm.device());
+  at::Tensor all = at::empty({comm.size() * 4}, opts.device(comm.device()));
+  comm.all_gather(in, all)->wait();
+  const at::Tensor host = all.to(at::kCPU);
+  const int64_t* v = host.data_ptr<int64_t>();
+  std::string failed;
+  bool all_written = true;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (v[4 * r] == kFailed) failed += (failed.empty() ? "" : ",") + std::to_string(r);
+    if (v[4 * r] != kWritten) all_written = false;
+  }
+  if (!failed.empty()) {
+    const std::string tag = p.target.tag;
+    pending_.reset();
+    ZT_THROW("checkpoint: the background write of ", tag, " failed on rank(s) ", failed,
+             " (their logs say why); `latest` still names the previous checkpoint");
+  }
+  if (!all_written) return false;
+  if (p.target.lead) {
+    ckpt::Metadata m = std::move(p.meta);
+    m.shards.assign(static_cast<size_t>(p.target.shard_world), {});
+    for (int r = 0; r < comm.size(); ++r) {
+      const int64_t shard = v[4 * r + 1];
+      if (shard < 0) continue;
+      uint64_t fnv = 0;
+      std::memcpy(&fnv, &v[4 * r + 3], sizeof(uint64_t));
+      m.shards[static_cast<size_t>(shard)] = {ckpt::shard_file_name(static_cast<int>(shard)),
+                                              static_cast<uint64_t>(v[4 * r + 2]), fnv};
+    }
+    commit_save(p.target, std::move(m), p.keep_last);
+  }
+  pending_.reset();
+  // As after a synchronous save: on every rank, once this returns, `latest` names the tag.
+  comm.barrier()->wait();
+  return true;
+}
+
+void AsyncCheckpointer::wait() {
+  if (!pending_) return;
+  if (pending_->write.valid()) pending_->write.wait();
+  ZT_INTERNAL_ASSERT(poll(), "a save whose writes are all over did not commit");
+}
+
+}  // namespace zt

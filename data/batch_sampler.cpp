@@ -23,10 +23,44 @@ uint64_t epoch_stream(uint64_t base, int64_t epoch) {
 
 // ---- SamplerState ----------------------------------------------------------------------------
 
+namespace {
+
+std::string history_text(const std::vector<SamplerSegment>& history) {
+  if (history.empty()) return "-";
+  std::string out;
+  for (const SamplerSegment& g : history) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(g.world_size) + "x" + std::to_string(g.batch_size) + "x" +
+           std::to_string(g.steps);
+  }
+  return out;
+}
+
+// "4x8x30,2x8x12" -> segments; "-" -> none.
+std::vector<SamplerSegment> parse_history(const std::string& text) {
+  std::vector<SamplerSegment> out;
+  if (text == "-") return out;
+  std::istringstream is(text);
+  for (std::string item; std::getline(is, item, ',');) {
+    SamplerSegment g;
+    char x1 = 0, x2 = 0;
+    std::istringstream fields(item);
+    fields >> g.world_size >> x1 >> g.batch_size >> x2 >> g.steps;
+    ZT_CHECK(fields && x1 == 'x' && x2 == 'x' && fields.peek() == EOF && g.world_size >= 1 &&
+                 g.batch_size >= 0 && g.steps >= 0,
+             "sampler state: history entry '", item, "' is not WORLDxBATCHxSTEPS");
+    out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string SamplerState::to_string() const {
   std::ostringstream os;
-  os << "zt-sampler-state v1 seed=" << seed << " epoch=" << epoch << " next_batch=" << next_batch
+  os << "zt-sampler-state v2 seed=" << seed << " epoch=" << epoch << " next_batch=" << next_batch
      << " num_samples=" << num_samples << " world_size=" << world_size << " rank=" << rank
+     << " batch_size=" << batch_size << " history=" << history_text(history)
      << " fingerprint=" << fingerprint;
   return os.str();
 }
@@ -35,16 +69,18 @@ SamplerState SamplerState::parse(const std::string& text) {
   std::istringstream is(text);
   std::string magic, version;
   is >> magic >> version;
-  ZT_CHECK(magic == "zt-sampler-state" && version == "v1",
-           "sampler state: expected 'zt-sampler-state v1 ...', got '", text, "'");
+  ZT_CHECK(magic == "zt-sampler-state" && (version == "v1" || version == "v2"),
+           "sampler state: expected 'zt-sampler-state v2 ...', got '", text, "'");
+  const bool v1 = version == "v1";
   SamplerState s;
+  s.batch_size = -1;
   int seen = 0;
   for (std::string kv; is >> kv;) {
     auto eq = kv.find('=');
     ZT_CHECK(eq != std::string::npos, "sampler state: field '", kv, "' is not key=value");
     std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
     try {
-      size_t used = 0;
+      size_t used = value.size();
       if (key == "seed")
         s.seed = std::stoull(value, &used);
       else if (key == "epoch")
@@ -59,6 +95,10 @@ SamplerState SamplerState::parse(const std::string& text) {
         s.rank = std::stoll(value, &used);
       else if (key == "fingerprint")
         s.fingerprint = std::stoull(value, &used);
+      else if (key == "batch_size" && !v1)
+        s.batch_size = std::stoll(value, &used);
+      else if (key == "history" && !v1)
+        s.history = parse_history(value);
       else
         ZT_THROW("sampler state: unknown field '", key, "'");
       ZT_CHECK(used == value.size(), "sampler state: field ", key, " has a bad value '", value,
@@ -70,14 +110,19 @@ SamplerState SamplerState::parse(const std::string& text) {
     }
     ++seen;
   }
-  ZT_CHECK(seen == 7, "sampler state: expected 7 fields, got ", seen, " in '", text, "'");
+  const int expected = v1 ? 7 : 9;
+  ZT_CHECK(seen == expected, "sampler state: expected ", expected, " fields, got ", seen, " in '",
+           text, "'");
+  ZT_CHECK(s.world_size >= 1 && s.rank >= 0 && s.rank < s.world_size && s.next_batch >= 0 &&
+               s.epoch >= 0 && (v1 || s.batch_size >= 0),
+           "sampler state: inconsistent fields in '", text, "'");
   return s;
 }
 
 bool SamplerState::operator==(const SamplerState& o) const {
   return seed == o.seed && epoch == o.epoch && next_batch == o.next_batch &&
          num_samples == o.num_samples && world_size == o.world_size && rank == o.rank &&
-         fingerprint == o.fingerprint;
+         batch_size == o.batch_size && history == o.history && fingerprint == o.fingerprint;
 }
 
 // ---- BatchSampler ----------------------------------------------------------------------------
@@ -132,7 +177,72 @@ int64_t BatchSampler::padded_length(const std::vector<int64_t>& batch) const {
 
 void BatchSampler::set_epoch(int64_t epoch) {
   ZT_CHECK(epoch >= 0, "sampler: epoch must be >= 0, got ", epoch);
-  std::vector<std::vector<int64_t>> all = plan_epoch(epoch);
+  build(epoch, {});
+}
+
+SamplerOptions BatchSampler::layout(const SamplerSegment& segment) const {
+  SamplerOptions o = options_;
+  o.world_size = segment.world_size;
+  o.batch_size = segment.batch_size;
+  o.rank = 0;
+  return o;
+}
+
+namespace {
+
+// The step shuffle of each layout of an epoch; the first one keeps the stream a sampler that was
+// never resized uses.
+uint64_t layout_stream(int64_t epoch, size_t layout_index) {
+  return epoch_stream(kStepStream, epoch) + 0x9e3779b97f4a7c15ULL * layout_index;
+}
+
+// `pool` without the samples marked in `taken_mask`.
+std::vector<int64_t> untaken(const std::vector<int64_t>& pool,
+                             const std::vector<char>& taken_mask) {
+  std::vector<int64_t> out;
+  out.reserve(pool.size());
+  for (int64_t i : pool) {
+    if (!taken_mask[static_cast<size_t>(i)]) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> BatchSampler::taken(int64_t epoch,
+                                         const std::vector<SamplerSegment>& history) const {
+  const auto n = static_cast<int64_t>(lengths_.size());
+  std::vector<int64_t> pool = permutation(n, options_.seed, epoch_stream(kOrderStream, epoch));
+  std::vector<char> mask(lengths_.size(), 0);
+  std::vector<int64_t> order;
+  for (size_t k = 0; k < history.size(); ++k) {
+    const SamplerSegment& g = history[k];
+    const std::vector<std::vector<int64_t>> batches =
+        plan(pool, layout(g), layout_stream(epoch, k));
+    const auto w = static_cast<size_t>(g.world_size);
+    ZT_CHECK(static_cast<size_t>(g.steps) * w <= batches.size(), "sampler state: epoch ", epoch,
+             " layout ", k, " (", g.world_size, " ranks) took ", g.steps, " steps, but it has only ",
+             batches.size() / w);
+    for (size_t b = 0; b < static_cast<size_t>(g.steps) * w; ++b) {
+      for (int64_t i : batches[b]) {
+        if (!mask[static_cast<size_t>(i)]) order.push_back(i);
+        mask[static_cast<size_t>(i)] = 1;
+      }
+    }
+    pool = untaken(pool, mask);
+  }
+  return order;
+}
+
+void BatchSampler::build(int64_t epoch, std::vector<SamplerSegment> history) {
+  const auto n = static_cast<int64_t>(lengths_.size());
+  std::vector<int64_t> pool = permutation(n, options_.seed, epoch_stream(kOrderStream, epoch));
+  if (!history.empty()) {
+    std::vector<char> mask(lengths_.size(), 0);
+    for (int64_t i : taken(epoch, history)) mask[static_cast<size_t>(i)] = 1;
+    pool = untaken(pool, mask);
+  }
+  std::vector<std::vector<int64_t>> all = plan(pool, options_, layout_stream(epoch, history.size()));
   const int64_t w = options_.world_size;
   ZT_INTERNAL_ASSERT(static_cast<int64_t>(all.size()) % w == 0);
   steps_.assign(all.size() / static_cast<size_t>(w), {});
@@ -145,6 +255,7 @@ void BatchSampler::set_epoch(int64_t epoch) {
   }
   epoch_ = epoch;
   next_batch_ = 0;
+  history_ = std::move(history);
 }
 
 const std::vector<int64_t>& BatchSampler::next() {
@@ -154,11 +265,11 @@ const std::vector<int64_t>& BatchSampler::next() {
   return rank_batches_[static_cast<size_t>(next_batch_++)];
 }
 
-uint64_t BatchSampler::fingerprint() const {
+uint64_t BatchSampler::fingerprint(int64_t batch_size) const {
   ShardChecksum sum;
   sum.update(lengths_.data(), lengths_.size() * sizeof(int64_t));
   const SamplerOptions& o = options_;
-  const int64_t fields[] = {o.batch_size,
+  const int64_t fields[] = {batch_size,
                             o.max_tokens,
                             o.max_batch_size,
                             o.mega_batch_mult,
@@ -178,25 +289,45 @@ SamplerState BatchSampler::state() const {
   s.num_samples = static_cast<int64_t>(lengths_.size());
   s.world_size = options_.world_size;
   s.rank = options_.rank;
-  s.fingerprint = fingerprint();
+  s.batch_size = options_.batch_size;
+  s.history = history_;
+  s.fingerprint = fingerprint(options_.batch_size);
   return s;
 }
 
 void BatchSampler::load_state(const SamplerState& s) {
-  const SamplerState mine = state();
-  ZT_CHECK(s.num_samples == mine.num_samples, "sampler state: saved for a dataset of ",
-           s.num_samples, " samples, this one has ", mine.num_samples);
-  ZT_CHECK(s.world_size == mine.world_size && s.rank == mine.rank, "sampler state: saved by rank ",
-           s.rank, " of ", s.world_size, ", loading on rank ", mine.rank, " of ", mine.world_size,
-           " (exact resume needs the same world size)");
-  ZT_CHECK(s.seed == mine.seed, "sampler state: saved with seed ", s.seed, ", this sampler has ",
-           mine.seed);
-  ZT_CHECK(s.fingerprint == mine.fingerprint,
+  const SamplerOptions& o = options_;
+  const auto n = static_cast<int64_t>(lengths_.size());
+  ZT_CHECK(s.num_samples == n, "sampler state: saved for a dataset of ", s.num_samples,
+           " samples, this one has ", n);
+  ZT_CHECK(s.seed == o.seed, "sampler state: saved with seed ", s.seed, ", this sampler has ",
+           o.seed);
+  const bool resized = s.world_size != o.world_size;
+  // A v1 state predates resizing: it was saved at this sampler's batch size or does not fit.
+  const int64_t saved_batch = s.batch_size < 0 ? o.batch_size : s.batch_size;
+  if (!resized) {
+    ZT_CHECK(s.rank == o.rank, "sampler state: saved by rank ", s.rank, " of ", s.world_size,
+             ", loading on rank ", o.rank, " of ", o.world_size);
+    ZT_CHECK(saved_batch == o.batch_size, "sampler state: saved with batch size ", saved_batch,
+             ", this sampler has ", o.batch_size, " at the same world size ", o.world_size);
+  }
+  ZT_CHECK(s.fingerprint == fingerprint(saved_batch),
            "sampler state: sample lengths or batching options differ from the saved run");
-  set_epoch(s.epoch);
-  ZT_CHECK(s.next_batch >= 0 && s.next_batch <= num_batches(), "sampler state: next_batch ",
-           s.next_batch, " is past the ", num_batches(), " batches of epoch ", s.epoch);
-  next_batch_ = s.next_batch;
+  ZT_CHECK((saved_batch > 0) == (o.batch_size > 0),
+           "sampler state: saved in ", saved_batch > 0 ? "batch_size" : "max_tokens",
+           " mode, this sampler uses the other");
+  if (!resized) {
+    build(s.epoch, s.history);
+    ZT_CHECK(s.next_batch <= num_batches(), "sampler state: next_batch ", s.next_batch,
+             " is past the ", num_batches(), " batches of epoch ", s.epoch);
+    next_batch_ = s.next_batch;
+    return;
+  }
+  // Resized: the saved layout becomes history (every rank of it had taken next_batch batches,
+  // one per step), and the rest of the epoch is planned for this world size.
+  std::vector<SamplerSegment> history = s.history;
+  history.push_back({s.world_size, saved_batch, s.next_batch});
+  build(s.epoch, std::move(history));
 }
 
 EpochCoverage BatchSampler::coverage() const {
@@ -218,12 +349,12 @@ EpochCoverage BatchSampler::coverage() const {
   return c;
 }
 
-std::vector<int64_t> BatchSampler::ordered_samples(int64_t epoch) const {
-  const auto n = static_cast<int64_t>(lengths_.size());
-  std::vector<int64_t> order = permutation(n, options_.seed, epoch_stream(kOrderStream, epoch));
-  if (options_.batch_size == 0) return order;  // token mode: the tail is whole batches
-  const int64_t step = options_.batch_size * options_.world_size;
-  if (options_.tail == TailPolicy::kDrop) {
+std::vector<int64_t> BatchSampler::with_tail(std::vector<int64_t> order,
+                                             const SamplerOptions& o) const {
+  const auto n = static_cast<int64_t>(order.size());
+  if (o.batch_size == 0 || n == 0) return order;  // token mode: the tail is whole batches
+  const int64_t step = o.batch_size * o.world_size;
+  if (o.tail == TailPolicy::kDrop) {
     order.resize(static_cast<size_t>(n / step * step));
   } else {
     const int64_t target = (n + step - 1) / step * step;
@@ -234,9 +365,9 @@ std::vector<int64_t> BatchSampler::ordered_samples(int64_t epoch) const {
   return order;
 }
 
-std::vector<std::vector<int64_t>> BatchSampler::cut(const std::vector<int64_t>& order) const {
+std::vector<std::vector<int64_t>> BatchSampler::cut(const std::vector<int64_t>& order,
+                                                    const SamplerOptions& o) const {
   std::vector<std::vector<int64_t>> batches;
-  const SamplerOptions& o = options_;
   if (o.batch_size > 0) {
     for (size_t k = 0; k < order.size(); k += static_cast<size_t>(o.batch_size)) {
       const size_t end = std::min(order.size(), k + static_cast<size_t>(o.batch_size));
@@ -264,11 +395,12 @@ std::vector<std::vector<int64_t>> BatchSampler::cut(const std::vector<int64_t>& 
   return batches;
 }
 
-void BatchSampler::fit_to_world(std::vector<std::vector<int64_t>>* batches) const {
-  const auto w = static_cast<size_t>(options_.world_size);
+void BatchSampler::fit_to_world(std::vector<std::vector<int64_t>>* batches,
+                                const SamplerOptions& o) const {
+  const auto w = static_cast<size_t>(o.world_size);
   const size_t extra = batches->size() % w;
   if (extra == 0) return;
-  if (options_.tail == TailPolicy::kDrop && batches->size() >= w) {
+  if (o.tail == TailPolicy::kDrop && batches->size() >= w) {
     batches->resize(batches->size() - extra);
     return;
   }
@@ -282,9 +414,10 @@ void BatchSampler::fit_to_world(std::vector<std::vector<int64_t>>* batches) cons
 LengthBucketedSampler::LengthBucketedSampler(std::vector<int64_t> lengths, SamplerOptions options)
     : BatchSampler(std::move(lengths), options, "LengthBucketedSampler") {}
 
-std::vector<std::vector<int64_t>> LengthBucketedSampler::plan_epoch(int64_t epoch) const {
-  const SamplerOptions& o = options_;
-  std::vector<int64_t> order = ordered_samples(epoch);
+std::vector<std::vector<int64_t>> LengthBucketedSampler::plan(const std::vector<int64_t>& pool,
+                                                              const SamplerOptions& o,
+                                                              uint64_t step_stream) const {
+  std::vector<int64_t> order = with_tail(pool, o);
   // Mega-batch size in samples. In token mode the batch size varies, so estimate it from the
   // mean padded length.
   int64_t batch = o.batch_size;
@@ -307,16 +440,16 @@ std::vector<std::vector<int64_t>> LengthBucketedSampler::plan_epoch(int64_t epoc
     // Stable: equal lengths keep the permutation's order, so the plan is a function of the seed.
     std::stable_sort(group.begin(), group.end(),
                      [&](int64_t a, int64_t b) { return capped_length(a) > capped_length(b); });
-    for (auto& b : cut(group)) batches.push_back(std::move(b));
+    for (auto& b : cut(group, o)) batches.push_back(std::move(b));
   }
-  fit_to_world(&batches);
+  fit_to_world(&batches, o);
 
   // Shuffle whole steps, never batches across steps: the W batches of a step were neighbours in
   // a sorted mega-batch, so the ranks wait on each other as little as possible.
   const auto w = static_cast<size_t>(o.world_size);
   std::vector<size_t> step_order(batches.size() / w);
   std::iota(step_order.begin(), step_order.end(), size_t{0});
-  Rng rng(mix_seed(o.seed, epoch_stream(kStepStream, epoch)));
+  Rng rng(mix_seed(o.seed, step_stream));
   shuffle(step_order, rng);
   if (o.longest_first && !step_order.empty()) {
     size_t best = 0;
@@ -342,9 +475,11 @@ std::vector<std::vector<int64_t>> LengthBucketedSampler::plan_epoch(int64_t epoc
 RandomBatchSampler::RandomBatchSampler(std::vector<int64_t> lengths, SamplerOptions options)
     : BatchSampler(std::move(lengths), options, "RandomBatchSampler") {}
 
-std::vector<std::vector<int64_t>> RandomBatchSampler::plan_epoch(int64_t epoch) const {
-  std::vector<std::vector<int64_t>> batches = cut(ordered_samples(epoch));
-  fit_to_world(&batches);
+std::vector<std::vector<int64_t>> RandomBatchSampler::plan(const std::vector<int64_t>& pool,
+                                                           const SamplerOptions& o,
+                                                           uint64_t /*step_stream*/) const {
+  std::vector<std::vector<int64_t>> batches = cut(with_tail(pool, o), o);
+  fit_to_world(&batches, o);
   return batches;
 }
 

@@ -104,14 +104,13 @@ int64_t Checkpointing::load(const std::string& tag) {
   auto sampler_it = client.find(kSamplerKey);
   if (t_.loader && sampler_it != client.end()) {
     const data::SamplerState s = data::SamplerState::parse(sampler_it->second);
-    if (s.world_size == t_.comm->size()) {
-      t_.loader->load_sampler_state(sampler_it->second);
-    } else {
-      // Resharded to another world size: every rank's batches differ anyway, so the data order
-      // cannot continue exactly; it continues at the saved epoch's start.
-      ZT_LOG_WARN("checkpoint: ", tag, " was saved by ", s.world_size, " ranks, this run has ",
-                  t_.comm->size(), ": the data order restarts at epoch ", s.epoch);
-      t_.loader->start_epoch(s.epoch);
+    t_.loader->load_sampler_state(sampler_it->second);
+    if (s.world_size != t_.comm->size()) {
+      // Resharded to another world size: the epoch's untaken samples are planned again for it
+      // (data/batch_sampler.h), so none is seen twice or skipped across the resize.
+      ZT_LOG_INFO("checkpoint: ", tag, " was saved by ", s.world_size, " ranks, this run has ",
+                  t_.comm->size(), ": epoch ", s.epoch, " goes on with its ",
+                  t_.loader->sampler().num_batches(), " remaining batches per rank replanned");
     }
   } else if (t_.loader) {
     ZT_LOG_WARN("checkpoint: ", tag, " holds no sampler position; the data order starts over");

@@ -74,6 +74,7 @@ class SamplerSweep : public ::testing::TestWithParam<Param> {
   void check_epoch(const Mode& mode) const;
   void check_determinism(const Mode& mode) const;
   void check_resume(const Mode& mode) const;
+  void check_resize(const Mode& mode) const;
 
   const std::vector<int64_t> lengths_ = skewed_lengths(1003);
 };
@@ -96,6 +97,79 @@ TEST_P(SamplerSweep, ResumesMidEpochToTheIdenticalSequence) {
   for (const Mode& mode : kModes) {
     SCOPED_TRACE(mode_name(mode));
     check_resume(mode);
+  }
+}
+
+// An elastic job: the epoch starts at world(), goes on at another world size and micro batch from
+// one rank's saved state, then ends at a third; every sample of the epoch is taken once, apart
+// from what the tail policy drops or repeats.
+TEST_P(SamplerSweep, ElasticResizeTakesEverySampleOnce) {
+  for (const Mode& mode : kModes) {
+    SCOPED_TRACE(mode_name(mode));
+    check_resize(mode);
+  }
+}
+
+void SamplerSweep::check_resize(const Mode& mode) const {
+  const int64_t worlds[] = {world(), world() == 8 ? 3 : world() + 2, 2};
+  const int64_t batch_sizes[] = {7, 5, 7};  // the elastic micro batch may change with the world
+  const auto n = static_cast<int64_t>(lengths_.size());
+  std::vector<int64_t> count(lengths_.size(), 0);
+  int64_t tail_bound = 0;  // samples the layouts' tails may repeat, at most
+  std::string saved;
+  for (int layout = 0; layout < 3; ++layout) {
+    SCOPED_TRACE("layout " + std::to_string(layout));
+    const int64_t w = worlds[layout];
+    std::vector<std::unique_ptr<BatchSampler>> ranks;
+    for (int64_t r = 0; r < w; ++r) {
+      SamplerOptions o = options(r, mode);
+      o.world_size = w;
+      if (mode.by_count) o.batch_size = batch_sizes[layout];
+      ranks.push_back(make(kind(), lengths_, o));
+      ranks.back()->set_epoch(layout == 0 ? 4 : 0);
+      if (layout > 0) ranks.back()->load_state(SamplerState::parse(saved));
+      ASSERT_EQ(ranks.back()->epoch(), 4);
+      ASSERT_EQ(ranks.back()->history().size(), static_cast<size_t>(layout));
+      ASSERT_EQ(ranks.back()->num_batches(), ranks[0]->num_batches());
+    }
+    // Largest batch of the layout's plan: its tail repeats less than a step of them.
+    size_t largest = 0;
+    for (const auto& step : ranks[0]->steps()) {
+      for (const auto& b : step) largest = std::max(largest, b.size());
+    }
+    tail_bound += static_cast<int64_t>(largest) * w;
+    const int64_t steps = layout < 2 ? std::max<int64_t>(1, ranks[0]->num_batches() / 3)
+                                     : ranks[0]->num_batches();
+    for (int64_t k = 0; k < steps; ++k) {
+      for (auto& rank : ranks) {
+        for (int64_t i : rank->next()) ++count[static_cast<size_t>(i)];
+      }
+    }
+    saved = ranks[w - 1]->state().to_string();
+    if (layout == 1) {
+      // An exact resume inside a resized epoch replays the history to the same batches.
+      auto again = make(kind(), lengths_, ranks[0]->options());
+      again->load_state(ranks[0]->state());
+      EXPECT_EQ(again->state(), ranks[0]->state());
+      while (again->has_next()) EXPECT_EQ(again->next(), ranks[0]->next());
+      EXPECT_FALSE(ranks[0]->has_next());
+    }
+  }
+  int64_t dropped = 0, repeats = 0;
+  for (int64_t c : count) {
+    if (c == 0) ++dropped;
+    if (c > 1) repeats += c - 1;
+  }
+  if (mode.tail == TailPolicy::kDrop) {
+    EXPECT_EQ(repeats, 0) << "a resize must not hand out a sample twice";
+    // Only the last layout's tail is dropped: less than one of its steps.
+    EXPECT_LT(dropped, tail_bound) << "of " << n;
+    if (mode.by_count) {
+      EXPECT_LT(dropped, batch_sizes[2] * worlds[2]);
+    }
+  } else {
+    EXPECT_EQ(dropped, 0) << "a resize must not skip a sample";
+    EXPECT_LT(repeats, tail_bound);
   }
 }
 
@@ -324,6 +398,19 @@ TEST(SamplerState, RejectsAStateOfAnotherSampler) {
   EXPECT_THROW(SamplerState::parse("zt-sampler-state v1 seed=x"), zt::Error);
   EXPECT_THROW(SamplerState::parse("garbage"), zt::Error);
   EXPECT_EQ(SamplerState::parse(st.to_string()), st);
+  // A state written before resizing existed (v1: no batch size, no history) still resumes.
+  const std::string v1 = "zt-sampler-state v1 seed=0 epoch=1 next_batch=1 num_samples=100 " +
+                         std::string("world_size=1 rank=0 fingerprint=") +
+                         std::to_string(st.fingerprint);
+  o.seed = 0;
+  LengthBucketedSampler old(lengths, o);
+  old.load_state(SamplerState::parse(v1));
+  EXPECT_EQ(old.state(), st);
+  EXPECT_THROW(SamplerState::parse(v1 + " history=-"), zt::Error);
+  EXPECT_THROW(SamplerState::parse("zt-sampler-state v2 seed=0 epoch=1 next_batch=1 "
+                                   "num_samples=100 world_size=2 rank=0 batch_size=4 "
+                                   "history=2x4 fingerprint=1"),
+               zt::Error);
 }
 
 TEST(BatchSampler, NextBeforeSetEpochAndPastTheEndThrow) {

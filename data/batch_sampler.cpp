@@ -221,8 +221,8 @@ std::vector<int64_t> BatchSampler::taken(int64_t epoch,
         plan(pool, layout(g), layout_stream(epoch, k));
     const auto w = static_cast<size_t>(g.world_size);
     ZT_CHECK(static_cast<size_t>(g.steps) * w <= batches.size(), "sampler state: epoch ", epoch,
-             " layout ", k, " (", g.world_size, " ranks) took ", g.steps, " steps, but it has only ",
-             batches.size() / w);
+             " layout ", k, " (", g.world_size, " ranks) took ", g.steps,
+             " steps, but it has only ", batches.size() / w);
     for (size_t b = 0; b < static_cast<size_t>(g.steps) * w; ++b) {
       for (int64_t i : batches[b]) {
         if (!mask[static_cast<size_t>(i)]) order.push_back(i);
@@ -242,7 +242,8 @@ void BatchSampler::build(int64_t epoch, std::vector<SamplerSegment> history) {
     for (int64_t i : taken(epoch, history)) mask[static_cast<size_t>(i)] = 1;
     pool = untaken(pool, mask);
   }
-  std::vector<std::vector<int64_t>> all = plan(pool, options_, layout_stream(epoch, history.size()));
+  std::vector<std::vector<int64_t>> all =
+      plan(pool, options_, layout_stream(epoch, history.size()));
   const int64_t w = options_.world_size;
   ZT_INTERNAL_ASSERT(static_cast<int64_t>(all.size()) % w == 0);
   steps_.assign(all.size() / static_cast<size_t>(w), {});
@@ -313,9 +314,8 @@ void BatchSampler::load_state(const SamplerState& s) {
   }
   ZT_CHECK(s.fingerprint == fingerprint(saved_batch),
            "sampler state: sample lengths or batching options differ from the saved run");
-  ZT_CHECK((saved_batch > 0) == (o.batch_size > 0),
-           "sampler state: saved in ", saved_batch > 0 ? "batch_size" : "max_tokens",
-           " mode, this sampler uses the other");
+  ZT_CHECK((saved_batch > 0) == (o.batch_size > 0), "sampler state: saved in ",
+           saved_batch > 0 ? "batch_size" : "max_tokens", " mode, this sampler uses the other");
   if (!resized) {
     build(s.epoch, s.history);
     ZT_CHECK(s.next_batch <= num_batches(), "sampler state: next_batch ", s.next_batch,

@@ -138,8 +138,8 @@ void SamplerSweep::check_resize(const Mode& mode) const {
       for (const auto& b : step) largest = std::max(largest, b.size());
     }
     tail_bound += static_cast<int64_t>(largest) * w;
-    const int64_t steps = layout < 2 ? std::max<int64_t>(1, ranks[0]->num_batches() / 3)
-                                     : ranks[0]->num_batches();
+    const int64_t steps =
+        layout < 2 ? std::max<int64_t>(1, ranks[0]->num_batches() / 3) : ranks[0]->num_batches();
     for (int64_t k = 0; k < steps; ++k) {
       for (auto& rank : ranks) {
         for (int64_t i : rank->next()) ++count[static_cast<size_t>(i)];

@@ -107,6 +107,15 @@ std::vector<ChildSpec> rank_specs(const LaunchOptions& o, const NodeSetup& node,
   return specs;
 }
 
+std::string describe_rank_failure(const LaunchOptions& o, const ChildExit& f) {
+  const int rank = o.rank_offset(o.node_rank) + f.index;
+  std::string what = "rank " + std::to_string(rank) + " (local rank " + std::to_string(f.index) +
+                     ") " + describe_exit(f);
+  const std::string log = rank_log_path(o, rank);
+  if (!log.empty()) what += ", log " + log;
+  return what;
+}
+
 SupervisorOptions supervisor_options(const LaunchOptions& o) {
   SupervisorOptions so;
   so.monitor_interval_s = o.monitor_interval_s;
@@ -136,17 +145,11 @@ SupervisorOptions supervisor_options(const LaunchOptions& o, NodeLink* link) {
 // "rank 2 (local rank 2) exited with code 3, log DIR/rank_2.log" or "another node failed: ...".
 std::string describe_failure(const LaunchOptions& o, const GroupOutcome& out,
                              const NodeLink* link) {
-  const ChildExit& f = out.first_failure;
-  if (f.index < 0) {
+  if (out.first_failure.index < 0) {
     ZT_INTERNAL_ASSERT(out.external_stop && link, "a failed group without a cause");
     return "another node failed: " + link->peer_failure();
   }
-  const int rank = o.rank_offset(o.node_rank) + f.index;
-  std::string what = "rank " + std::to_string(rank) + " (local rank " + std::to_string(f.index) +
-                     ") " + describe_exit(f);
-  const std::string log = rank_log_path(o, rank);
-  if (!log.empty()) what += ", log " + log;
-  return what;
+  return describe_rank_failure(o, out.first_failure);
 }
 
 // --bind-cores-to-rank: the plan for this node's ranks, and OMP_NUM_THREADS to match it.

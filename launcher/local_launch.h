@@ -41,6 +41,10 @@ SupervisorOptions supervisor_options(const LaunchOptions& options);
 // command.
 void print_dry_run(const LaunchOptions& options, const NodeSetup& node);
 
+// "rank 2 (local rank 2) exited with code 3, log DIR/rank_2.log": a rank of this node that failed
+// on its own.
+std::string describe_rank_failure(const LaunchOptions& options, const ChildExit& failure);
+
 // "ranks 0..3" or "rank 2": this node's ranks.
 std::string rank_range(const LaunchOptions& options);
 

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "launcher/line_socket.h"
 
 namespace zt::launcher {
 namespace {
@@ -27,50 +28,6 @@ struct Conn {
   std::string inbuf;      // bytes of an incomplete line
   bool finished = false;  // sent "D": its closing is no news
 };
-
-void send_line(int fd, const std::string& line) {
-  const std::string data = line + "\n";
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 100);
-    } else {
-      return;  // the peer is gone; its reader side reports that
-    }
-  }
-}
-
-// One non-blocking connection attempt of up to `timeout_ms`; -1 on failure.
-int try_connect(const std::string& host, int port, int timeout_ms) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int err = ETIMEDOUT;
-      socklen_t len = sizeof(err);
-      if (::poll(&p, 1, timeout_ms) == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      rc = err == 0 ? 0 : -1;
-    }
-    if (rc != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(res);
-  return fd;
-}
 
 }  // namespace
 
@@ -241,19 +198,9 @@ NodeLink::NodeLink(int node_rank, int nnodes, const std::string& master_addr, in
                ::pipe2(s.wake_pipe, O_CLOEXEC | O_NONBLOCK) == 0,
            "pipe2() failed: ", std::strerror(errno));
   if (node_rank == 0) {
-    s.listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    ZT_CHECK(s.listen_fd >= 0, "socket() failed: ", std::strerror(errno));
-    const int one = 1;
-    ::setsockopt(s.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(s.listen_fd, nnodes) != 0) {
+    s.listen_fd = listen_on(port, nnodes);
+    if (s.listen_fd < 0) {
       const int err = errno;
-      ::close(s.listen_fd);
-      s.listen_fd = -1;
       ZT_THROW("--launcher-port ", port, " cannot be used on this host: ", std::strerror(err),
                "; pick another with --launcher-port");
     }

@@ -15,10 +15,12 @@ namespace {
 po::options_description make_description() {
   po::options_description d("ztrun [options] PROGRAM [ARGS...]");
   // Defaults are shown by launch_usage(); the values land in a LaunchOptions below.
-  d.add_options()                                                                    //
-      ("help,h", "print this help")                                                  //
-      ("nproc-per-node", po::value<int>(), "processes on this node (default 1)")     //
-      ("nnodes", po::value<int>(), "number of nodes (default 1)")                    //
+  d.add_options()                                                                 //
+      ("help,h", "print this help")                                               //
+      ("nproc-per-node", po::value<int>(), "processes on this node (default 1)")  //
+      ("nnodes", po::value<std::string>(),
+       "number of nodes (default 1), or MIN:MAX for an elastic job whose nodes may leave and "
+       "join")                                                                       //
       ("node-rank", po::value<int>(), "rank of this node, 0..nnodes-1 (default 0)")  //
       ("node-slots", po::value<std::string>(),
        "processes of every node when they differ, e.g. 2,2,4 (set by the hostfile launcher)")    //
@@ -26,7 +28,16 @@ po::options_description make_description() {
       ("master-port", po::value<int>(), "rendezvous port on the master (default 29500)")         //
       ("launcher-port", po::value<int>(),
        "port on the master where the nodes' ztruns report failures (default master port + 1)")  //
-      ("standalone", po::bool_switch(), "single node on 127.0.0.1 with a free port")            //
+      ("rdzv-endpoint", po::value<std::string>(),
+       "HOST[:PORT] of an elastic job's rendezvous, on the node that hosts rank 0 (default "
+       "--master-addr and --launcher-port; PORT defaults to 29400)")  //
+      ("rdzv-backend", po::value<std::string>(),
+       "c10d (the ztruns' own rendezvous; torchrun's name) or static (--nnodes N)")        //
+      ("rdzv-id", po::value<std::string>(), "job name; nodes of another job are refused")  //
+      ("rdzv-conf", po::value<std::string>(),
+       "K=V,... of join_timeout (600), last_call_timeout (30), keep_alive_interval (5), "
+       "keep_alive_max_attempt (3)")                                                  //
+      ("standalone", po::bool_switch(), "single node on 127.0.0.1 with a free port")  //
       ("max-restarts", po::value<int>(),
        "restart the whole group up to K times after a failure")  //
       ("monitor-interval", po::value<double>(),
@@ -150,6 +161,85 @@ Transport parse_transport(const std::string& text) {
   ZT_THROW("--transport must be auto, native or mpi, got '", text, "'");
 }
 
+// "4" or "2:4" (torchrun's elastic form; "4:4" is elastic too).
+void parse_nnodes(const std::string& text, LaunchOptions* o) {
+  const auto colon = text.find(':');
+  auto number = [&](const std::string& part) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(part, &used);
+    } catch (const std::exception&) {
+      used = std::string::npos;
+    }
+    ZT_CHECK(used == part.size() && v >= 1, "--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX, ",
+             "got '", text, "'");
+    return v;
+  };
+  if (colon == std::string::npos) {
+    o->nnodes = number(text);
+    return;
+  }
+  o->elastic = true;
+  o->min_nodes = number(text.substr(0, colon));
+  o->nnodes = number(text.substr(colon + 1));
+  ZT_CHECK(o->min_nodes <= o->nnodes, "--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX, got '",
+           text, "'");
+}
+
+// torchrun's default rendezvous port.
+constexpr int kDefaultRendezvousPort = 29400;
+
+// "HOST[:PORT]": the rendezvous runs in the ztrun on HOST, which also hosts rank 0.
+void parse_endpoint(const std::string& text, LaunchOptions* o) {
+  const auto colon = text.rfind(':');
+  const std::string host = colon == std::string::npos ? text : text.substr(0, colon);
+  int port = kDefaultRendezvousPort;
+  if (colon != std::string::npos) {
+    size_t used = 0;
+    try {
+      port = std::stoi(text.substr(colon + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ZT_CHECK(used == text.size() - colon - 1 && used > 0 && port >= 1 && port <= 65535,
+             "--rdzv-endpoint must be HOST[:PORT] with PORT in [1, 65535], got '", text, "'");
+  }
+  ZT_CHECK(!host.empty(), "--rdzv-endpoint must be HOST[:PORT], got '", text, "'");
+  o->master_addr = host;
+  o->launcher_port = port;
+}
+
+void parse_rdzv_conf(const std::string& text, RendezvousConf* c) {
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto [key, value] = split_assignment(item, "--rdzv-conf");
+    double v = 0;
+    size_t used = 0;
+    try {
+      v = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ZT_CHECK(used == value.size() && used > 0 && v > 0, "--rdzv-conf ", key,
+             " must be a positive number, got '", value, "'");
+    if (key == "join_timeout") {
+      c->join_timeout_s = v;
+    } else if (key == "last_call_timeout") {
+      c->last_call_timeout_s = v;
+    } else if (key == "keep_alive_interval") {
+      c->keep_alive_interval_s = v;
+    } else if (key == "keep_alive_max_attempt") {
+      ZT_CHECK(v == static_cast<int>(v), "--rdzv-conf keep_alive_max_attempt must be an integer");
+      c->keep_alive_max_attempt = static_cast<int>(v);
+    } else {
+      ZT_THROW("--rdzv-conf: unknown key '", key,
+               "' (known: join_timeout, last_call_timeout, keep_alive_interval, "
+               "keep_alive_max_attempt)");
+    }
+  }
+}
+
 template <typename T>
 void take(const po::variables_map& vm, const char* name, T* field) {
   if (vm.count(name)) *field = vm[name].as<T>();
@@ -203,6 +293,26 @@ void validate(const LaunchOptions& o, const po::variables_map& vm) {
              "mpirun itself or --transport native");
   }
   ZT_CHECK(!o.ssh_command.empty(), "--ssh-command must not be empty");
+  if (vm.count("rdzv-backend")) {
+    const std::string b = vm["rdzv-backend"].as<std::string>();
+    ZT_CHECK(b == "c10d" || b == "static", "--rdzv-backend must be c10d or static, got '", b, "'");
+    ZT_CHECK((b == "c10d") == o.elastic, "--rdzv-backend ", b, " goes with --nnodes ",
+             b == "c10d" ? "MIN:MAX" : "N");
+  }
+  ZT_CHECK(!o.rdzv_id.empty() && o.rdzv_id.find_first_of(" \t\n") == std::string::npos,
+           "--rdzv-id must be one word, got '", o.rdzv_id, "'");
+  if (o.elastic) {
+    ZT_CHECK(!vm.count("node-rank") && o.node_slots.empty(),
+             "--nnodes MIN:MAX: the rendezvous assigns node ranks; drop --node-rank/--node-slots");
+    ZT_CHECK(o.hostfile.empty() && !o.standalone,
+             "--nnodes MIN:MAX starts one node per ztrun; drop --hostfile/--standalone");
+    ZT_CHECK(o.transport != Transport::kMpi,
+             "--nnodes MIN:MAX needs --transport native (mpirun's job cannot change size)");
+  } else {
+    ZT_CHECK(!vm.count("rdzv-endpoint") && !vm.count("rdzv-conf") && !vm.count("rdzv-id"),
+             "--rdzv-endpoint/--rdzv-conf/--rdzv-id are for an elastic job (--nnodes MIN:MAX); "
+             "with --nnodes N use --master-addr");
+  }
   if (vm.count("bind-core-list")) {
     ZT_CHECK(o.bind_cores_to_rank,
              "--bind-core-list needs --bind-cores-to-rank (the list is what the ranks are bound "
@@ -278,7 +388,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   }
   LaunchOptions o;
   take(vm, "nproc-per-node", &o.nproc_per_node);
-  take(vm, "nnodes", &o.nnodes);
+  if (vm.count("nnodes")) parse_nnodes(vm["nnodes"].as<std::string>(), &o);
+  if (vm.count("rdzv-endpoint")) parse_endpoint(vm["rdzv-endpoint"].as<std::string>(), &o);
+  if (vm.count("rdzv-conf")) parse_rdzv_conf(vm["rdzv-conf"].as<std::string>(), &o.rdzv_conf);
+  take(vm, "rdzv-id", &o.rdzv_id);
   take(vm, "node-rank", &o.node_rank);
   take(vm, "master-addr", &o.master_addr);
   take(vm, "master-port", &o.master_port);

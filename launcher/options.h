@@ -23,17 +23,32 @@ inline constexpr int kDefaultMasterPort = 29500;  // torchrun's
 // when mpirun is found, else kNative (resolve_transport()).
 enum class Transport { kAuto, kNative, kMpi };
 
+// torchrun's --rdzv-conf keys that an elastic launch (elastic_launch.h) reads, with its defaults.
+struct RendezvousConf {
+  double join_timeout_s = 600;       // fewer than MIN nodes for this long: the job ends
+  double last_call_timeout_s = 30;   // first round: MIN nodes are in; wait this long for MAX
+  double keep_alive_interval_s = 5;  // heartbeats between the ztruns and the rendezvous host
+  int keep_alive_max_attempt = 3;    // heartbeats missed before a node counts as lost
+};
+
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
   int node_rank = 0;
+  // --nnodes MIN:MAX (torchrun's elastic form): the rendezvous (elastic_launch.h) decides node
+  // ranks and the world size of each round; nnodes is then MAX.
+  bool elastic = false;
+  int min_nodes = 1;
+  std::string rdzv_id = "none";  // --rdzv-id: the job's name; nodes of another job are refused
+  RendezvousConf rdzv_conf;
   // Processes on every node when they differ (a hostfile with unequal slots); empty means
   // nnodes x nproc_per_node. When set, its size is nnodes and entry node_rank is nproc_per_node.
   std::vector<int> node_slots;
   // Empty: 127.0.0.1, or the first host of a hostfile.
   std::string master_addr;
   int master_port = kDefaultMasterPort;
-  // Where the nodes' ztruns tell each other about failures (node_link.h); 0: master_port + 1.
+  // Where the nodes' ztruns tell each other about failures (node_link.h), or where the elastic
+  // rendezvous listens (--rdzv-endpoint's port); 0: master_port + 1.
   int launcher_port = 0;
   bool standalone = false;  // one node, a free port chosen by ztrun
   int max_restarts = 0;

@@ -5,12 +5,11 @@
 #include <sched.h>
 #include <sstream>
 #include <thread>
+#include <unistd.h>  // environ (glibc declares it under _GNU_SOURCE, g++'s default)
 
 #include "base/env_vars.h"
 #include "base/error.h"
 #include "launcher/hostfile.h"
-
-extern char** environ;
 
 namespace zt::launcher {
 namespace {

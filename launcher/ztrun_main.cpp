@@ -8,6 +8,7 @@
 #include "base/logging.h"
 #include "base/main_guard.h"
 #include "launcher/dump_request.h"
+#include "launcher/elastic_launch.h"
 #include "launcher/hostfile.h"
 #include "launcher/local_launch.h"
 #include "launcher/mpi_launch.h"
@@ -51,6 +52,7 @@ int ztrun(const std::vector<std::string>& args) {
     o.master_port = find_free_port();
   }
   if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
+  if (o.elastic) return launch_elastic(o);
   const TransportChoice choice = resolve_transport(o);
   if (choice.transport == Transport::kMpi) return launch_mpi(o, choice.mpirun);
   if (o.transport == Transport::kAuto && o.nnodes == 1 &&

@@ -182,5 +182,61 @@ TEST(LaunchOptionsErrors, ConflictingTopologyFlags) {
             std::string::npos);
 }
 
+// torchrun's elastic forms: --nnodes MIN:MAX with the rendezvous flags.
+TEST(LaunchOptions, ElasticNnodesAndRendezvousFlags) {
+  const LaunchOptions fixed = parse_launch_options({"--nnodes", "3", "prog"});
+  EXPECT_FALSE(fixed.elastic);
+  EXPECT_EQ(fixed.nnodes, 3);
+  const LaunchOptions o = parse_launch_options(
+      {"--nnodes", "1:4", "--nproc_per_node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+       "10.0.0.1:29401", "--rdzv-id", "job7", "--rdzv-conf",
+       "join_timeout=60,last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=4",
+       "--max-restarts", "3", "prog"});
+  EXPECT_TRUE(o.elastic);
+  EXPECT_EQ(o.min_nodes, 1);
+  EXPECT_EQ(o.nnodes, 4);
+  EXPECT_EQ(o.master_addr, "10.0.0.1");
+  EXPECT_EQ(o.launcher_port, 29401);
+  EXPECT_EQ(o.rdzv_id, "job7");
+  EXPECT_EQ(o.rdzv_conf.join_timeout_s, 60);
+  EXPECT_EQ(o.rdzv_conf.last_call_timeout_s, 5);
+  EXPECT_EQ(o.rdzv_conf.keep_alive_interval_s, 1);
+  EXPECT_EQ(o.rdzv_conf.keep_alive_max_attempt, 4);
+  // torchrun's defaults, and its rendezvous port.
+  const LaunchOptions d = parse_launch_options({"--nnodes", "2:2", "--rdzv-endpoint", "h", "p"});
+  EXPECT_TRUE(d.elastic);
+  EXPECT_EQ(d.launcher_port, 29400);
+  EXPECT_EQ(d.rdzv_id, "none");
+  EXPECT_EQ(d.rdzv_conf.join_timeout_s, 600);
+  EXPECT_EQ(d.rdzv_conf.last_call_timeout_s, 30);
+  EXPECT_EQ(d.rdzv_conf.keep_alive_interval_s, 5);
+  EXPECT_EQ(d.rdzv_conf.keep_alive_max_attempt, 3);
+}
+
+TEST(LaunchOptions, ElasticBadInputsAreOneLineErrors) {
+  const std::pair<Args, const char*> cases[] = {
+      {{"--nnodes", "2:1", "prog"}, "--nnodes must be N or MIN:MAX"},
+      {{"--nnodes", "0:2", "prog"}, "--nnodes must be N or MIN:MAX"},
+      {{"--nnodes", "1:x", "prog"}, "--nnodes must be N or MIN:MAX"},
+      {{"--nnodes", "1:2", "--node-rank", "1", "prog"}, "the rendezvous assigns node ranks"},
+      {{"--nnodes", "1:2", "--transport", "mpi", "prog"}, "--transport native"},
+      {{"--nnodes", "1:2", "--hostfile", "h", "prog"}, "--hostfile decides nodes"},
+      {{"--nnodes", "1:2", "--rdzv-backend", "static", "prog"}, "static goes with --nnodes N"},
+      {{"--nnodes", "2", "--rdzv-backend", "c10d", "prog"}, "c10d goes with --nnodes MIN:MAX"},
+      {{"--nnodes", "1:2", "--rdzv-backend", "etcd", "prog"}, "must be c10d or static"},
+      {{"--nnodes", "1:2", "--rdzv-conf", "timeout=5", "prog"}, "unknown key 'timeout'"},
+      {{"--nnodes", "1:2", "--rdzv-conf", "join_timeout=-1", "prog"}, "positive number"},
+      {{"--nnodes", "1:2", "--rdzv-endpoint", "h:99999", "prog"}, "PORT in [1, 65535]"},
+      {{"--nnodes", "1:2", "--rdzv-id", "a b", "prog"}, "--rdzv-id must be one word"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h:1", "prog"}, "are for an elastic job"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const std::string error = parse_error(args);
+    EXPECT_NE(error.find(expected), std::string::npos)
+        << "args " << ::testing::PrintToString(args) << " gave '" << error << "'";
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
 }  // namespace
 }  // namespace zt::launcher

@@ -78,9 +78,13 @@ int64_t Checkpointing::resume() {
   const bool fallback = t_.config.checkpoint.load_fallback == LoadFallback::kPrevious;
   for (size_t i = 0; i < tags.size(); ++i) {
     try {
+      const auto start = std::chrono::steady_clock::now();
       const int64_t step = load(tags[i]);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
       ZT_LOG_INFO("checkpoint: resumed from ", (fs::path(dir_) / tags[i]).string(), " at step ",
-                  step,
+                  step, " (loaded in ", static_cast<int64_t>(ms), " ms)",
                   i > 0 ? " (checkpoint.load_fallback previous: " + tags[0] + " was unusable)"
                         : std::string());
       last_saved_ = step;

@@ -16,7 +16,9 @@ step, node 0 alone to the second, two nodes to the end). The sampler carries its
 across each resize (data/batch_sampler.h), so the reference and the elastic job see the same
 batches. Prints the recovery time: from the kill to the first step completed at world size 2.
 
-usage: gpt_elastic.py BIN_DIR WORK_DIR CONFIG
+usage: gpt_elastic.py BIN_DIR WORK_DIR CONFIG [TRAIN_GPT ARGS...]
+(the extra arguments go to every train_gpt, after the test's own: `--set model.d_model=256`
+measures the recovery at another size).
 Exits 77 (skipped) without root or network namespaces.
 """
 import filecmp
@@ -33,6 +35,7 @@ STEPS, INTERVAL, KILL_AFTER = 40, 4, 10
 ADDR0, ADDR1, SUBNET = "10.231.9.1", "10.231.9.2", "24"
 
 bin_dir, work, config = sys.argv[1:4]
+extra = sys.argv[4:]
 root = os.path.join(work, "elastic")
 shutil.rmtree(root, ignore_errors=True)
 os.makedirs(root)
@@ -92,7 +95,7 @@ TRAIN = [
     "--set", "data.max_length=32", "--set", "data.max_tokens=512", "--set", "bf16.enabled=false",
     "--set", f"checkpoint.save_interval={INTERVAL}", "--set", "checkpoint.keep_last=0",
     "--set", f"scheduler.params.total_num_steps={STEPS}", "--set", "steps_per_print=10",
-    "--set", "communication.backend=gloo", "--set", "communication.timeout=60",
+    "--set", "communication.backend=gloo", "--set", "communication.timeout=60", *extra,
 ]
 
 
@@ -194,7 +197,8 @@ try:
     worlds = [int(w) for w in re.findall(r"round \d+: starting ranks \d+\.\.\d+ of (\d+)", log0)]
     if worlds != [4, 2, 4]:
         fail(f"node 0 ran rounds at world sizes {worlds}, expected [4, 2, 4]")
-    resumed = [int(s) for s in re.findall(r"checkpoint: resumed from \S+ at step (\d+)", log0)]
+    resumes = re.findall(r"checkpoint: resumed from \S+ at step (\d+) \(loaded in (\d+) ms", log0)
+    resumed = [int(step) for step, _ in resumes]
     if len(resumed) != 2 or not resumed[0] < resumed[1]:
         fail(f"expected two resumes at increasing steps, node 0's log says {resumed}")
     if "joined" not in log0 or "lost its ztrun" not in log0:
@@ -233,6 +237,7 @@ try:
         fail(f"the last round's losses differ from the reference (step, got, ref): {bad}")
     print(f"PASS: world sizes 4 -> 2 -> 4 (node 1 killed after step {killed_at}, resumed at "
           f"{resumed[0]}; back at {resumed[1]}); 40/40 steps; final parameters bit-identical to "
-          f"the reference; recovery (kill -> first step at world size 2) {recovery:.2f} s")
+          f"the reference; recovery (kill -> first step at world size 2) {recovery:.2f} s, of "
+          f"which the checkpoint load {int(resumes[0][1]) / 1000:.2f} s")
 finally:
     cleanup()

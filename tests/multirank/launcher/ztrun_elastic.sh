@@ -24,7 +24,8 @@ fail() {
 
 cat >"$work/rank.sh" <<'EOF'
 #!/bin/bash
-echo "fact rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK group=$GROUP_RANK restart=$ZT_RESTART_COUNT"
+echo "fact rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK group=$GROUP_RANK" \
+  "restart=$ZT_RESTART_COUNT"
 if [ "${FAIL_RANK:-}" = "$RANK" ] && [ "$ZT_RESTART_COUNT" -lt "${FAIL_BELOW:-1000}" ]; then
   exit 3
 fi
@@ -63,7 +64,8 @@ SLEEP=6 start c 29700 1 --nnodes 1:2 --max-restarts 3
 finish a
 finish c
 [ "$rc_a" = 0 ] && [ "$rc_c" = 0 ] || fail "loss/join: exit codes $rc_a/$rc_c"
-grep -q "rendezvous: round 0 stopped: node 1 (.*) lost its ztrun" "$work/a.log" || fail "no loss line"
+grep -q "rendezvous: round 0 stopped: node 1 (.*) lost its ztrun" "$work/a.log" ||
+  fail "no loss line"
 grep -q "rendezvous: round 1 stopped: node .* joined" "$work/a.log" || fail "no join line"
 for want in "rank=0 world=3 local=0 group=0 restart=0" "rank=1 world=2 local=1 group=0 restart=1" \
              "rank=0 world=3 local=0 group=0 restart=2"; do
@@ -71,7 +73,8 @@ for want in "rank=0 world=3 local=0 group=0 restart=0" "rank=1 world=2 local=1 g
 done
 grep -q "fact rank=2 world=3 local=0 group=1 restart=2" "$work/c.log" || fail "node c's facts"
 grep -q "the elastic job finished on every node" "$work/c.log" || fail "node c was not told the end"
-echo "PASS: loss and join: worlds 3 -> 2 -> 3, new round $(awk "BEGIN {printf \"%.1f\", $t_round - $t_kill}") s after the kill"
+after=$(awk "BEGIN {printf \"%.1f\", $t_round - $t_kill}")
+echo "PASS: loss and join: worlds 3 -> 2 -> 3, new round $after s after the kill"
 
 # 2. Fewer than MIN nodes for join_timeout.
 RDZV=join_timeout=2 start short 29710 1 --nnodes 2:2
@@ -91,8 +94,9 @@ finish f1
 [ "$rc_f0" = 1 ] && [ "$rc_f1" = 1 ] || fail "failure: exit codes $rc_f0/$rc_f1"
 [ $(( $(date +%s) - start_s )) -lt 20 ] || fail "failure: the nodes took too long to stop"
 for f in f0 f1; do
-  grep -q "the elastic job ended: rank 2 (local rank 0) exited with code 3; no restarts left (--max-restarts 0)" \
+  grep -q "the elastic job ended: rank 2 (local rank 0) exited with code 3; no restarts left" \
     "$work/$f.log" || fail "failure: $f does not name rank 2"
+  grep -q "no restarts left (--max-restarts 0)" "$work/$f.log" || fail "failure: $f's reason"
 done
 echo "PASS: a failure past --max-restarts ends every node, naming the rank"
 
@@ -131,3 +135,21 @@ finish h1
 grep -q "the elastic job ended: the rendezvous host 127.0.0.1:29751 closed the connection" \
   "$work/h1.log" || fail "host lost: no line"
 echo "PASS: a lost rendezvous host ends the other nodes"
+
+# 7. A node that stops answering (its ztrun frozen: connection open, no heartbeats) is lost after
+# keep_alive_max_attempt (3) x keep_alive_interval (1 s); the host goes on alone.
+SLEEP=8 start p0 29760 1 --nnodes 1:2 --max-restarts 1
+sleep 0.5
+SLEEP=8 start p1 29760 1 --nnodes 1:2 --max-restarts 1
+for _ in $(seq 100); do grep -q "fact rank=1 world=2" "$work/p1.log" && break; sleep 0.1; done
+kill -STOP "$pid_p1"
+start_s=$(date +%s.%N)
+for _ in $(seq 150); do grep -q "fact rank=0 world=1" "$work/p0.log" && break; sleep 0.1; done
+lost_s=$(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $start_s}")
+kill -9 "$pid_p1"
+finish p0
+[ "$rc_p0" = 0 ] || fail "heartbeat: the host's exit code $rc_p0"
+grep -q "rendezvous: round 0 stopped: node 1 (.*) missed 3 heartbeats" "$work/p0.log" ||
+  fail "heartbeat: no loss line"
+awk "BEGIN {exit !($lost_s >= 2 && $lost_s < 8)}" || fail "heartbeat: lost after $lost_s s"
+echo "PASS: a frozen node is lost after its missed heartbeats (new round $lost_s s after it froze)"

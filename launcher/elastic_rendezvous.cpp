@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <mutex>
 #include <poll.h>
+#include <set>
 #include <sstream>
 #include <sys/socket.h>
 #include <thread>
@@ -54,7 +55,6 @@ struct Peer {
   int nproc = 0;
   long order = 0;  // join order
   double last_heard = 0;
-  bool done = false;  // its ranks of the current round exited 0
   bool drop = false;  // to be closed after this poll
 };
 
@@ -69,6 +69,9 @@ struct RendezvousHost::State {
   int wake_pipe[2] = {-1, -1};
   std::atomic<bool> quit{false};
   std::thread thread;
+  // For the destructor, which must not touch what the thread owns.
+  std::atomic<bool> over{false};    // finished, published
+  std::atomic<int> other_peers{0};  // joined nodes besides the host's own
 
   std::vector<Peer> peers;
   long next_order = 0;
@@ -76,6 +79,7 @@ struct RendezvousHost::State {
   bool running = false;
   bool finished = false;  // F or E sent: the job is over
   std::vector<std::string> members;
+  std::set<std::string> done;  // members whose ranks of the current round exited 0
   int failures = 0;
   bool formed_once = false;
   double enough_since = -1;  // first round: when MIN nodes were in
@@ -84,13 +88,6 @@ struct RendezvousHost::State {
 
   double heartbeat_timeout() const {
     return o.rdzv_conf.keep_alive_interval_s * o.rdzv_conf.keep_alive_max_attempt;
-  }
-
-  Peer* find(const std::string& id) {
-    for (Peer& p : peers) {
-      if (p.id == id) return &p;
-    }
-    return nullptr;
   }
 
   int member_index(const std::string& id) const {
@@ -130,11 +127,11 @@ struct RendezvousHost::State {
     formed_once = true;
     enough_since = -1;
     members.clear();
+    done.clear();
     std::string slots;
     int world = 0;
     for (Peer* p : nodes) {
       members.push_back(p->id);
-      p->done = false;
       slots += (slots.empty() ? "" : ",") + std::to_string(p->nproc);
       world += p->nproc;
     }
@@ -149,7 +146,7 @@ struct RendezvousHost::State {
     p.drop = true;
     if (p.id.empty() || finished) return;
     const int index = member_index(p.id);
-    if (running && index >= 0 && !p.done) {
+    if (running && index >= 0 && !done.count(p.id)) {
       stop_round("node " + std::to_string(index) + " (" + p.id + ") " + how, true);
     } else {
       ZT_LOG_INFO("rendezvous: ", p.id, " left (", how, ")");
@@ -189,11 +186,9 @@ struct RendezvousHost::State {
       int r = -1;
       in >> r;
       if (!running || r != round || member_index(p.id) < 0) return;
-      p.done = true;
-      for (const std::string& id : members) {
-        const Peer* m = find(id);
-        if (!m || !m->done) return;
-      }
+      done.insert(p.id);
+      // A member that finished and then went away still finished.
+      if (done.size() < members.size()) return;
       ZT_LOG_INFO("rendezvous: round ", round, " finished on every node");
       send_joined("F");
       finished = true;
@@ -270,14 +265,18 @@ struct RendezvousHost::State {
         if (!open) lost(*p, "lost its ztrun (connection closed)");
       }
       tick();
+      int others = 0;
       for (auto it = peers.begin(); it != peers.end();) {
         if (it->drop) {
           ::close(it->fd);
           it = peers.erase(it);
         } else {
+          others += !it->id.empty() && it->id != own_id;
           ++it;
         }
       }
+      other_peers = others;
+      over = finished;
     }
   }
 };
@@ -311,10 +310,7 @@ RendezvousHost::~RendezvousHost() {
   State& s = *state_;
   // Let the other nodes read the job's last word before the connections close: wait (briefly)
   // for them to hang up first.
-  for (int k = 0; k < 50; ++k) {
-    bool others = false;
-    for (const Peer& p : s.peers) others = others || (!p.id.empty() && p.id != s.own_id);
-    if (!others || !s.finished) break;
+  for (int k = 0; k < 50 && s.over && s.other_peers > 0; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   s.quit = true;

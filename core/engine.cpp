@@ -127,6 +127,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     bo.hpz = impl_->hpz_comm_->size();
     bo.hpz_rank = impl_->hpz_comm_->rank();
   }
+  bo.quantized_weights = impl_->options_.zero_quantized_weights && impl_->options_.stage == 3;
   bo.grad_dtype = impl_->options_.grad_accum_dtype;
   bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;

@@ -177,6 +177,7 @@ void visit_zero(V& v, ZeroConfig& c) {
   v.field("mics_shard_size", c.mics_shard_size, {});
   v.field("mics_hierarchical_params_gather", c.mics_hierarchical_params_gather, {});
   v.field("zero_hpz_partition_size", c.zero_hpz_partition_size, {});
+  v.field("zero_quantized_weights", c.zero_quantized_weights, {});
   v.block("offload_optimizer", [&](auto& w) { visit_offload(w, c.offload_optimizer, false); }, {});
   v.block("offload_param", [&](auto& w) { visit_offload(w, c.offload_param, true); }, {});
   v.unsupported(
@@ -192,8 +193,6 @@ void visit_zero(V& v, ZeroConfig& c) {
         "no cap on persistent parameters besides stage3_param_persistence_threshold"},
        {"model_persistence_threshold", Unsupported::kNoEffect,
         "no cap on persistent parameters besides stage3_param_persistence_threshold"},
-       {"zero_quantized_weights", Unsupported::kRefused,
-        "ZeRO++ quantized weight gathers are not implemented"},
        {"zero_quantized_nontrainable_weights", Unsupported::kRefused,
         "ZeRO++ quantized frozen weights are not implemented"},
        {"zero_quantized_gradients", Unsupported::kRefused,

@@ -74,6 +74,9 @@ struct ZeroConfig {
   // parameters partitioned over this many consecutive ranks (one node's), so the backward's
   // gathers stay inside that group; 2 Ψ / hpz more bytes per rank until the step. 1: off.
   int zero_hpz_partition_size = 1;
+  // ZeRO++ qwZ at stage 3: parameter all-gathers move block-quantized int8 values and fp32
+  // scales (core/zero/block_quant.h), and the gathered weights carry that error.
+  bool zero_quantized_weights = false;
   int64_t sub_group_size = defaults::kSubGroupSize;
   OffloadConfig offload_optimizer = [] {
     OffloadConfig c;

@@ -10,6 +10,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "base/error.h"
+#include "core/zero/block_quant.h"
 #include "core/zero/nvme_params.h"
 #include "core/zero/pinned_host.h"
 #include "core/zero/released_storage.h"
@@ -192,6 +193,18 @@ c10::Stream copy_stream(const c10::Device& device) {
 
 }  // namespace
 
+// qwZ: starts the all-gathers of `part`'s int8 blocks and scales over `comm`.
+void Bucket::start_quantized_gather(dist::Communicator& comm, const at::Tensor& part) {
+  const QuantBlocks qb = quant_blocks(part.numel());
+  at::Tensor q, scales;
+  quantize_blocks(part, qb, &q, &scales);
+  quant_parts_ = comm.size();
+  quant_recv_ = at::empty({quant_parts_ * q.numel()}, q.options());
+  scales_recv_ = at::empty({quant_parts_ * scales.numel()}, scales.options());
+  gather_work_ = comm.all_gather(q, quant_recv_);
+  scales_work_ = comm.all_gather(scales, scales_recv_);
+}
+
 int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator* secondary) {
   if (gathered_ || gather_work_) return 0;
   const int64_t nbytes = full_param_bytes();
@@ -199,7 +212,11 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
     // hpZ: the copy kept at the last gather from the shards, over the (intra-node) hpz group.
     gather_from_shards_ = false;
     refill_storage(params_, static_cast<size_t>(nbytes));
-    gather_work_ = secondary->all_gather(secondary_, params_);
+    if (options_.quantized_weights) {
+      start_quantized_gather(*secondary, secondary_);
+    } else {
+      gather_work_ = secondary->all_gather(secondary_, params_);
+    }
     return nbytes;
   }
   gather_from_shards_ = true;
@@ -208,9 +225,12 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
   // ordered after that copy, not after the compute stream: a prefetch then neither waits for the
   // unit running now nor holds it up. The full buffer is allocated for the side stream (so the
   // caching allocator does not hand out a block the compute stream may still be using), and
-  // finish_param_gather marks it used by the compute stream.
+  // finish_param_gather marks it used by the compute stream. (qwZ quantizes on the compute
+  // stream.)
   std::optional<c10::StreamGuard> on_side;
-  if (offloaded && params_.is_cuda()) on_side.emplace(copy_stream(params_.device()));
+  if (offloaded && params_.is_cuda() && !options_.quantized_weights) {
+    on_side.emplace(copy_stream(params_.device()));
+  }
   gather_on_side_ = on_side.has_value();
   refill_storage(params_, static_cast<size_t>(nbytes));
   if (offloaded) {
@@ -221,9 +241,15 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
       own.copy_(swapper_->acquire(swap_slot_, /*read=*/true));
       swapper_->release(swap_slot_, /*write_back=*/false);
     } else {
-      own.copy_(param_shard_, /*non_blocking=*/true);
+      own.copy_(param_shard_, /*non_blocking=*/!options_.quantized_weights);
     }
-    gather_work_ = comm.all_gather(own, params_);
+    if (options_.quantized_weights) {
+      start_quantized_gather(comm, own);
+    } else {
+      gather_work_ = comm.all_gather(own, params_);
+    }
+  } else if (options_.quantized_weights) {
+    start_quantized_gather(comm, param_shard_);
   } else {
     gather_work_ = comm.all_gather(param_shard_, params_);
   }
@@ -234,6 +260,15 @@ void Bucket::finish_param_gather(WaitClock& clock) {
   if (gathered_ || !gather_work_) return;
   clock.wait(gather_work_);  // the current (compute) stream waits for the all-gather
   gather_work_.reset();
+  if (scales_work_) {
+    // qwZ: rebuild the full buffer from every part's blocks.
+    clock.wait(scales_work_);
+    scales_work_.reset();
+    const int64_t part = params_.numel() / quant_parts_;
+    dequantize_blocks(quant_recv_, scales_recv_, quant_blocks(part), quant_parts_, params_);
+    quant_recv_ = at::Tensor();
+    scales_recv_ = at::Tensor();
+  }
   if (gather_on_side_) {
     // Freed later by the compute stream's side of things: the allocator must not reuse the block
     // for the side stream before the compute stream is done with it.

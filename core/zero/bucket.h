@@ -71,6 +71,9 @@ struct BucketOptions {
   // part: index hpz_rank), and later gathers take it over that group until the values change.
   int hpz = 1;
   int hpz_rank = 0;
+  // Stage 3, ZeRO++ qwZ (zero_quantized_weights): every parameter all-gather (from the shards or
+  // the hpZ copy) moves int8 blocks and their scales (block_quant.h) instead of the values.
+  bool quantized_weights = false;
 };
 
 class NvmeParamSwapper;
@@ -160,6 +163,7 @@ class Bucket {
 
  private:
   void allocate_grads();
+  void start_quantized_gather(dist::Communicator& comm, const at::Tensor& part);
   // hpZ: the values changed (a step, a load, a write-back): the next gather reads the shards.
   void drop_secondary();
 
@@ -177,6 +181,10 @@ class Bucket {
   bool gather_on_side_ = false;      // the gather in flight was issued on the side copy stream
   bool gather_from_shards_ = false;  // the gather in flight reads the primary shards
   at::Tensor secondary_;             // hpZ: (padded / hpz,) this rank's part of the full buffer
+  // qwZ: the gather in flight's received blocks and scales, and the parts they hold.
+  at::Tensor quant_recv_, scales_recv_;
+  dist::WorkPtr scales_work_;
+  int64_t quant_parts_ = 0;
 
   at::Tensor grad_full_, grad_shard_, staging_;
   at::Tensor reduced_;  // stage 1: the window's reduced slice; stages 2-3: a later micro-step's

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/aio/aio_options.h"
+#include "core/config/elasticity.h"
 #include "core/config/program_block.h"
 #include "core/config/zero_config.h"
 #include "core/defaults.h"
@@ -290,6 +291,9 @@ struct Config {
   // aio: the asynchronous I/O of NVMe offload (core/aio/aio_options.h, DeepSpeed's defaults);
   // thread_count is also read under its newer name intra_op_parallelism.
   aio::AioOptions aio;
+  // elasticity: DeepSpeed's elastic batch (core/config/elasticity.h). When enabled it decides
+  // the batch triple at the world size resolved for.
+  ElasticityConfig elasticity;
 
   // Keys given as "auto" whose value needs what only the running program knows: the model's
   // hidden size (the ZeRO bucket sizes) or its step count (the scheduler's step counts). They

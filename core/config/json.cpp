@@ -118,6 +118,11 @@ class JsonWriter {
     for (size_t i = 0; i < v.size(); ++i) s += (i ? sep() : "") + json_number(v[i]);
     put(key, s + "]");
   }
+  void field(const char* key, const std::vector<int64_t>& v, const FieldOptions&) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep() : "") + std::to_string(v[i]);
+    put(key, s + "]");
+  }
   void field(const char* key, const std::vector<std::string>& v, const FieldOptions&) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? sep() : "") + json_string(v[i]);

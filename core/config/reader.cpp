@@ -226,6 +226,22 @@ bool read_value(const YAML::Node& n, const std::string& path, std::vector<double
   return true;
 }
 
+bool read_value(const YAML::Node& n, const std::string& path, std::vector<int64_t>& out,
+                ReadState& st) {
+  if (!n.IsSequence()) {
+    fail(st, path, "a list of integers", n);
+    return false;
+  }
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < n.size(); ++i) {
+    int64_t v = 0;
+    if (!read_value(n[i], detail::str(path, "[", i, "]"), v, st)) return false;
+    values.push_back(v);
+  }
+  out = values;
+  return true;
+}
+
 bool read_value(const YAML::Node& n, const std::string& path, std::vector<std::string>& out,
                 ReadState& st) {
   if (!n.IsSequence()) {

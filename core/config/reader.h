@@ -34,6 +34,8 @@ bool read_value(const YAML::Node& n, const std::string& path, std::optional<int6
                 ReadState& st);
 bool read_value(const YAML::Node& n, const std::string& path, std::vector<double>& out,
                 ReadState& st);
+bool read_value(const YAML::Node& n, const std::string& path, std::vector<int64_t>& out,
+                ReadState& st);
 bool read_value(const YAML::Node& n, const std::string& path, std::vector<std::string>& out,
                 ReadState& st);
 // How a value looks in messages: 2.5, "true" (a string), a block, a list, null.

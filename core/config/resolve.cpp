@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "core/config/elasticity.h"
 #include "core/config/passes.h"
 
 namespace zt::config_detail {
@@ -150,13 +151,17 @@ class Resolver {
     }
   }
 
-  // DeepSpeed's rule: any two of the triple determine the third; one alone is completed with
-  // accumulation 1; all three must satisfy train = micro * accumulation * world_size. "auto"
-  // takes the Trainer's per-device batch and accumulation; an "auto" train_batch_size is
-  // their product with the world size.
+  // DeepSpeed's rule (without elasticity): any two of the triple determine the third; one alone is
+  // completed with accumulation 1; all three must satisfy train = micro * accumulation *
+  // world_size. "auto" takes the Trainer's per-device batch and accumulation; an "auto"
+  // train_batch_size is their product with the world size.
   void batch() {
     if (world_size_ < 1) {
       st_.errors.push_back(detail::str("world size must be >= 1, got ", world_size_));
+      return;
+    }
+    if (c_.elasticity.enabled) {
+      elastic_batch();
       return;
     }
     if (st_.failed.count(kTrainBatch) || st_.failed.count(kMicroBatch) ||
@@ -235,6 +240,75 @@ class Resolver {
     if (is_auto(kTrainBatch)) {
       note(kTrainBatch, *train,
            detail::str("micro ", *micro, " * accumulation ", *accum, " * world size ", ws));
+    }
+  }
+
+  // DeepSpeed's runtime with an enabled elasticity block (DeepSpeedConfig.__init__ in
+  // deepspeed/runtime/config.py): compute_elastic_config at this world size decides the triple,
+  // accumulation = train // (micro * world). Batch keys given beside the block are an error,
+  // "auto" ones too, unless ignore_non_elastic_batch_info, which replaces them. One difference:
+  // a key holding exactly the elastic value is accepted (DeepSpeed refuses any), so that a
+  // resolved config written by to_json() loads again. DeepSpeed's comparison with the scheduler's
+  // copy of the block (the DEEPSPEED_ELASTICITY_CONFIG variable) is not made: resolution reads no
+  // environment.
+  void elastic_batch() {
+    const ElasticityConfig& e = c_.elasticity;
+    for (const char* key :
+         {"enabled", "max_train_batch_size", "micro_batch_sizes", "min_gpus", "max_gpus",
+          "min_time", "version", "prefer_larger_batch", "ignore_non_elastic_batch_info",
+          "num_gpus_per_node", "model_parallel_size"}) {
+      if (st_.failed.count(std::string("elasticity.") + key)) return;  // already reported
+    }
+    ElasticResult r;
+    try {
+      r = compute_elastic_config(e, world_size_);
+    } catch (const Error& err) {
+      st_.errors.push_back(err.message());
+      return;
+    }
+    const int64_t ws = world_size_;
+    const int64_t train = r.train_batch_size, micro = *r.micro_batch_size;
+    const int64_t accum = train / (micro * ws);
+    const std::string elastic = detail::str("train_batch_size ", train, ", micro ", micro,
+                                            ", accumulation ", accum, " at world size ", ws);
+    const std::pair<const char*, int64_t> keys[] = {
+        {kTrainBatch, train}, {kMicroBatch, micro}, {kAccumulation, accum}};
+    const int64_t written[] = {c_.train_batch_size, c_.train_micro_batch_size_per_gpu,
+                               c_.gradient_accumulation_steps};
+    std::string conflicts;
+    for (size_t i = 0; i < 3; ++i) {
+      const auto& [key, value] = keys[i];
+      if (!st_.present.count(key)) continue;
+      if (st_.failed.count(key) && !is_auto(key)) continue;  // its value was already rejected
+      if (!is_auto(key) && written[i] == value) continue;
+      const std::string given = is_auto(key) ? std::string("\"auto\"") : text(written[i]);
+      if (e.ignore_non_elastic_batch_info) {
+        st_.warnings.push_back(detail::str(key, ": ", given, " replaced by the elastic ", value,
+                                           " (elasticity.ignore_non_elastic_batch_info)"));
+      } else {
+        conflicts += (conflicts.empty() ? "" : ", ") + detail::str(key, " ", given);
+      }
+    }
+    if (!conflicts.empty()) {
+      st_.errors.push_back("elasticity: " + conflicts +
+                           " given beside an enabled elasticity block, which decides the batch (" +
+                           elastic +
+                           "); remove them, or set elasticity.ignore_non_elastic_batch_info: "
+                           "true to have them replaced");
+      return;
+    }
+    if (train < 1 || accum < 1 || train != micro * accum * ws) {
+      st_.errors.push_back(detail::str(kTrainBatch, ": elasticity gives ", elastic,
+                                       ", which is not a batch (each must be >= 1 and train = ",
+                                       "micro * accumulation * world size)"));
+      return;
+    }
+    c_.train_batch_size = train;
+    c_.train_micro_batch_size_per_gpu = micro;
+    c_.gradient_accumulation_steps = accum;
+    const std::string why = detail::str("elasticity at world size ", ws);
+    for (size_t i = 0; i < 3; ++i) {
+      if (is_auto(keys[i].first)) note(keys[i].first, keys[i].second, why);
     }
   }
 

@@ -7,7 +7,8 @@
 //
 // A visitor V provides:
 //   v.field(key, T& value, FieldOptions)      bool, int, int64_t, double, std::string,
-//                                             std::optional<int64_t>, std::vector<double|string>
+//                                             std::optional<int64_t>,
+//                                             std::vector<double|int64_t|string>
 //   v.choice(key, E& or std::optional<E>&, names, FieldOptions)   an enum by name
 //   v.block(key, fn, FieldOptions)            a nested block; fn(visitor&) visits its keys
 //   v.optional_block(key, std::optional<T>&, fn)  a block that may be absent; fn(visitor&, T&)
@@ -419,6 +420,25 @@ void visit_data(V& v, DataConfig& c) {
   v.field("drop_last", c.drop_last, {});
 }
 
+// DeepSpeed reads the block as a plain dict; here it is strict like the other blocks.
+template <typename V>
+void visit_elasticity(V& v, ElasticityConfig& c) {
+  v.field("enabled", c.enabled, {});
+  v.field("max_train_batch_size", c.max_train_batch_size, {});
+  v.field("micro_batch_sizes", c.micro_batch_sizes, {});
+  v.field("min_gpus", c.min_gpus, {});
+  v.field("max_gpus", c.max_gpus, {});
+  v.field("min_time", c.min_time, {});
+  v.field("version", c.version, {});
+  v.field("prefer_larger_batch", c.prefer_larger_batch, {});
+  v.field("ignore_non_elastic_batch_info", c.ignore_non_elastic_batch_info, {});
+  v.field("num_gpus_per_node", c.num_gpus_per_node, {});
+  v.field("model_parallel_size", c.model_parallel_size, {});
+  // The attribute DeepSpeed stores prefer_larger_batch in; as a key DeepSpeed never reads it.
+  v.unsupported({{"prefer_larger_batch_size", Unsupported::kNoEffect,
+                  "DeepSpeed reads prefer_larger_batch, not this name; set that key", "true"}});
+}
+
 template <typename V>
 void visit_config(V& v, Config& c) {
   v.field("train_batch_size", c.train_batch_size, auto_ok());
@@ -506,6 +526,7 @@ void visit_config(V& v, Config& c) {
             w.field("peak_tflops", c.flops_profiler.peak_tflops, {});
           },
           {});
+  v.block("elasticity", [&](auto& w) { visit_elasticity(w, c.elasticity); }, {});
   // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
   v.unknown_keys_warn();
   using U = Unsupported;
@@ -527,7 +548,6 @@ void visit_config(V& v, Config& c) {
        {"eigenvalue", U::kFeature, "no eigenvalue computation"},
        {"quantize_training", U::kRefused, "quantize-aware training is not implemented"},
        {"weight_quantization", U::kRefused, "weight quantization is not implemented"},
-       {"elasticity", U::kFeature, "no elastic batch sizing"},
        {"hybrid_engine", U::kFeature, "no RLHF hybrid engine"},
        {"nebula", U::kFeature, "no Nebula checkpoint service"},
        {"tensor_parallel", U::kRefused, "tensor parallelism (AutoTP) is not implemented"},

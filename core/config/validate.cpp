@@ -428,6 +428,13 @@ void warn_inert_keys(const Config& c, ReadState& st) {
          "checkpoint boundaries are not synchronized (a profiling aid; no effect on results)");
   }
   if (a.profile) warn(ac + "profile", "checkpointed forwards are not timed separately");
+  const std::string mp = "elasticity.model_parallel_size";
+  if (c.elasticity.enabled && c.elasticity.model_parallel_size > 1 && !st.failed.count(mp)) {
+    st.warnings.push_back(mp +
+                          ": zerotorch has no model parallelism (every rank is data-parallel); "
+                          "the elastic batch is still computed with it, as DeepSpeed's "
+                          "compute_elastic_config does, for the world size of all ranks");
+  }
 }
 
 }  // namespace zt::config_detail

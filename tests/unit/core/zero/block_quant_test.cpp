@@ -12,8 +12,8 @@ namespace {
 
 TEST(BlockQuant, BlockCountsFollowDeepSpeedsRule) {
   const std::pair<int64_t, int64_t> deepspeed[] = {
-      {8, 1},       {64, 1},       {8000, 1},     {16000, 2},    {24000, 3},
-      {65536, 16},  {1048576, 256}, {1000008, 129}, {98760, 15}, {56056, 11}};
+      {8, 1},      {64, 1},        {8000, 1},      {16000, 2},  {24000, 3},
+      {65536, 16}, {1048576, 256}, {1000008, 129}, {98760, 15}, {56056, 11}};
   for (auto [n, groups] : deepspeed) {
     const QuantBlocks qb = quant_blocks(n);
     EXPECT_EQ(qb.blocks, groups) << n;

@@ -14,11 +14,13 @@
 #include "core/zero/nvme_params.h"
 #include "core/zero/param_gather.h"
 #include "core/zero/partitioned_init.h"
+#include "core/zero/quantized_reduce.h"
 #include "core/zero/sharded_step.h"
 #include "core/zero/units.h"
 #include "core/zero/wait_clock.h"
 #include "optim/shard_optimizer.h"
 #include "parallel/communicator.h"
+#include "parallel/env.h"
 #include "parallel/groups.h"
 
 namespace zt {
@@ -35,6 +37,7 @@ struct Engine::Impl {
   std::shared_ptr<dist::Communicator> shard_comm_, replica_comm_;
   // ZeRO++ hpZ: consecutive ranks of the shard group holding the secondary partition.
   std::shared_ptr<dist::Communicator> hpz_comm_;
+  std::unique_ptr<zero::QuantizedReduceGroups> quantized_reduce_;  // qgZ's node groups
   int rank_ = 0;
   int world_ = 1;
 
@@ -72,6 +75,43 @@ std::pair<double, double> reduce_scales(const EngineOptions& o, int world) {
   if (o.prescale_gradients) return {1.0 / world, 1.0};
   const double f = o.gradient_predivide_factor;
   return {f != 1.0 ? 1.0 / f : 1.0, f != world ? f / world : 1.0};
+}
+
+// ZeRO++ qgZ: the node groups of the sharding communicator, where its layout allows the two-hop
+// quantized reduction (quantized_reduce.h); else null, and the gradients reduce-scatter as usual
+// (what DeepSpeed does on one node).
+std::unique_ptr<zero::QuantizedReduceGroups> quantized_reduce_groups(const EngineOptions& o,
+                                                                     dist::Communicator& shard,
+                                                                     bool hybrid) {
+  if (!o.zero_quantized_gradients || o.stage != 3) return nullptr;  // the config warns below 3
+  if (hybrid) {
+    ZT_LOG_WARN(
+        "zero_optimization.zero_quantized_gradients with mics_shard_size: the gradients "
+        "reduce-scatter unquantized in the shard group");
+    return nullptr;
+  }
+  const dist::Env env = dist::Env::from_lookup([](const char* k) { return std::getenv(k); });
+  const bool same_ranks = env.rank == shard.rank() && env.world_size == shard.size();
+  // Collective: every rank takes the same branch (the same environment kind everywhere).
+  const dist::NodeLayout layout =
+      same_ranks ? dist::discover_node_layout(shard, env) : dist::NodeLayout{};
+  if (!zero::quantized_reduce_possible(layout)) {
+    if (shard.rank() == 0) {
+      ZT_LOG_INFO("zero_optimization.zero_quantized_gradients: ",
+                  layout.nodes() < 2 ? "one node" : "ranks not numbered node by node",
+                  ", so the gradients reduce-scatter unquantized (as DeepSpeed does on one node)");
+    }
+    return nullptr;
+  }
+  dist::NodeGroups g = dist::make_node_groups(shard, layout);
+  auto groups = std::make_unique<zero::QuantizedReduceGroups>();
+  groups->intra = g.intra;
+  groups->inter = g.inter;
+  if (shard.rank() == 0) {
+    ZT_LOG_INFO("zero_optimization.zero_quantized_gradients: int8 all-to-alls in ", layout.nodes(),
+                " nodes of ", g.intra->size(), " ranks");
+  }
+  return groups;
 }
 
 }  // namespace
@@ -128,6 +168,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     bo.hpz_rank = impl_->hpz_comm_->rank();
   }
   bo.quantized_weights = impl_->options_.zero_quantized_weights && impl_->options_.stage == 3;
+  impl_->quantized_reduce_ = quantized_reduce_groups(impl_->options_, *impl_->shard_comm_,
+                                                     impl_->replica_comm_ != nullptr);
+  bo.quantized_reduce = impl_->quantized_reduce_.get();
   bo.grad_dtype = impl_->options_.grad_accum_dtype;
   bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;

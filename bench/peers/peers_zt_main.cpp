@@ -66,6 +66,7 @@ struct Args {
   int mics_shard_size = -1;
   int hpz = 1;
   bool quantized_weights = false;
+  bool quantized_gradients = false;
   bool offload = false;
 };
 
@@ -143,6 +144,7 @@ EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
   o.mics_shard_size = a.mics_shard_size;
   o.zero_hpz_partition_size = a.hpz;
   o.zero_quantized_weights = a.quantized_weights;
+  o.zero_quantized_gradients = a.quantized_gradients;
   o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
   o.offload_optimizer.device = a.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
   // What engine_options_from_config picks: the fused SIMD CPU Adam for offload, else AdamW.
@@ -427,6 +429,7 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
         << ",\"comm_wait_ms_per_rank\":" << json_list(wait_all, 6)
         << ",\"mics_shard_size\":" << a.mics_shard_size << ",\"hpz_partition_size\":" << a.hpz
         << ",\"quantized_weights\":" << (a.quantized_weights ? "true" : "false")
+        << ",\"quantized_gradients\":" << (a.quantized_gradients ? "true" : "false")
         << ",\"link_bytes_per_step\":" << link_total / timed_steps
         << ",\"optimizer_ms\":" << median(opt) << ",\"step_ms\":" << median(step_ms)
         << ",\"cpu_ms_per_step_per_rank\":" << json_list(cpu_ms, 6)
@@ -482,6 +485,9 @@ int run(int argc, char** argv) {
       "--run: stage 3 ZeRO++ hpZ group size (zero_optimization.zero_hpz_partition_size)")(
       "quantized-weights", po::bool_switch(&a.quantized_weights),
       "--run: stage 3 ZeRO++ qwZ, int8 weight gathers (zero_optimization.zero_quantized_weights)")(
+      "quantized-gradients", po::bool_switch(&a.quantized_gradients),
+      "--run: stage 3 ZeRO++ qgZ, int8 gradient all-to-alls across nodes "
+      "(zero_optimization.zero_quantized_gradients)")(
       "link-counter", po::value(&a.link_counter),
       "--run: a byte counter file (e.g. /sys/class/net/IF/statistics/tx_bytes) each node's "
       "local rank 0 reads around the timed steps; the JSON row gets link_bytes_per_step")(

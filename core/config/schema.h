@@ -179,6 +179,7 @@ void visit_zero(V& v, ZeroConfig& c) {
   v.field("mics_hierarchical_params_gather", c.mics_hierarchical_params_gather, {});
   v.field("zero_hpz_partition_size", c.zero_hpz_partition_size, {});
   v.field("zero_quantized_weights", c.zero_quantized_weights, {});
+  v.field("zero_quantized_gradients", c.zero_quantized_gradients, {});
   v.block("offload_optimizer", [&](auto& w) { visit_offload(w, c.offload_optimizer, false); }, {});
   v.block("offload_param", [&](auto& w) { visit_offload(w, c.offload_param, true); }, {});
   v.unsupported(
@@ -196,8 +197,6 @@ void visit_zero(V& v, ZeroConfig& c) {
         "no cap on persistent parameters besides stage3_param_persistence_threshold"},
        {"zero_quantized_nontrainable_weights", Unsupported::kRefused,
         "ZeRO++ quantized frozen weights are not implemented"},
-       {"zero_quantized_gradients", Unsupported::kRefused,
-        "ZeRO++ quantized gradient reduction is not implemented"},
        {"zeropp_loco_param", Unsupported::kRefused, "ZeRO++ LoCo is not implemented"},
        {"memory_efficient_linear", Unsupported::kNoEffect, "no linear-layer override", "true"},
        {"pipeline_loading_checkpoint", Unsupported::kFeature, "no pipeline parallelism"},

@@ -358,6 +358,9 @@ void warn_inert_keys(const Config& c, ReadState& st) {
   if (z.mics_shard_size > 0 && z.stage != 3) {
     warn(p + "mics_shard_size", "hybrid sharding is a stage-3 mode, as DeepSpeed's MiCS");
   }
+  if (z.zero_quantized_gradients && z.stage != 3) {
+    warn(p + "zero_quantized_gradients", "qgZ quantizes stage-3 gradient reductions only");
+  }
   if (z.zero_quantized_weights && z.stage != 3) {
     warn(p + "zero_quantized_weights", "qwZ quantizes stage-3 parameter gathers only");
   }

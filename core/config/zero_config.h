@@ -77,6 +77,9 @@ struct ZeroConfig {
   // ZeRO++ qwZ at stage 3: parameter all-gathers move block-quantized int8 values and fp32
   // scales (core/zero/block_quant.h), and the gathered weights carry that error.
   bool zero_quantized_weights = false;
+  // ZeRO++ qgZ at stage 3 across nodes: the gradient reduce-scatter runs as int8 all-to-alls,
+  // inside the node then across (core/zero/quantized_reduce.h); on one node it is a no-op.
+  bool zero_quantized_gradients = false;
   int64_t sub_group_size = defaults::kSubGroupSize;
   OffloadConfig offload_optimizer = [] {
     OffloadConfig c;

@@ -25,13 +25,14 @@ struct QuantBlocks {
 
 QuantBlocks quant_blocks(int64_t numel);
 
-// `src` (numel,) of any floating dtype -> `q` (blocks * block,) int8 and `scales` (blocks,) fp32,
-// both allocated here on src's device.
+// `src` (parts * numel,) of any floating dtype, `parts` shards one after another -> `q`
+// (parts * blocks * block,) int8 and `scales` (parts * blocks,) fp32, allocated here on src's
+// device.
 void quantize_blocks(const at::Tensor& src, const QuantBlocks& qb, at::Tensor* q,
-                     at::Tensor* scales);
+                     at::Tensor* scales, int64_t parts = 1);
 
-// The all-gathered blocks of `parts` shards, q (parts * blocks * block,) and scales
-// (parts * blocks,), rebuilt into `out` (parts * numel,), in out's dtype.
+// The blocks of `parts` shards, q (parts * blocks * block,) and scales (parts * blocks,), rebuilt
+// into `out` (parts * numel,), in out's dtype.
 void dequantize_blocks(const at::Tensor& q, const at::Tensor& scales, const QuantBlocks& qb,
                        int64_t parts, at::Tensor& out);
 

@@ -13,6 +13,7 @@
 #include "core/zero/block_quant.h"
 #include "core/zero/nvme_params.h"
 #include "core/zero/pinned_host.h"
+#include "core/zero/quantized_reduce.h"
 #include "core/zero/released_storage.h"
 
 namespace zt::zero {
@@ -334,8 +335,11 @@ void Bucket::start_grad_sync(dist::Communicator& comm) {
         staging_ = at::zeros({layout_.padded_numel()}, grad_shard_.options());
       }
       comm_in_ = prepare(staging_);
-      // The first micro-step of a window reduces straight into the accumulation buffer.
-      if (shard_has_grad_ || cast) {
+      if (options_.quantized_reduce != nullptr) {
+        quantized_reduce_ =
+            std::make_shared<QuantizedReduceScatter>(*options_.quantized_reduce, comm_in_);
+      } else if (shard_has_grad_ || cast) {
+        // The first micro-step of a window reduces straight into the accumulation buffer.
         reduced_ = at::empty({shard}, comm_in_.options());
         grad_work_ = comm.reduce_scatter(comm_in_, reduced_, dist::ReduceOp::kSum);
       } else {
@@ -346,9 +350,15 @@ void Bucket::start_grad_sync(dist::Communicator& comm) {
 }
 
 void Bucket::finish_grad_sync(WaitClock& clock) {
-  if (!grad_work_) return;
-  clock.wait(grad_work_);
-  grad_work_.reset();
+  if (quantized_reduce_) {
+    reduced_ = quantized_reduce_->finish(clock).to(options_.grad_dtype);
+    quantized_reduce_.reset();
+  } else if (grad_work_) {
+    clock.wait(grad_work_);
+    grad_work_.reset();
+  } else {
+    return;
+  }
   const at::ScalarType acc = options_.grad_dtype;
   switch (options_.stage) {
     case 0:
@@ -387,7 +397,8 @@ at::Tensor Bucket::owned_grad() const {
 }
 
 void Bucket::zero_grads() {
-  ZT_INTERNAL_ASSERT(!grad_work_, "zero_grads with a gradient reduction in flight");
+  ZT_INTERNAL_ASSERT(!grad_work_ && !quantized_reduce_,
+                     "zero_grads with a gradient reduction in flight");
   if (grad_full_.defined()) grad_full_.zero_();
   shard_has_grad_ = false;  // the next reduce-scatter overwrites grad_shard_ (no zeroing pass)
   reduced_ = at::Tensor();

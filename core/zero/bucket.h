@@ -41,6 +41,7 @@
 // Every rank must start the collectives of the same buckets in the same order.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -74,9 +75,13 @@ struct BucketOptions {
   // Stage 3, ZeRO++ qwZ (zero_quantized_weights): every parameter all-gather (from the shards or
   // the hpZ copy) moves int8 blocks and their scales (block_quant.h) instead of the values.
   bool quantized_weights = false;
+  // Stage 3, ZeRO++ qgZ (zero_quantized_gradients): the node groups its gradient reduction runs
+  // its two quantized all-to-alls over (quantized_reduce.h), or null for a plain reduce-scatter.
+  const struct QuantizedReduceGroups* quantized_reduce = nullptr;
 };
 
 class NvmeParamSwapper;
+class QuantizedReduceScatter;
 
 class Bucket {
  public:
@@ -193,6 +198,7 @@ class Bucket {
   int pending_ = 0;              // parameters of this micro-step still without gradient
   bool launched_ = false;        // reduction of this micro-step started
   dist::WorkPtr grad_work_;
+  std::shared_ptr<QuantizedReduceScatter> quantized_reduce_;  // qgZ: the reduction in flight
 };
 
 }  // namespace zt::zero

@@ -10,6 +10,10 @@
 // step of the exact ones, the gathers move about a quarter of fp32's bytes, and training stays
 // within 1% of plain stage 3's losses over 5 steps (alone and with hpZ at 4 ranks).
 //
+// ZeRO++ qgZ (zero_optimization.zero_quantized_gradients, mpirun -np 4 posing as 2 nodes of 2
+// through OpenMPI's local-size variables): the two-hop int8 reduction against the exact sum
+// within its bound, and training within 1% of plain stage 3's losses, alone and with hpZ + qwZ.
+//
 // ZeRO++ hpZ (zero_optimization.zero_hpz_partition_size, mpirun -np 4): the backward's gathers
 // read the secondary copy over the hpz group instead of the shards over every rank, which moves
 // the same values, so training is bit for bit plain stage 3's; the test counts the gathers on
@@ -23,6 +27,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -31,6 +36,8 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/format.h"
 #include "core/engine.h"
+#include "core/zero/quantized_reduce.h"
+#include "core/zero/wait_clock.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/mpi_world.h"
@@ -439,6 +446,94 @@ TEST(Qwz, QuantizedGathersMoveAQuarterOfTheBytesWithinTheirBound) {
       const double ratio = static_cast<double>(q.gather_bytes) / plain.gather_bytes;
       EXPECT_GT(ratio, 0.25) << what;
       EXPECT_LT(ratio, 0.35) << what;
+    }
+  }
+}
+
+// mpirun's ranks as 2 nodes of 2 for discover_node_layout (OpenMPI's local rank and size),
+// restored on destruction.
+class TwoNodesOfTwo {
+ public:
+  TwoNodesOfTwo() {
+    for (const char* k : {"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+      const char* v = std::getenv(k);
+      saved_.emplace_back(k, v ? std::optional<std::string>(v) : std::nullopt);
+    }
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(g_comm->rank() % 2).c_str(), 1);
+  }
+  ~TwoNodesOfTwo() {
+    for (const auto& [k, v] : saved_) {
+      if (v) {
+        setenv(k.c_str(), v->c_str(), 1);
+      } else {
+        unsetenv(k.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(Qgz, TwoHopInt8ReductionIsTheSumWithinItsBound) {
+  ASSERT_EQ(g_comm->size(), 4) << "registered for 4 ranks";
+  const int rank = g_comm->rank();
+  zt::zero::QuantizedReduceGroups groups;
+  groups.intra = zt::dist::split_partition(*g_comm, {{0, 1}, {2, 3}});
+  groups.inter = zt::dist::split_partition(*g_comm, {{0, 2}, {1, 3}});
+  for (int64_t n : {1001, 20000}) {
+    torch::manual_seed(50 + rank);
+    torch::Tensor full = torch::randn({4 * n}) * torch::rand({4 * n}).pow(3) * 3;
+    torch::Tensor exact = torch::empty({n});
+    torch::Tensor in = full.clone();
+    g_comm->reduce_scatter(in, exact, zt::dist::ReduceOp::kSum)->wait();
+    zt::zero::WaitClock clock;
+    zt::zero::QuantizedReduceScatter q(groups, full);
+    const torch::Tensor got = q.finish(clock);
+    ASSERT_EQ(got.numel(), n);
+    // Hop 1: each of the 2 addends off by half a step of its block (<= max|x| / 254); hop 2: each
+    // of the 2 partial sums off by half a step of its block (<= 2 max|x| / 254 + hop 1's error).
+    torch::Tensor m = full.abs().max().reshape({1});
+    g_comm->all_reduce(m, zt::dist::ReduceOp::kMax)->wait();
+    const double bound = (2 * 2 + 2 * 2) * m.item<double>() / 254;
+    const double err = (got - exact).abs().max().item<double>();
+    EXPECT_LE(err, bound) << n;
+    EXPECT_GT(err, 0) << n << ": nothing was quantized";
+    // The errors are small and unbiased: the direction of the sum is kept.
+    const double cosine =
+        (got * exact).sum().item<double>() / (got.norm() * exact.norm()).item<double>();
+    EXPECT_GT(cosine, 0.999) << n;
+  }
+}
+
+TEST(Qgz, TrainsWithinOnePercentOfPlainStage3) {
+  ASSERT_EQ(g_comm->size(), 4) << "registered for 4 ranks";
+  TwoNodesOfTwo nodes;
+  const QwzRun plain = run_qwz(false, 1);
+  for (bool full_zeropp : {false, true}) {
+    const std::string what = full_zeropp ? "qgZ + qwZ + hpZ 2" : "qgZ";
+    auto m = make_model();
+    zt::EngineOptions o = options(-1, 1);
+    o.zero_quantized_gradients = true;
+    o.zero_quantized_weights = full_zeropp;
+    o.zero_hpz_partition_size = full_zeropp ? 2 : 1;
+    zt::Engine engine(m, o, g_comm);
+    const int world = g_comm->size(), rank = g_comm->rank();
+    const int64_t micro = kGlobalBatch / world;
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = global_batch(s);
+      torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
+      torch::Tensor loss = engine.forward([&] { return torch::mse_loss(m->forward(xs), ys); });
+      engine.backward(loss);
+      engine.step();
+      torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
+      g_comm->all_reduce(l)->wait();
+      const double got = l.item<double>() / world, want = plain.trace.losses[s];
+      EXPECT_NEAR(got, want, 1e-2 * want) << what << ": loss of step " << s;
+      if (s == kSteps - 1) {
+        EXPECT_NE(got, want) << what << ": nothing was quantized";
+      }
     }
   }
 }

@@ -165,13 +165,30 @@ TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
   for (const char* refused :
        {R"("progressive_layer_drop": {"enabled": true})",
         R"("curriculum_learning": {"enabled": true})",
-        R"("zero_optimization": {"stage": 2, "zero_quantized_gradients": true})",
+        R"("zero_optimization": {"stage": 3, "zero_quantized_nontrainable_weights": true})",
         R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})",
         R"("tensor_parallel": {"autotp_size": 2})"}) {
     ConfigReport s = json(std::string(R"({"train_batch_size": 8, )") + refused + "}");
     ASSERT_EQ(s.errors.size(), 1u) << refused;
     EXPECT_NE(s.errors[0].find("changes memory or numerics"), std::string::npos) << s.errors[0];
   }
+}
+
+// ZeRO++'s quantized collectives act at stage 3 and say once where they do not.
+TEST(DeepSpeedSyntax, QuantizedCollectivesActAtStage3AndWarnBelow) {
+  ConfigReport on = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+    "zero_quantized_weights": true, "zero_quantized_gradients": true}})");
+  ASSERT_TRUE(on.errors.empty()) << all(on.errors);
+  EXPECT_TRUE(on.warnings.empty()) << all(on.warnings);
+  EXPECT_TRUE(on.config->zero_optimization.zero_quantized_weights);
+  EXPECT_TRUE(on.config->zero_optimization.zero_quantized_gradients);
+  ConfigReport below = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
+    "zero_quantized_weights": true, "zero_quantized_gradients": true}})");
+  ASSERT_TRUE(below.errors.empty()) << all(below.errors);
+  EXPECT_TRUE(has_line_starting(below.warnings, "zero_optimization.zero_quantized_weights:"))
+      << all(below.warnings);
+  EXPECT_TRUE(has_line_starting(below.warnings, "zero_optimization.zero_quantized_gradients:"))
+      << all(below.warnings);
 }
 
 TEST(DeepSpeedSyntax, OptimizersWeDoNotHaveNameWhatWeHave) {

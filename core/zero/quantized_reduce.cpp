@@ -43,8 +43,8 @@ at::Tensor QuantizedReduceScatter::finish(WaitClock& clock) {
   clock.wait(scales_work_);
   const QuantBlocks qb = quant_blocks(n_);
   // From every local rank, the N chunks of this local index: sum over the node's ranks.
-  at::Tensor hop1 = at::empty({local * nodes * n_}, at::TensorOptions().dtype(at::kFloat).device(
-                                                        q_recv_.device()));
+  at::Tensor hop1 = at::empty({local * nodes * n_},
+                              at::TensorOptions().dtype(at::kFloat).device(q_recv_.device()));
   dequantize_blocks(q_recv_, scales_recv_, qb, local * nodes, hop1);
   const at::Tensor partial = hop1.view({local, nodes * n_}).sum(0);  // node b's chunk at b
   at::Tensor q, scales;

@@ -22,9 +22,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
 #include "parallel/groups.h"
-#include "core/zero/wait_clock.h"
 
 namespace zt::zero {
 

@@ -1,6 +1,7 @@
 #include "launcher/options.h"
 
 #include <boost/program_options.hpp>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -161,10 +162,11 @@ Transport parse_transport(const std::string& text) {
   ZT_THROW("--transport must be auto, native or mpi, got '", text, "'");
 }
 
-// "4" or "2:4" (torchrun's elastic form; "4:4" is elastic too).
+// "4" or "2:4" (torchrun's elastic form; "4:4" is elastic too). A plain number below 1 is left
+// for validate() to name.
 void parse_nnodes(const std::string& text, LaunchOptions* o) {
   const auto colon = text.find(':');
-  auto number = [&](const std::string& part) {
+  auto number = [&](const std::string& part, int least) {
     size_t used = 0;
     int v = 0;
     try {
@@ -172,17 +174,17 @@ void parse_nnodes(const std::string& text, LaunchOptions* o) {
     } catch (const std::exception&) {
       used = std::string::npos;
     }
-    ZT_CHECK(used == part.size() && v >= 1, "--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX, ",
-             "got '", text, "'");
+    ZT_CHECK(used == part.size() && v >= least,
+             "--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX, got '", text, "'");
     return v;
   };
   if (colon == std::string::npos) {
-    o->nnodes = number(text);
+    o->nnodes = number(text, std::numeric_limits<int>::min());
     return;
   }
   o->elastic = true;
-  o->min_nodes = number(text.substr(0, colon));
-  o->nnodes = number(text.substr(colon + 1));
+  o->min_nodes = number(text.substr(0, colon), 1);
+  o->nnodes = number(text.substr(colon + 1), 1);
   ZT_CHECK(o->min_nodes <= o->nnodes, "--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX, got '",
            text, "'");
 }

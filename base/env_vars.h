@@ -47,5 +47,8 @@ inline constexpr const char* kCudaPlugin = "ZT_CUDA_PLUGIN";  // path of libzt_c
 // The flight recorder (parallel/flight_recorder.h): ring entries (0 = off) and dump directory.
 inline constexpr const char* kFlightBufferSize = "ZT_FLIGHT_BUFFER_SIZE";
 inline constexpr const char* kFlightDir = "ZT_FLIGHT_DIR";
+// Two-level gradient reduction at stages 0-2 (core/zero/hierarchical_reduce.h): "auto" (unset:
+// over gloo and MPI when the ranks span several nodes), "1" (NCCL too) or "0" (never).
+inline constexpr const char* kHierarchicalReduce = "ZT_HIERARCHICAL_REDUCE";
 
 }  // namespace zt::env

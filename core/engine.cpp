@@ -1,10 +1,12 @@
 #include "core/engine.h"
 
 #include <chrono>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "core/precision/loss_scaler.h"
@@ -14,7 +16,6 @@
 #include "core/zero/nvme_params.h"
 #include "core/zero/param_gather.h"
 #include "core/zero/partitioned_init.h"
-#include "core/zero/quantized_reduce.h"
 #include "core/zero/sharded_step.h"
 #include "core/zero/units.h"
 #include "core/zero/wait_clock.h"
@@ -37,7 +38,8 @@ struct Engine::Impl {
   std::shared_ptr<dist::Communicator> shard_comm_, replica_comm_;
   // ZeRO++ hpZ: consecutive ranks of the shard group holding the secondary partition.
   std::shared_ptr<dist::Communicator> hpz_comm_;
-  std::unique_ptr<zero::QuantizedReduceGroups> quantized_reduce_;  // qgZ's node groups
+  // qgZ (stage 3) or the hierarchical reduction (stages 0-2): node_reduce_groups below.
+  std::unique_ptr<dist::NodeGroups> node_groups_;
   int rank_ = 0;
   int world_ = 1;
 
@@ -77,14 +79,27 @@ std::pair<double, double> reduce_scales(const EngineOptions& o, int world) {
   return {f != 1.0 ? 1.0 / f : 1.0, f != world ? f / world : 1.0};
 }
 
-// ZeRO++ qgZ: the node groups of the sharding communicator, where its layout allows the two-hop
-// quantized reduction (quantized_reduce.h); else null, and the gradients reduce-scatter as usual
-// (what DeepSpeed does on one node).
-std::unique_ptr<zero::QuantizedReduceGroups> quantized_reduce_groups(const EngineOptions& o,
-                                                                     dist::Communicator& shard,
-                                                                     bool hybrid) {
-  if (!o.zero_quantized_gradients || o.stage != 3) return nullptr;  // the config warns below 3
-  if (hybrid) {
+// The node groups of the sharding communicator for the two-level gradient reductions: ZeRO++ qgZ
+// at stage 3 (quantized_reduce.h) and the hierarchical reduction at stages 0-2
+// (hierarchical_reduce.h). Null where neither applies or the layout does not allow it (one node,
+// ranks not numbered node by node): the gradients then reduce flat over every rank.
+std::unique_ptr<dist::NodeGroups> node_reduce_groups(const EngineOptions& o,
+                                                     dist::Communicator& shard, bool hybrid) {
+  const bool qgz = o.zero_quantized_gradients && o.stage == 3;  // the config warns below 3
+  bool hierarchical = false;
+  if (o.stage <= 2 && shard.size() > 1) {
+    // Every rank reads the same setting: ztrun, mpirun and srun pass the environment on.
+    const char* v = std::getenv(env::kHierarchicalReduce);
+    const std::string mode = v != nullptr && *v != '\0' ? v : "auto";
+    ZT_CHECK(mode == "auto" || mode == "0" || mode == "1", env::kHierarchicalReduce,
+             " must be auto, 0 or 1, got '", mode, "'");
+    // NCCL already picks topology-aware rings and trees across nodes.
+    hierarchical = mode == "1" || (mode == "auto" && shard.backend() != "nccl");
+  }
+  if (!qgz && !hierarchical) return nullptr;
+  const char* what =
+      qgz ? "zero_optimization.zero_quantized_gradients" : "the hierarchical gradient reduction";
+  if (qgz && hybrid) {
     ZT_LOG_WARN(
         "zero_optimization.zero_quantized_gradients with mics_shard_size: the gradients "
         "reduce-scatter unquantized in the shard group");
@@ -95,21 +110,19 @@ std::unique_ptr<zero::QuantizedReduceGroups> quantized_reduce_groups(const Engin
   // Collective: every rank takes the same branch (the same environment kind everywhere).
   const dist::NodeLayout layout =
       same_ranks ? dist::discover_node_layout(shard, env) : dist::NodeLayout{};
-  if (!zero::quantized_reduce_possible(layout)) {
-    if (shard.rank() == 0) {
-      ZT_LOG_INFO("zero_optimization.zero_quantized_gradients: ",
-                  layout.nodes() < 2 ? "one node" : "ranks not numbered node by node",
+  const int local = layout.nodes() > 0 ? static_cast<int>(layout.ranks.front().size()) : 0;
+  if (!layout.node_major() || (!qgz && local < 2)) {
+    // One rank per node: the flat ring already crosses each link once per step.
+    if (qgz && shard.rank() == 0) {
+      ZT_LOG_INFO(what, ": ", layout.nodes() < 2 ? "one node" : "ranks not numbered node by node",
                   ", so the gradients reduce-scatter unquantized (as DeepSpeed does on one node)");
     }
     return nullptr;
   }
-  dist::NodeGroups g = dist::make_node_groups(shard, layout);
-  auto groups = std::make_unique<zero::QuantizedReduceGroups>();
-  groups->intra = g.intra;
-  groups->inter = g.inter;
+  auto groups = std::make_unique<dist::NodeGroups>(dist::make_node_groups(shard, layout));
   if (shard.rank() == 0) {
-    ZT_LOG_INFO("zero_optimization.zero_quantized_gradients: int8 all-to-alls in ", layout.nodes(),
-                " nodes of ", g.intra->size(), " ranks");
+    ZT_LOG_INFO(what, ": ", qgz ? "int8 all-to-alls" : "reductions in the node, then across",
+                " in ", layout.nodes(), " nodes of ", groups->intra->size(), " ranks");
   }
   return groups;
 }
@@ -168,9 +181,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     bo.hpz_rank = impl_->hpz_comm_->rank();
   }
   bo.quantized_weights = impl_->options_.zero_quantized_weights && impl_->options_.stage == 3;
-  impl_->quantized_reduce_ = quantized_reduce_groups(impl_->options_, *impl_->shard_comm_,
-                                                     impl_->replica_comm_ != nullptr);
-  bo.quantized_reduce = impl_->quantized_reduce_.get();
+  impl_->node_groups_ =
+      node_reduce_groups(impl_->options_, *impl_->shard_comm_, impl_->replica_comm_ != nullptr);
+  (bo.stage == 3 ? bo.quantized_reduce : bo.hierarchical_reduce) = impl_->node_groups_.get();
   bo.grad_dtype = impl_->options_.grad_accum_dtype;
   bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;

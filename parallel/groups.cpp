@@ -38,6 +38,17 @@ bool NodeLayout::uniform() const {
   return true;
 }
 
+bool NodeLayout::node_major() const {
+  if (nodes() < 2 || !uniform()) return false;
+  const int local = static_cast<int>(ranks.front().size());
+  for (int b = 0; b < nodes(); ++b) {
+    for (int l = 0; l < local; ++l) {
+      if (ranks[b][l] != b * local + l) return false;
+    }
+  }
+  return true;
+}
+
 NodeLayout discover_node_layout(Communicator& world, const Env& env) {
   int node = 0;
   if (env.num_nodes > 1) {

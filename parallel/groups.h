@@ -34,6 +34,11 @@ struct NodeLayout {
   int nodes() const { return static_cast<int>(ranks.size()); }
   // Every node has the same number of ranks.
   bool uniform() const;
+  // Several nodes, as many ranks on each, and ranks numbered node by node (rank = node * L +
+  // local index): the layout the two-level collectives need (core/zero/hierarchical_reduce.h,
+  // core/zero/quantized_reduce.h), so that a rank's chunk of a flat buffer can be reached in
+  // the node first and across nodes second.
+  bool node_major() const;
 };
 
 // The node of this rank: the launcher's node rank where it gives one (ztrun/torchrun's

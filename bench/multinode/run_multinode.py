@@ -11,9 +11,9 @@ on the batches bench/peers exports (the same initial weights and batches for eve
 reports tokens/s, the bytes that crossed the link per step (both veth ends' tx_bytes, read around
 the timed steps by each node's local rank 0), peak RSS, model-state bytes per rank and the loss.
 
---check (tiny model, few steps) also asserts what the formulas in README.md predict: hybrid
-sharding in groups of one node's ranks carries about a third of plain stage 3's bytes and hpZ in
-groups of one node's ranks three quarters, with the losses of plain stage 3.
+--check (tiny model, few steps) also asserts what the formulas in README.md predict for each
+row's bytes over the link (hybrid sharding, hpZ, qwZ, qgZ and ZeRO++ against plain stage 3; the
+hierarchical stage-2 reduction against the flat one) and the losses each row keeps.
 """
 
 import argparse
@@ -31,7 +31,7 @@ import run_peers  # noqa: E402  (bench/peers/run_peers.py: shard, export, sizes)
 NODES, PER_NODE = 2, 2
 SUBNET = "10.231.9"
 
-# name -> (implementation, arguments)
+# name -> (implementation, arguments); ENV: what a row sets in its ranks' environment.
 CONFIGS = {
     "zt stage 3": ("zt", ["--stage", "3"]),
     "zt stage 3 mics 2": ("zt", ["--stage", "3", "--mics-shard-size", "2"]),
@@ -42,10 +42,15 @@ CONFIGS = {
     "zt stage 3 qgz": ("zt", ["--stage", "3", "--quantized-gradients"]),
     "zt stage 3 hpz 2 qwz qgz": ("zt", ["--stage", "3", "--hpz-partition-size", "2",
                                         "--quantized-weights", "--quantized-gradients"]),
-    "zt stage 2": ("zt", ["--stage", "2"]),
+    "zt stage 2 flat": ("zt", ["--stage", "2"]),
+    "zt stage 2 hierarchical": ("zt", ["--stage", "2"]),
     "fsdp2": ("torch", ["--mode", "fsdp2"]),
     "fsdp2 hsdp 2": ("torch", ["--mode", "hsdp", "--shard-size", "2"]),
 }
+# Stages 0-2 reduce in the node, then across nodes, by default over gloo (ZT_HIERARCHICAL_REDUCE,
+# core/zero/hierarchical_reduce.h); the flat row turns that off.
+ENV = {"zt stage 2 flat": {"ZT_HIERARCHICAL_REDUCE": "0"},
+       "zt stage 2 hierarchical": {"ZT_HIERARCHICAL_REDUCE": "1"}}
 
 
 def sh(*cmd, check=True):
@@ -102,6 +107,7 @@ def run_row(name, ns, veth, port, bin_dir, export_dir, size, json_path, timeout)
     for node in range(NODES):
         env = run_peers.child_env()
         env["GLOO_SOCKET_IFNAME"] = veth[node]
+        env.update(ENV.get(name, {}))
         cmd = ["ip", "netns", "exec", ns[node]] + node_command(
             impl, node, port, bin_dir, export_dir, args, common, veth[node])
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
@@ -159,6 +165,19 @@ def check(rows):
         assert worst <= loss_rtol, \
             f"{name}: losses differ from plain stage 3 by {worst:.2e} relative ({loss_rtol})"
         run_peers.log(f"check: {name} losses equal plain stage 3's within {worst:.1e} relative")
+    # Stage 2 in two levels: the reduce-scatter puts 8 Ψ on the link instead of gloo's 12 Ψ and
+    # the publish all-gather 4 Ψ instead of 6 Ψ (README.md, Formulas): 12 / 18 of the flat row's
+    # bytes, and the flat row's losses up to the order of the sums.
+    flat, hier = by["zt stage 2 flat"], by["zt stage 2 hierarchical"]
+    ratio = hier["link_bytes_per_step"] / flat["link_bytes_per_step"]
+    formula = 12 / 18
+    run_peers.log(f"check: zt stage 2 hierarchical / flat link bytes per step = {ratio:.3f} "
+                  f"(formula: {formula:.3f})")
+    assert abs(ratio - formula) <= 0.1 * formula, \
+        f"stage 2 hierarchical: link bytes ratio {ratio:.3f}, formula {formula:.3f} (10% allowed)"
+    worst = max(abs(a - b) / abs(b) for a, b in zip(hier["losses"], flat["losses"]))
+    assert worst <= 1e-5, f"stage 2 hierarchical: losses differ from flat by {worst:.2e}"
+    run_peers.log(f"check: zt stage 2 hierarchical losses equal flat's within {worst:.1e} relative")
     # All of ZeRO++ together: the paper's target, a quarter of plain stage 3's bytes or less (the
     # formula, 2.5 Ψ of 24, leaves out the root unit's backward gather and the scales; README).
     row = by["zt stage 3 hpz 2 qwz qgz"]
@@ -192,7 +211,8 @@ def main():
         size["steps"], size["warmup"] = 8, 2
     rates = ["200mbit"] if a.check else a.rates.split(",")
     configs = (["zt stage 3", "zt stage 3 mics 2", "zt stage 3 hpz 2", "zt stage 3 qwz",
-                "zt stage 3 hpz 2 qwz", "zt stage 3 qgz", "zt stage 3 hpz 2 qwz qgz"]
+                "zt stage 3 hpz 2 qwz", "zt stage 3 qgz", "zt stage 3 hpz 2 qwz qgz",
+                "zt stage 2 flat", "zt stage 2 hierarchical"]
                if a.check else
                [c.strip() for c in a.configs.split(",")])
     os.makedirs(a.out, exist_ok=True)

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "core/zero/block_quant.h"
+#include "core/zero/hierarchical_reduce.h"
 #include "core/zero/nvme_params.h"
 #include "core/zero/pinned_host.h"
 #include "core/zero/quantized_reduce.h"
@@ -161,6 +162,18 @@ void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
   // In place: the stepped range is this rank's slice of params_ (MPI_IN_PLACE; NCCL's in-place
   // form), so the updated slice is not copied first.
   at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
+  if (options_.hierarchical_reduce != nullptr && options_.stage <= 2) {
+    // Across nodes first: this local index's slices (b, l) of every node b cross the link once;
+    // then the node's ranks exchange them.
+    const dist::NodeGroups& g = *options_.hierarchical_reduce;
+    const int64_t nodes = g.inter->size(), local = g.intra->size(), n = own.numel();
+    at::Tensor across = at::empty({nodes * n}, own.options());
+    clock.wait(g.inter->all_gather(own, across));
+    at::Tensor by_local = at::empty({local * nodes * n}, own.options());
+    clock.wait(g.intra->all_gather(across, by_local));
+    params_.view({nodes, local, n}).copy_(by_local.view({local, nodes, n}).transpose(0, 1));
+    return;
+  }
   clock.wait(comm.all_gather(own, params_));
 }
 
@@ -320,6 +333,19 @@ void Bucket::start_grad_sync(dist::Communicator& comm) {
     return in;
   };
   const int64_t shard = layout_.shard_numel();
+  if (options_.hierarchical_reduce != nullptr && options_.stage <= 2) {
+    at::Tensor& src = options_.stage <= 1 ? grad_full_ : staging_;
+    if (!src.defined()) {  // stage 2: no parameter of this bucket got a gradient
+      src = at::zeros({layout_.padded_numel()}, grad_shard_.options());
+    }
+    comm_in_ = prepare(src);
+    hierarchical_reduce_ = std::make_shared<HierarchicalReduce>(
+        *options_.hierarchical_reduce,
+        options_.stage == 0 ? HierarchicalReduce::Kind::kAllReduce
+                            : HierarchicalReduce::Kind::kReduceScatter,
+        comm_in_);
+    return;
+  }
   switch (options_.stage) {
     case 0:
       comm_in_ = prepare(grad_full_);
@@ -353,6 +379,10 @@ void Bucket::finish_grad_sync(WaitClock& clock) {
   if (quantized_reduce_) {
     reduced_ = quantized_reduce_->finish(clock).to(options_.grad_dtype);
     quantized_reduce_.reset();
+  } else if (hierarchical_reduce_) {
+    at::Tensor out = hierarchical_reduce_->finish(clock);
+    if (options_.stage != 0) reduced_ = out;  // stage 0 summed comm_in_ in place
+    hierarchical_reduce_.reset();
   } else if (grad_work_) {
     clock.wait(grad_work_);
     grad_work_.reset();
@@ -397,7 +427,7 @@ at::Tensor Bucket::owned_grad() const {
 }
 
 void Bucket::zero_grads() {
-  ZT_INTERNAL_ASSERT(!grad_work_ && !quantized_reduce_,
+  ZT_INTERNAL_ASSERT(!grad_work_ && !quantized_reduce_ && !hierarchical_reduce_,
                      "zero_grads with a gradient reduction in flight");
   if (grad_full_.defined()) grad_full_.zero_();
   shard_has_grad_ = false;  // the next reduce-scatter overwrites grad_shard_ (no zeroing pass)

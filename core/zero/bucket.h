@@ -6,8 +6,9 @@
 //
 // clang-format off
 //   start_grad_sync / finish_grad_sync        reduce gradients (all-reduce at stage 0,
-//                                             reduce-scatter at stages 1-3) and fold the result
-//                                             into the buffer
+//                                             reduce-scatter at stages 1-3; in two levels over
+//                                             the nodes where BucketOptions asks) and fold the
+//                                             result into the buffer
 //   start_param_gather / finish_param_gather  stage 3: rebuild the full parameters from the shards
 //   release_params                            stage 3: free the full parameters again
 // clang-format on
@@ -49,6 +50,7 @@
 #include "core/zero/flat_buffer.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
+#include "parallel/groups.h"
 
 namespace zt::zero {
 
@@ -77,9 +79,14 @@ struct BucketOptions {
   bool quantized_weights = false;
   // Stage 3, ZeRO++ qgZ (zero_quantized_gradients): the node groups its gradient reduction runs
   // its two quantized all-to-alls over (quantized_reduce.h), or null for a plain reduce-scatter.
-  const struct QuantizedReduceGroups* quantized_reduce = nullptr;
+  const dist::NodeGroups* quantized_reduce = nullptr;
+  // Stages 0-2: the node groups the gradient reduction runs its two levels over
+  // (hierarchical_reduce.h), and at stages 1-2 the publish of the updated parameters too (an
+  // all-gather across nodes, then in the node); null: flat collectives over every rank.
+  const dist::NodeGroups* hierarchical_reduce = nullptr;
 };
 
+class HierarchicalReduce;
 class NvmeParamSwapper;
 class QuantizedReduceScatter;
 
@@ -155,7 +162,6 @@ class Bucket {
   void force_complete() { pending_ = 0; }
   // Starts this micro-step's (stages 2-3) or window's (stages 0-1) reduction; once per micro-step.
   void start_grad_sync(dist::Communicator& comm);
-  bool grad_sync_in_flight() const { return grad_work_ != nullptr; }
   void finish_grad_sync(WaitClock& clock);
   // Rearms the per-micro-step bookkeeping after backward.
   void next_micro_step();
@@ -199,6 +205,7 @@ class Bucket {
   bool launched_ = false;        // reduction of this micro-step started
   dist::WorkPtr grad_work_;
   std::shared_ptr<QuantizedReduceScatter> quantized_reduce_;  // qgZ: the reduction in flight
+  std::shared_ptr<HierarchicalReduce> hierarchical_reduce_;   // stages 0-2 over the node groups
 };
 
 }  // namespace zt::zero

@@ -7,18 +7,7 @@
 
 namespace zt::zero {
 
-bool quantized_reduce_possible(const dist::NodeLayout& layout) {
-  if (layout.nodes() < 2 || !layout.uniform()) return false;
-  const int local = static_cast<int>(layout.ranks.front().size());
-  for (int b = 0; b < layout.nodes(); ++b) {
-    for (int l = 0; l < local; ++l) {
-      if (layout.ranks[b][l] != b * local + l) return false;
-    }
-  }
-  return true;
-}
-
-QuantizedReduceScatter::QuantizedReduceScatter(const QuantizedReduceGroups& groups,
+QuantizedReduceScatter::QuantizedReduceScatter(const dist::NodeGroups& groups,
                                                const at::Tensor& full)
     : groups_(groups) {
   const int64_t local = groups.intra->size(), nodes = groups.inter->size();

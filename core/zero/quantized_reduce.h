@@ -16,7 +16,7 @@
 // block it passed through (L blocks in hop 1, N in hop 2).
 //
 // Ranks must be numbered node by node (rank = node * L + local index) with L ranks on every node;
-// the caller checks that (quantized_reduce_possible) and otherwise reduce-scatters as usual.
+// the caller checks that (NodeLayout::node_major) and otherwise reduce-scatters as usual.
 
 #include <memory>
 
@@ -28,26 +28,17 @@
 
 namespace zt::zero {
 
-struct QuantizedReduceGroups {
-  std::shared_ptr<dist::Communicator> intra;  // this node's ranks, by local index
-  std::shared_ptr<dist::Communicator> inter;  // the ranks with this local index, one per node
-};
-
-// True when `layout` (of the sharding communicator) has several nodes, as many ranks on each, and
-// ranks numbered node by node.
-bool quantized_reduce_possible(const dist::NodeLayout& layout);
-
 // One bucket's reduction in flight: hop 1 starts in the constructor (so it overlaps what the
 // caller does next), finish() waits for it, runs hop 2 and returns this rank's chunk of the sum.
 class QuantizedReduceScatter {
  public:
   // full: (W * n,) the bucket's gradient in any floating dtype, W = intra size * inter size.
-  QuantizedReduceScatter(const QuantizedReduceGroups& groups, const at::Tensor& full);
+  QuantizedReduceScatter(const dist::NodeGroups& groups, const at::Tensor& full);
   // (n,) fp32: the sum over all W ranks of their chunk number (node * L + local) of `full`.
   at::Tensor finish(WaitClock& clock);
 
  private:
-  const QuantizedReduceGroups& groups_;
+  const dist::NodeGroups& groups_;
   int64_t n_ = 0;
   at::Tensor q_recv_, scales_recv_;
   dist::WorkPtr q_work_, scales_work_;

@@ -14,6 +14,11 @@
 // through OpenMPI's local-size variables): the two-hop int8 reduction against the exact sum
 // within its bound, and training within 1% of plain stage 3's losses, alone and with hpZ + qwZ.
 //
+// The hierarchical gradient reduction of stages 0-2 (mpirun -np 4 as 2 nodes of 2): the two-level
+// all-reduce and reduce-scatter equal the flat ones, and stages 0, 1, 2 (with accumulation, fp32
+// and bf16) train like the flat reduction while no gradient reduction and no publish of the
+// updated parameters runs over every rank.
+//
 // ZeRO++ hpZ (zero_optimization.zero_hpz_partition_size, mpirun -np 4): the backward's gathers
 // read the secondary copy over the hpz group instead of the shards over every rank, which moves
 // the same values, so training is bit for bit plain stage 3's; the test counts the gathers on
@@ -24,6 +29,7 @@
 // Adam's normalisation keeps at that relative size after 5 steps. bf16: the 16-bit parameters
 // round the same fp32 masters, so 1e-2 relative (two bf16 ulps).
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -36,6 +42,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/format.h"
 #include "core/engine.h"
+#include "core/zero/hierarchical_reduce.h"
 #include "core/zero/quantized_reduce.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/dist.h"
@@ -263,10 +270,12 @@ class CountingCommunicator : public zt::dist::Communicator {
   const std::string& backend() const override { return inner_->backend(); }
   c10::Device device() const override { return inner_->device(); }
   zt::dist::WorkPtr all_reduce(at::Tensor& t, zt::dist::ReduceOp op) override {
+    if (t.numel() > 1) ++bulk_reductions;  // not a norm, a vote or a loss
     return inner_->all_reduce(t, op);
   }
   zt::dist::WorkPtr reduce_scatter(const at::Tensor& in, at::Tensor& out,
                                    zt::dist::ReduceOp op) override {
+    ++bulk_reductions;
     return inner_->reduce_scatter(in, out, op);
   }
   zt::dist::WorkPtr all_gather(const at::Tensor& in, at::Tensor& out) override {
@@ -286,6 +295,7 @@ class CountingCommunicator : public zt::dist::Communicator {
   }
   int all_gathers = 0;
   int64_t gather_bytes = 0;  // received by every rank together
+  int bulk_reductions = 0;   // gradient all-reduces and reduce-scatters over every rank
 
  private:
   std::shared_ptr<zt::dist::Communicator> inner_;
@@ -450,19 +460,21 @@ TEST(Qwz, QuantizedGathersMoveAQuarterOfTheBytesWithinTheirBound) {
   }
 }
 
-// mpirun's ranks as 2 nodes of 2 for discover_node_layout (OpenMPI's local rank and size),
-// restored on destruction.
-class TwoNodesOfTwo {
+// Environment variables set for a scope (an empty value unsets), restored on destruction.
+class ScopedEnv {
  public:
-  TwoNodesOfTwo() {
-    for (const char* k : {"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
-      const char* v = std::getenv(k);
-      saved_.emplace_back(k, v ? std::optional<std::string>(v) : std::nullopt);
+  ScopedEnv(std::initializer_list<std::pair<std::string, std::string>> vars) {
+    for (const auto& [k, v] : vars) {
+      const char* old = std::getenv(k.c_str());
+      saved_.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      if (v.empty()) {
+        unsetenv(k.c_str());
+      } else {
+        setenv(k.c_str(), v.c_str(), 1);
+      }
     }
-    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
-    setenv("OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(g_comm->rank() % 2).c_str(), 1);
   }
-  ~TwoNodesOfTwo() {
+  ~ScopedEnv() {
     for (const auto& [k, v] : saved_) {
       if (v) {
         setenv(k.c_str(), v->c_str(), 1);
@@ -471,15 +483,25 @@ class TwoNodesOfTwo {
       }
     }
   }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
+// mpirun's ranks as 2 nodes of 2 for discover_node_layout (OpenMPI's local rank and size).
+class TwoNodesOfTwo : public ScopedEnv {
+ public:
+  TwoNodesOfTwo()
+      : ScopedEnv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(g_comm->rank() % 2)}}) {}
+};
+
 TEST(Qgz, TwoHopInt8ReductionIsTheSumWithinItsBound) {
   ASSERT_EQ(g_comm->size(), 4) << "registered for 4 ranks";
   const int rank = g_comm->rank();
-  zt::zero::QuantizedReduceGroups groups;
+  zt::dist::NodeGroups groups;
   groups.intra = zt::dist::split_partition(*g_comm, {{0, 1}, {2, 3}});
   groups.inter = zt::dist::split_partition(*g_comm, {{0, 2}, {1, 3}});
   for (int64_t n : {1001, 20000}) {
@@ -535,6 +557,117 @@ TEST(Qgz, TrainsWithinOnePercentOfPlainStage3) {
         EXPECT_NE(got, want) << what << ": nothing was quantized";
       }
     }
+  }
+}
+
+// The hierarchical reduction of stages 0-2 (core/zero/hierarchical_reduce.h) on 2 nodes of 2:
+// the same sums as the flat collectives over every rank, added in another order.
+TEST(Hierarchical, TwoLevelReductionsEqualTheFlatOnes) {
+  ASSERT_EQ(g_comm->size(), 4) << "registered for 4 ranks";
+  const int rank = g_comm->rank();
+  zt::dist::NodeGroups groups;
+  groups.intra = zt::dist::split_partition(*g_comm, {{0, 1}, {2, 3}});
+  groups.inter = zt::dist::split_partition(*g_comm, {{0, 2}, {1, 3}});
+  using Kind = zt::zero::HierarchicalReduce::Kind;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    // bf16 rounds each partial sum to 8 bits: the orders differ by up to two ulps of the largest
+    // sums (atol below); fp32 by a few ulps of each value.
+    const double rtol = dtype == at::kFloat ? 1e-6 : 0.0;
+    for (int64_t n : {1, 1001}) {
+      torch::manual_seed(70 + rank);
+      const torch::Tensor full = (torch::randn({4 * n}) * 3).to(dtype);
+      const std::string what = std::string(c10::toString(dtype)) + ", n " + std::to_string(n);
+      zt::zero::WaitClock clock;
+      // Stage 0: the all-reduce.
+      torch::Tensor flat = full.clone(), two_level = full.clone();
+      g_comm->all_reduce(flat)->wait();
+      const double atol =
+          dtype == at::kFloat ? 1e-6 : flat.abs().max().item<double>() * 2 * std::ldexp(1.0, -8);
+      zt::zero::HierarchicalReduce ar(groups, Kind::kAllReduce, two_level);
+      const torch::Tensor summed = ar.finish(clock);
+      EXPECT_TRUE(summed.is_same(two_level)) << what << ": the all-reduce is in place";
+      EXPECT_TRUE(torch::allclose(summed.to(torch::kFloat), flat.to(torch::kFloat), rtol, atol))
+          << what << ": all-reduce differs by " << (summed - flat).abs().max().item<double>();
+      // Stages 1-2: this rank's chunk of the reduce-scatter.
+      torch::Tensor chunk = torch::empty({n}, full.options()), in = full.clone();
+      g_comm->reduce_scatter(in, chunk)->wait();
+      zt::zero::HierarchicalReduce rs(groups, Kind::kReduceScatter, full);
+      const torch::Tensor got = rs.finish(clock);
+      ASSERT_EQ(got.numel(), n) << what;
+      EXPECT_EQ(got.scalar_type(), dtype) << what;
+      EXPECT_TRUE(torch::allclose(got.to(torch::kFloat), chunk.to(torch::kFloat), rtol, atol))
+          << what << ": reduce-scatter differs by " << (got - chunk).abs().max().item<double>();
+    }
+  }
+}
+
+struct ReduceRun {
+  Trace trace;
+  int bulk_reductions = 0;  // over every rank, during training
+  int world_gathers = 0;  // all-gathers over every rank (stages 1-2: the publish), during training
+};
+
+ReduceRun run_reduce(int stage, int accumulation, at::ScalarType dtype, bool hierarchical) {
+  // Unset: the default, which takes the two levels over MPI on two nodes.
+  ScopedEnv mode({{"ZT_HIERARCHICAL_REDUCE", hierarchical ? "" : "0"}});
+  auto counting = std::make_shared<CountingCommunicator>(g_comm);
+  auto m = make_model();
+  zt::EngineOptions o = options(-1, accumulation);
+  o.stage = stage;
+  o.compute_dtype = dtype;
+  zt::Engine engine(m, o, counting);
+  ReduceRun r;
+  const int before = counting->bulk_reductions, gathers_before = counting->all_gathers;
+  train(engine, *m, 0, kSteps, r.trace);
+  r.bulk_reductions = counting->bulk_reductions - before;
+  r.world_gathers = counting->all_gathers - gathers_before;
+  snapshot(engine, *m, r.trace);
+  return r;
+}
+
+TEST(Hierarchical, StagesZeroToTwoTrainLikeTheFlatReduction) {
+  ASSERT_EQ(g_comm->size(), 4) << "registered for 4 ranks";
+  TwoNodesOfTwo nodes;
+  for (int stage : {0, 1, 2}) {
+    for (int accumulation : {1, 2}) {
+      const std::string what =
+          "stage " + std::to_string(stage) + " x" + std::to_string(accumulation);
+      const ReduceRun flat = run_reduce(stage, accumulation, at::kFloat, false);
+      const ReduceRun two_level = run_reduce(stage, accumulation, at::kFloat, true);
+      EXPECT_GT(flat.bulk_reductions, 0) << what << ": the flat run reduced over every rank";
+      EXPECT_EQ(two_level.bulk_reductions, 0)
+          << what << ": a gradient reduction still ran over every rank";
+      if (stage > 0) {
+        EXPECT_GT(flat.world_gathers, 0) << what << ": the flat run published over every rank";
+        EXPECT_EQ(two_level.world_gathers, 0) << what << ": a publish still ran over every rank";
+      }
+      expect_close(two_level.trace, flat.trace, kRtol, kAtol, what);
+    }
+  }
+  const ReduceRun flat = run_reduce(2, 1, at::kBFloat16, false);
+  expect_close(run_reduce(2, 1, at::kBFloat16, true).trace, flat.trace, 1e-2, 1e-3, "bf16 stage 2");
+}
+
+// One node (every rank's local size is the world): nothing to split, the reduction stays flat.
+TEST(Hierarchical, OneNodeReducesFlat) {
+  ScopedEnv one_node({{"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(g_comm->size())},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(g_comm->rank())}});
+  const ReduceRun r = run_reduce(2, 1, at::kFloat, true);
+  EXPECT_GT(r.bulk_reductions, 0);
+}
+
+TEST(Hierarchical, BadSettingIsAnError) {
+  ScopedEnv bad({{"ZT_HIERARCHICAL_REDUCE", "yes"}});
+  auto m = make_model();
+  zt::EngineOptions o = options(-1, 1);
+  o.stage = 2;
+  try {
+    zt::Engine engine(m, o, g_comm);
+    ADD_FAILURE() << "ZT_HIERARCHICAL_REDUCE=yes accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ZT_HIERARCHICAL_REDUCE must be auto, 0 or 1, got 'yes'"),
+              std::string::npos)
+        << e.what();
   }
 }
 

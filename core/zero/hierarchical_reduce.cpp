@@ -1,0 +1,37 @@
+#include "core/zero/hierarchical_reduce.h"
+
+#include <ATen/ATen.h>
+
+#include "base/error.h"
+
+namespace zt::zero {
+
+HierarchicalReduce::HierarchicalReduce(const dist::NodeGroups& groups, Kind kind, at::Tensor full)
+    : groups_(groups), kind_(kind), full_(std::move(full)) {
+  const int64_t local = groups.intra->size(), nodes = groups.inter->size();
+  ZT_INTERNAL_ASSERT(full_.numel() % (local * nodes) == 0, "a bucket not cut into W chunks");
+  const int64_t n = full_.numel() / (local * nodes);
+  at::Tensor in = full_;
+  if (kind_ == Kind::kReduceScatter) {
+    // Chunk (b, l) is chunk b * L + l; local index l must end with the N chunks (b, l).
+    in = full_.view({nodes, local, n}).transpose(0, 1).contiguous().view({-1});
+  }
+  part_ = at::empty({nodes * n}, full_.options());
+  work_ = groups.intra->reduce_scatter(in, part_, dist::ReduceOp::kSum);
+}
+
+at::Tensor HierarchicalReduce::finish(WaitClock& clock) {
+  clock.wait(work_);
+  if (kind_ == Kind::kAllReduce) {
+    clock.wait(groups_.inter->all_reduce(part_, dist::ReduceOp::kSum));
+    clock.wait(groups_.intra->all_gather(part_, full_));
+    part_ = at::Tensor();
+    return full_;
+  }
+  at::Tensor out = at::empty({part_.numel() / groups_.inter->size()}, part_.options());
+  clock.wait(groups_.inter->reduce_scatter(part_, out, dist::ReduceOp::kSum));
+  part_ = at::Tensor();
+  return out;
+}
+
+}  // namespace zt::zero

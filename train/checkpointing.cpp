@@ -50,13 +50,7 @@ Checkpointing::Checkpointing(Training& t, CheckpointingOptions options)
       options_(std::move(options)),
       dir_(options_.dir.empty() ? t.config.checkpoint.save_dir : options_.dir) {
   if (!enabled() || !t_.config.checkpoint.writer.decoupled) return;
-  if (AsyncCheckpointer::supported(*t_.engine)) {
-    async_ = std::make_unique<AsyncCheckpointer>(*t_.engine);
-  } else {
-    ZT_LOG_WARN(
-        "checkpoint.writer.decoupled: the optimizer state streams from NVMe swap files, "
-        "which the next step changes; checkpoints are written synchronously");
-  }
+  async_ = std::make_unique<AsyncCheckpointer>(*t_.engine);
 }
 
 Checkpointing::~Checkpointing() = default;

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -14,6 +17,9 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "core/aio/aio_file.h"
+#include "core/aio/aio_handle.h"
+#include "core/aio/aligned_buffer.h"
 #include "core/checkpoint/format.h"
 #include "core/checkpoint/save_parts.h"
 #include "core/zero/master_store.h"
@@ -39,11 +45,99 @@ void copy_into(at::Tensor& dst, const at::Tensor& src) {
   dst.copy_(src);
 }
 
+// Streams one state of a buffer from the store's chunk files into a shard file: a tensor record
+// of `n` fp32 values, read through O_DIRECT in pieces (two buffers: the next piece is read while
+// the last one is written), so host memory stays at two pieces whatever the buffer's size.
+class FileStreamer {
+ public:
+  explicit FileStreamer(const aio::AioOptions& options)
+      : aio_(options), pieces_{aio::AlignedBuffer(kPiece), aio::AlignedBuffer(kPiece)} {}
+
+  // which: 0 the master, 1 + i state i (MasterStore::FileChunk::offsets).
+  void stream(ckpt::ShardWriter& w, const std::vector<zero::MasterStore::FileChunk>& chunks,
+              size_t which, int64_t n) {
+    w.tensor_header(at::kFloat, {n});
+    struct Piece {
+      const zero::MasterStore::FileChunk* chunk;
+      int64_t offset, bytes;
+    };
+    std::vector<Piece> plan;
+    int64_t total = 0;
+    for (const auto& c : chunks) {
+      const int64_t bytes = c.numel * static_cast<int64_t>(sizeof(float));
+      for (int64_t at = 0; at < bytes; at += kPiece) {
+        plan.push_back({&c, c.offsets.at(which) + at, std::min(kPiece, bytes - at)});
+      }
+      total += c.numel;
+    }
+    ZT_INTERNAL_ASSERT(total == n, "the store's files hold ", total, " values, expected ", n);
+    aio::AioHandle::Ticket reading;
+    auto start = [&](size_t i) {
+      if (i == 0 || plan[i].chunk != plan[i - 1].chunk) {
+        file_ = std::make_unique<aio::AioFile>(plan[i].chunk->path, /*create=*/false);
+      }
+      reading = aio_.start_read(*file_, pieces_[i % 2].data(), plan[i].bytes, plan[i].offset);
+    };
+    try {
+      if (!plan.empty()) start(0);
+      for (size_t i = 0; i < plan.size(); ++i) {
+        aio::AioHandle::wait(reading);  // piece i is in its buffer; its file is read no more
+        reading.reset();
+        if (i + 1 < plan.size()) start(i + 1);
+        w.bytes(pieces_[i % 2].data(), static_cast<size_t>(plan[i].bytes));
+      }
+    } catch (...) {
+      // No read may outlive the buffers it fills.
+      try {
+        aio::AioHandle::wait(reading);
+      } catch (const std::exception&) {
+      }
+      throw;
+    }
+    file_.reset();
+  }
+
+ private:
+  static constexpr int64_t kPiece = 16 << 20;
+  aio::AioHandle aio_;
+  aio::AlignedBuffer pieces_[2];
+  std::unique_ptr<aio::AioFile> file_;
+};
+
 // What this rank's write reports to the commit, per rank: state (1 written, 0 still writing, -1
 // failed), shard number (-1: not a writer), file size, checksum.
 constexpr int64_t kWritten = 1, kWriting = 0, kFailed = -1;
 
 }  // namespace
+
+// How far the background write has read a store's swap files (offload_optimizer nvme): the step
+// rewrites a slot's files only once the write has read them (MasterStore::set_write_gate), so the
+// checkpoint holds the values of the save's step without a copy of them in host memory.
+struct AsyncCheckpointer::FileGate {
+  std::mutex m;
+  std::condition_variable cv;
+  size_t slots_read = 0;  // slots [0, slots_read) are read
+  bool open = false;      // the write is over (done or failed): nothing is held any more
+
+  void wait_for(size_t slot) {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return open || slot < slots_read; });
+  }
+  void read_through(size_t slots) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      slots_read = slots;
+    }
+    cv.notify_all();
+  }
+  void open_all() {
+    {
+      std::lock_guard<std::mutex> l(m);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
 
 // This rank's shard, as save() found it: each buffer's layout, master and optimizer state, in
 // the order the shard file holds them.
@@ -51,8 +145,12 @@ struct AsyncCheckpointer::Snapshot {
   struct Buffer {
     int64_t padded_numel = 0, stepped_begin = 0, stepped_end = 0;
     std::vector<ckpt::ShardBuffer::Entry> entries;
-    at::Tensor master;
-    std::map<std::string, at::Tensor> state;  // sorted, as the synchronous save writes them
+    at::Tensor master;                        // undefined when `files` holds it
+    std::map<std::string, at::Tensor> state;  // the state held in memory
+    // Every state key, sorted as the synchronous save writes them: -1 in `state`, else the index
+    // of a state the store streams from `files` (offload_optimizer nvme).
+    std::map<std::string, int> keys;
+    std::vector<zero::MasterStore::FileChunk> files;
   };
   std::vector<Buffer> buffers;
   std::vector<std::pair<std::string, at::Tensor>> frozen;
@@ -70,25 +168,19 @@ struct AsyncCheckpointer::Pending {
     double seconds = 0;
     std::string error;  // empty: written
   };
-  std::future<Written> write;  // invalid on ranks that write no shard, and once reported
+  std::future<Written> write;      // invalid on ranks that write no shard, and once reported
+  std::shared_ptr<FileGate> gate;  // offload_optimizer nvme: what the step waits on
   // What this rank tells the commit (state, shard, size, checksum as above); a rank that writes
   // no shard is written from the start.
   std::array<int64_t, 4> report = {kWriting, -1, 0, 0};
 };
 
 AsyncCheckpointer::AsyncCheckpointer(Engine& engine)
-    : engine_(engine), snapshot_(std::make_unique<Snapshot>()) {
-  ZT_CHECK(supported(engine),
-           "background checkpoints need the optimizer state in memory; with "
-           "offload_optimizer nvme save synchronously");
-}
+    : engine_(engine), snapshot_(std::make_unique<Snapshot>()) {}
 
 AsyncCheckpointer::~AsyncCheckpointer() {
   if (pending_ && pending_->write.valid()) pending_->write.wait();
-}
-
-bool AsyncCheckpointer::supported(const Engine& engine) {
-  return engine.master_store().swap_directory().empty();
+  if (pending_ && pending_->gate) engine_.master_store().set_write_gate(nullptr);
 }
 
 bool AsyncCheckpointer::in_flight() const {
@@ -108,6 +200,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
   if (target.writer) {
     Snapshot& snap = *snapshot_;
     zero::MasterStore& store = engine_.master_store();
+    const bool from_files = !store.swap_directory().empty();
     auto states = engine_.shard_states();
     snap.bytes = shard_bytes_at_least(states, store.state_names().size());
     check_free_space(target.tag_dir, target.shard_path(), snap.bytes);
@@ -123,20 +216,32 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
       for (const auto& e : s.layout->entries())
         buf.entries.push_back({e.name, e.range.begin, e.range.end});
       const int64_t n = s.stepped.size();
-      if (!buf.master.defined() || buf.master.numel() != n) {
-        buf.master = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+      buf.files.clear();
+      if (from_files) {
+        // The store's files stay as they are until the write has read them (the gate below).
+        buf.files = store.file_chunks(b);
+        buf.master = at::Tensor();
+      } else {
+        if (!buf.master.defined() || buf.master.numel() != n) {
+          buf.master = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+        }
+        store.for_each_chunk(
+            {b},
+            [&](zero::MasterChunk& c) { buf.master.narrow(0, c.begin, c.numel).copy_(c.master); },
+            /*read=*/true, /*write_back=*/false);
       }
-      store.for_each_chunk(
-          {b},
-          [&](zero::MasterChunk& c) { buf.master.narrow(0, c.begin, c.numel).copy_(c.master); },
-          /*read=*/true, /*write_back=*/false);
       std::map<std::string, at::Tensor> kept;
+      buf.keys.clear();
       for (const auto& [k, t] : s.optimizer->state_dict()) {
         at::Tensor& dst = buf.state[k];
         copy_into(dst, t);
         kept[k] = dst;
+        buf.keys[k] = -1;
       }
       buf.state = std::move(kept);
+      for (size_t i = 0; i < store.state_names().size(); ++i) {
+        buf.keys[store.state_names()[i]] = static_cast<int>(i);
+      }
     }
     snap.frozen.clear();
     if (target.lead) {
@@ -148,21 +253,46 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
     snap.rng = cpu_rng_state();
     snap.client = client;
     const int pause_s = test_pause_seconds();
-    pending->write = std::async(std::launch::async, [&snap, target, pause_s] {
+    std::shared_ptr<FileGate> gate;
+    if (from_files) {
+      gate = std::make_shared<FileGate>();
+      store.set_write_gate([gate](size_t slot) { gate->wait_for(slot); });
+      pending->gate = gate;
+    }
+    const aio::AioOptions aio = engine_.options().aio;
+    pending->write = std::async(std::launch::async, [&snap, target, pause_s, gate, aio] {
       Pending::Written out;
       const auto t0 = Clock::now();
       try {
         ckpt::ShardWriter w(target.shard_path().string(), target.shard_rank, target.shard_world,
                             snap.buffers.size(), snap.bytes);
-        for (const Snapshot::Buffer& buf : snap.buffers) {
-          w.buffer(buf.padded_numel, buf.stepped_begin, buf.stepped_end, buf.entries);
-          w.tensor(buf.master);
-          w.state_count(buf.state.size());
-          for (const auto& [k, t] : buf.state) {
-            w.state_key(k);
-            w.tensor(t);
-          }
+        std::unique_ptr<FileStreamer> files;
+        if (gate) {
+          files = std::make_unique<FileStreamer>(aio);
+          // Tests: a write that reads the swap files late, so the next step must wait for it.
+          if (pause_s > 0) std::this_thread::sleep_for(std::chrono::seconds(pause_s));
         }
+        for (size_t b = 0; b < snap.buffers.size(); ++b) {
+          const Snapshot::Buffer& buf = snap.buffers[b];
+          w.buffer(buf.padded_numel, buf.stepped_begin, buf.stepped_end, buf.entries);
+          if (buf.master.defined()) {
+            w.tensor(buf.master);
+          } else {
+            files->stream(w, buf.files, 0, buf.stepped_end - buf.stepped_begin);
+          }
+          w.state_count(buf.keys.size());
+          for (const auto& [k, i] : buf.keys) {
+            w.state_key(k);
+            if (i < 0) {
+              w.tensor(buf.state.at(k));
+            } else {
+              files->stream(w, buf.files, static_cast<size_t>(i) + 1,
+                            buf.stepped_end - buf.stepped_begin);
+            }
+          }
+          if (gate) gate->read_through(b + 1);
+        }
+        if (gate) gate->open_all();
         w.finish(snap.frozen, snap.rng, snap.client, pause_s);
         fsync_dir(target.tag_dir);
         out.size = fs::file_size(target.shard_path());
@@ -170,6 +300,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
       } catch (const std::exception& e) {
         out.error = e.what();
       }
+      if (gate) gate->open_all();
       out.seconds = async_seconds_since(t0);
       return out;
     });
@@ -208,7 +339,7 @@ bool AsyncCheckpointer::poll() {
   }
   if (!failed.empty()) {
     const std::string tag = p.target.tag;
-    pending_.reset();
+    release();
     ZT_THROW("checkpoint: the background write of ", tag, " failed on rank(s) ", failed,
              " (their logs say why); `latest` still names the previous checkpoint");
   }
@@ -226,10 +357,15 @@ bool AsyncCheckpointer::poll() {
     }
     commit_save(p.target, std::move(m), p.keep_last);
   }
-  pending_.reset();
+  release();
   // As after a synchronous save: on every rank, once this returns, `latest` names the tag.
   comm.barrier()->wait();
   return true;
+}
+
+void AsyncCheckpointer::release() {
+  if (pending_ && pending_->gate) engine_.master_store().set_write_gate(nullptr);
+  pending_.reset();
 }
 
 void AsyncCheckpointer::wait() {

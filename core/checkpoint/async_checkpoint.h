@@ -24,9 +24,13 @@
 // its write but commits nothing (no collective in a destructor): call wait() to finish a save.
 //
 // Host memory: one snapshot of this rank's shard state (the masters and the optimizer state laid
-// out like them: 12 bytes per stepped parameter for AdamW), reused by every save. A store that
-// streams its state from NVMe swap files (offload_optimizer nvme) cannot be snapshotted without
-// holding all of it in host memory; supported() is false there and callers save synchronously.
+// out like them: 12 bytes per stepped parameter for AdamW), reused by every save. With the state
+// in NVMe swap files (offload_optimizer nvme) nothing of it is copied: the write streams the
+// masters and states from the store's files through two 16 MiB buffers (O_DIRECT, the engine's
+// aio settings), and until it has read a buffer's files the step that would rewrite them waits
+// (MasterStore::set_write_gate), buffer by buffer in the order both go. Training continues
+// through the next forward and backward; the next step stalls only where it catches up with the
+// read.
 
 #include <cstdint>
 #include <future>
@@ -44,9 +48,6 @@ class AsyncCheckpointer {
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
-  // False when the engine's master store streams from NVMe (see above).
-  static bool supported(const Engine& engine);
-
   void save(const std::string& dir, const std::string& tag, const ClientState& client = {},
             const CheckpointOptions& options = {});
   // Commits the save in flight if every rank has written it; true when it committed.
@@ -60,8 +61,11 @@ class AsyncCheckpointer {
   double last_write_seconds() const { return write_s_; }
 
  private:
+  struct FileGate;
   struct Snapshot;
   struct Pending;
+  // Ends the save in flight's bookkeeping (and the step's gate on the store's files).
+  void release();
   Engine& engine_;
   std::unique_ptr<Snapshot> snapshot_;
   std::unique_ptr<Pending> pending_;

@@ -35,7 +35,8 @@ using ckpt::ShardIndex;
 namespace {
 
 // Tests only: seconds each rank sleeps after its shard is fsynced under the temporary name and
-// before the rename, so a test can kill -9 a save midway.
+// before the rename, so a test can kill -9 a save midway. A background write from NVMe swap files
+// (async_checkpoint.h) also sleeps that long before it reads them.
 constexpr const char* kPauseEnv = "ZT_CHECKPOINT_TEST_PAUSE_S";
 
 dist::Communicator& comm_of(Engine& e) {

@@ -117,6 +117,16 @@ class NvmeMasters final : public MasterStore {
   const std::vector<std::string>& state_names() const override { return swapper_->state_names(); }
   at::Tensor resident(size_t) const override { return at::Tensor(); }
   std::string swap_directory() const override { return swapper_->directory(); }
+  std::vector<FileChunk> file_chunks(size_t b) const override {
+    std::vector<FileChunk> out;
+    for (const auto& c : swapper_->chunk_files(b)) {
+      out.push_back({c.path, c.begin, c.numel, c.offsets});
+    }
+    return out;
+  }
+  void set_write_gate(std::function<void(size_t)> gate) override {
+    swapper_->set_write_gate(std::move(gate));
+  }
   int64_t master_bytes() const override { return 0; }
   int64_t nvme_bytes() const override { return swapper_->nvme_bytes(); }
   int64_t buffer_bytes() const override { return swapper_->buffer_bytes(); }

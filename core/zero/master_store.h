@@ -58,6 +58,20 @@ class MasterStore {
   // The directory of the store's swap files, empty when it keeps everything in memory.
   virtual std::string swap_directory() const { return ""; }
 
+  // A store that streams from files: where slot b's chunks are, in order, for a reader outside
+  // the store (a background checkpoint write, core/checkpoint/async_checkpoint.h). Each chunk's
+  // file holds `numel` fp32 values at offsets[0] (the master) and at offsets[1 + i] (state i).
+  // The files hold every value written once for_each_chunk has returned. Empty in memory.
+  struct FileChunk {
+    std::string path;
+    int64_t begin = 0, numel = 0;
+    std::vector<int64_t> offsets;
+  };
+  virtual std::vector<FileChunk> file_chunks(size_t /*b*/) const { return {}; }
+  // Runs on the calling thread before a chunk of `slot` is written back to its file, so that a
+  // background reader of the files can hold the writer until it has read that slot. Null: none.
+  virtual void set_write_gate(std::function<void(size_t slot)> /*gate*/) {}
+
   virtual int64_t master_bytes() const = 0;  // separate fp32 masters in host or device memory
   virtual int64_t nvme_bytes() const { return 0; }    // bytes of its swap files
   virtual int64_t buffer_bytes() const { return 0; }  // host buffers the chunks stream through

@@ -101,6 +101,21 @@ int64_t NvmeOptimizerSwapper::buffer_bytes() const {
   return n;
 }
 
+std::vector<NvmeOptimizerSwapper::ChunkLocation> NvmeOptimizerSwapper::chunk_files(
+    size_t slot) const {
+  std::vector<ChunkLocation> out;
+  for (size_t i : chunks_of_slot_.at(slot)) {
+    const ChunkFile& c = chunks_[i];
+    ChunkLocation l{c.file->path(), c.begin, c.numel, {}};
+    const int64_t region = region_bytes(c.numel);
+    for (size_t s = 0; s <= state_names_.size(); ++s) {
+      l.offsets.push_back(static_cast<int64_t>(s) * region);
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 NvmeOptimizerSwapper::Chunk NvmeOptimizerSwapper::views(const ChunkFile& c,
                                                         const aio::AlignedBuffer& buf) const {
   Chunk ch;
@@ -154,6 +169,7 @@ void NvmeOptimizerSwapper::for_each_chunk(const std::vector<size_t>& slots, cons
       Chunk ch = views(c, buf);
       fn(ch);
       if (write_back) {
+        if (write_gate_) write_gate_(c.slot);
         buffer_writes_[i % count] = aio_->start_write(*c.file, buf.data(), bytes, 0);
         if (!options_.pipeline_write) aio::AioHandle::wait(buffer_writes_[i % count]);
       }

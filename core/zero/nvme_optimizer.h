@@ -66,6 +66,17 @@ class NvmeOptimizerSwapper {
   void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool read,
                       bool write_back);
 
+  // Slot `slot`'s chunk files, in order: each holds `numel` fp32 values at offsets[0] (master)
+  // and offsets[1 + i] (state i), as written by the last for_each_chunk.
+  struct ChunkLocation {
+    std::string path;
+    int64_t begin = 0, numel = 0;
+    std::vector<int64_t> offsets;
+  };
+  std::vector<ChunkLocation> chunk_files(size_t slot) const;
+  // gate(slot) runs before each write-back of a chunk of `slot` starts (null: none).
+  void set_write_gate(std::function<void(size_t slot)> gate) { write_gate_ = std::move(gate); }
+
   const std::vector<std::string>& state_names() const { return state_names_; }
   int64_t nvme_bytes() const;    // bytes of this rank's files
   int64_t buffer_bytes() const;  // host bytes of the swap buffers
@@ -94,6 +105,7 @@ class NvmeOptimizerSwapper {
   std::unique_ptr<aio::AioHandle> aio_;
   std::vector<aio::AlignedBuffer> buffers_;
   std::vector<aio::AioHandle::Ticket> buffer_writes_;  // per buffer: its last write in flight
+  std::function<void(size_t)> write_gate_;
 };
 
 }  // namespace zt::zero

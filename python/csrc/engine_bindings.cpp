@@ -127,19 +127,10 @@ class PyEngine {
     return *hooks_[i];
   }
   // checkpoint.writer.decoupled: the background saver (core/checkpoint/async_checkpoint.h), or
-  // null for synchronous saves (the block off, or NVMe-resident optimizer state).
+  // null for synchronous saves (the block off).
   AsyncCheckpointer* async_saver() {
     if (!config().checkpoint.writer.decoupled) return nullptr;
-    if (!async_ && !async_refused_) {
-      if (AsyncCheckpointer::supported(engine())) {
-        async_ = std::make_unique<AsyncCheckpointer>(engine());
-      } else {
-        async_refused_ = true;
-        ZT_LOG_WARN(
-            "checkpoint.writer.decoupled: the optimizer state streams from NVMe swap "
-            "files, which the next step changes; checkpoints are written synchronously");
-      }
-    }
+    if (!async_) async_ = std::make_unique<AsyncCheckpointer>(engine());
     return async_.get();
   }
 
@@ -149,7 +140,6 @@ class PyEngine {
   std::vector<UnitHooks*> hooks_;
   // Declared after training_: destroyed first, while the engine it reads still exists.
   std::unique_ptr<AsyncCheckpointer> async_;
-  bool async_refused_ = false;
 };
 
 // zerotorch.zero.GatheredParameters' scope: every parameter full until close().

@@ -12,6 +12,7 @@
 #include "core/checkpoint/checkpoint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -686,6 +687,61 @@ TEST(NvmeResume, SaveLoadStreamsChunksAndResumesBitForBit) {
     zt::EngineOptions other = nvme;
     other.reduce_bucket_size = 61;
     expect_equal(resume(k.kind, other, dir, "nvme4"), want, want_params, name + " resharded");
+  }
+}
+
+// Background saves with offload_optimizer nvme: the write streams the masters and Adam state
+// from the swap files, and the step after the save rewrites a buffer's files only once the write
+// has read them. The write here waits 1 s before it reads anything, so the first step after the
+// save has to wait for it; the checkpoint is still the save step's (the same bytes as the
+// synchronous save of that step), training is unchanged, and resuming from it is bit for bit.
+TEST(AsyncNvme, WriteStreamsTheSwapFilesAndHoldsTheNextStep) {
+  struct Case {
+    ModelKind kind;
+    int stage;
+    torch::ScalarType dtype;
+  };
+  for (const Case& k : {Case{ModelKind::kMlp, 1, torch::kFloat},
+                        Case{ModelKind::kTransformer, 3, torch::kBFloat16}}) {
+    const std::string name = "async_nvme_" + std::to_string(k.stage);
+    const std::string sync_dir = test_dir(name + "_sync"), async_dir = test_dir(name + "_async");
+    const zt::EngineOptions nvme = nvme_options(k.kind, k.stage, k.dtype, true);
+    std::vector<double> want, got;
+    std::map<std::string, torch::Tensor> want_params;
+    {
+      zt::Engine engine(make_model(k.kind), nvme, g_comm);
+      for (int s = 0; s < 10; ++s) want.push_back(train_step(engine, k.kind, s));
+      want_params = full_params(engine);
+    }
+    {
+      zt::Engine engine(make_model(k.kind), nvme, g_comm);
+      for (int s = 0; s < 4; ++s) got.push_back(train_step(engine, k.kind, s));
+      zt::save_checkpoint(engine, sync_dir, "t");
+      zt::AsyncCheckpointer saver(engine);
+      {
+        PauseWrites pause(1);
+        saver.save(async_dir, "t");
+        EXPECT_TRUE(saver.in_flight());
+        EXPECT_LT(saver.last_stall_seconds(), 0.5) << name << ": save() copied the files";
+        const auto t0 = std::chrono::steady_clock::now();
+        got.push_back(train_step(engine, k.kind, 4));
+        const double step_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        EXPECT_GE(step_s, 0.9) << name << ": the step did not wait for the write to read its files";
+        for (int s = 5; s < 10; ++s) {
+          got.push_back(train_step(engine, k.kind, s));
+          saver.poll();
+        }
+        saver.wait();
+      }
+      EXPECT_EQ(read_latest(async_dir), "t");
+      if (g_comm->rank() == 0) {
+        expect_same_files(fs::path(sync_dir) / "t", fs::path(async_dir) / "t");
+      }
+      barrier();
+    }
+    EXPECT_EQ(got, want) << name << ": training changed under the background save";
+    expect_equal(resume(k.kind, nvme, async_dir, "t"), want, want_params, name + " async resume");
   }
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "base/env_vars.h"
@@ -12,6 +13,7 @@
 #include "core/checkpoint/async_checkpoint.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/format.h"
+#include "core/zero/master_store.h"
 #include "data/batch_sampler.h"
 
 namespace zt {
@@ -141,7 +143,11 @@ bool Checkpointing::after_step(int64_t step, bool last) {
   if (!enabled()) return false;
   if (async_ && async_->poll()) {  // every rank has written the background save: committed
     ZT_LOG_INFO("checkpoint: background write took ", async_->last_write_seconds(),
-                " s on this rank");
+                " s on this rank",
+                t_.engine->master_store().swap_directory().empty()
+                    ? std::string()
+                    : "; steps waited " + std::to_string(async_->last_held_seconds()) +
+                          " s for it to read the NVMe swap files");
   }
   const int64_t every = t_.config.checkpoint.save_interval;
   const bool saving = (every > 0 && step % every == 0) || (last && last_saved_ != step);

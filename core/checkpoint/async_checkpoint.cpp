@@ -118,10 +118,14 @@ struct AsyncCheckpointer::FileGate {
   std::condition_variable cv;
   size_t slots_read = 0;  // slots [0, slots_read) are read
   bool open = false;      // the write is over (done or failed): nothing is held any more
+  double held_s = 0;      // how long the step waited here
 
   void wait_for(size_t slot) {
     std::unique_lock<std::mutex> l(m);
+    if (open || slot < slots_read) return;
+    const auto t0 = Clock::now();
     cv.wait(l, [&] { return open || slot < slots_read; });
+    held_s += async_seconds_since(t0);
   }
   void read_through(size_t slots) {
     {
@@ -364,7 +368,12 @@ bool AsyncCheckpointer::poll() {
 }
 
 void AsyncCheckpointer::release() {
-  if (pending_ && pending_->gate) engine_.master_store().set_write_gate(nullptr);
+  held_s_ = 0;
+  if (pending_ && pending_->gate) {
+    engine_.master_store().set_write_gate(nullptr);
+    std::lock_guard<std::mutex> l(pending_->gate->m);
+    held_s_ = pending_->gate->held_s;
+  }
   pending_.reset();
 }
 

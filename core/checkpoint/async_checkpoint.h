@@ -59,6 +59,9 @@ class AsyncCheckpointer {
   // background write's duration on this rank.
   double last_stall_seconds() const { return stall_s_; }
   double last_write_seconds() const { return write_s_; }
+  // With the state in NVMe swap files: how long steps waited for the last committed write to
+  // read the files (the rest of the stall that save's write caused); 0 otherwise.
+  double last_held_seconds() const { return held_s_; }
 
  private:
   struct FileGate;
@@ -69,7 +72,7 @@ class AsyncCheckpointer {
   Engine& engine_;
   std::unique_ptr<Snapshot> snapshot_;
   std::unique_ptr<Pending> pending_;
-  double stall_s_ = 0, write_s_ = 0;
+  double stall_s_ = 0, write_s_ = 0, held_s_ = 0;
 };
 
 }  // namespace zt

@@ -40,6 +40,8 @@ struct Engine::Impl {
   std::shared_ptr<dist::Communicator> hpz_comm_;
   // qgZ (stage 3) or the hierarchical reduction (stages 0-2): node_reduce_groups below.
   std::unique_ptr<dist::NodeGroups> node_groups_;
+  // mics_hierarchical_params_gather: the shard group's node groups (hierarchical_gather_groups).
+  std::unique_ptr<dist::NodeGroups> gather_groups_;
   int rank_ = 0;
   int world_ = 1;
 
@@ -127,6 +129,59 @@ std::unique_ptr<dist::NodeGroups> node_reduce_groups(const EngineOptions& o,
   return groups;
 }
 
+// MiCS's mics_hierarchical_params_gather: the node groups of this rank's hybrid shard group when
+// the group spans several nodes (numbered node by node, as many ranks on each); else null, and a
+// shard group gathers with one all-gather. Collective over `world`, then over `shard`.
+std::unique_ptr<dist::NodeGroups> hierarchical_gather_groups(const EngineOptions& o,
+                                                             dist::Communicator& world,
+                                                             dist::Communicator& shard) {
+  if (!o.mics_hierarchical_params_gather || o.stage != 3 || o.mics_shard_size <= 0) {
+    return nullptr;  // the config warns where the key does not act
+  }
+  const char* key = "zero_optimization.mics_hierarchical_params_gather";
+  if (o.zero_quantized_weights) {
+    if (world.rank() == 0) {
+      ZT_LOG_INFO(key, ": qwZ's quantized gathers stay one all-gather in the shard group");
+    }
+    return nullptr;
+  }
+  const dist::Env env = dist::Env::from_lookup([](const char* k) { return std::getenv(k); });
+  const bool same_ranks = env.rank == world.rank() && env.world_size == world.size();
+  const dist::NodeLayout layout =
+      same_ranks ? dist::discover_node_layout(world, env) : dist::NodeLayout{};
+  // The shard group is world ranks [first, first + size) (parallel/groups.h); its own layout
+  // numbers the nodes it touches in order.
+  dist::NodeLayout group;
+  if (same_ranks) {
+    const int first = world.rank() - shard.rank();
+    std::vector<int> index(static_cast<size_t>(layout.nodes()), -1);
+    for (int i = 0; i < shard.size(); ++i) {
+      int& b = index[static_cast<size_t>(layout.node_of_rank[static_cast<size_t>(first + i)])];
+      if (b < 0) {
+        b = group.nodes();
+        group.ranks.emplace_back();
+      }
+      group.node_of_rank.push_back(b);
+      group.ranks[static_cast<size_t>(b)].push_back(i);
+    }
+  }
+  if (!group.node_major()) {
+    if (world.rank() == 0) {
+      ZT_LOG_INFO(key, ": ",
+                  group.nodes() < 2 ? "each shard group is on one node"
+                                    : "a shard group's ranks are not numbered node by node",
+                  ", so it gathers with one all-gather");
+    }
+    return nullptr;
+  }
+  auto groups = std::make_unique<dist::NodeGroups>(dist::make_node_groups(shard, group));
+  if (world.rank() == 0) {
+    ZT_LOG_INFO(key, ": each shard group of ", shard.size(), " ranks gathers across its ",
+                group.nodes(), " nodes, then in the node");
+  }
+  return groups;
+}
+
 }  // namespace
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
@@ -184,6 +239,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->node_groups_ =
       node_reduce_groups(impl_->options_, *impl_->shard_comm_, impl_->replica_comm_ != nullptr);
   (bo.stage == 3 ? bo.quantized_reduce : bo.hierarchical_reduce) = impl_->node_groups_.get();
+  impl_->gather_groups_ =
+      hierarchical_gather_groups(impl_->options_, *impl_->comm_, *impl_->shard_comm_);
+  bo.hierarchical_gather = impl_->gather_groups_.get();
   bo.grad_dtype = impl_->options_.grad_accum_dtype;
   bo.comm_dtype = impl_->options_.communication_dtype.value_or(impl_->options_.grad_accum_dtype);
   bo.pre_reduce_scale = pre_scale;

@@ -35,6 +35,8 @@ SUBNET = "10.231.9"
 CONFIGS = {
     "zt stage 3": ("zt", ["--stage", "3"]),
     "zt stage 3 mics 2": ("zt", ["--stage", "3", "--mics-shard-size", "2"]),
+    "zt stage 3 mics 4 hierarchical": ("zt", ["--stage", "3", "--mics-shard-size", "4",
+                                              "--mics-hierarchical-gather"]),
     "zt stage 3 hpz 2": ("zt", ["--stage", "3", "--hpz-partition-size", "2"]),
     "zt stage 3 qwz": ("zt", ["--stage", "3", "--quantized-weights"]),
     "zt stage 3 hpz 2 qwz": ("zt", ["--stage", "3", "--hpz-partition-size", "2",
@@ -152,6 +154,7 @@ def check(rows):
     # qwZ: the all-gathers move a quarter of their fp32 bytes (int8, plus a scale per block).
     for name, formula, loss_rtol in (("zt stage 3 mics 2", 1 / 3, 1e-5),
                                      ("zt stage 3 hpz 2", 3 / 4, 1e-5),
+                                     ("zt stage 3 mics 4 hierarchical", 20 / 24, 1e-5),
                                      ("zt stage 3 qwz", 15 / 24, 2e-2),
                                      ("zt stage 3 hpz 2 qwz", 13.5 / 24, 2e-2),
                                      ("zt stage 3 qgz", 13 / 24, 2e-2)):
@@ -210,7 +213,8 @@ def main():
     if a.check:
         size["steps"], size["warmup"] = 8, 2
     rates = ["200mbit"] if a.check else a.rates.split(",")
-    configs = (["zt stage 3", "zt stage 3 mics 2", "zt stage 3 hpz 2", "zt stage 3 qwz",
+    configs = (["zt stage 3", "zt stage 3 mics 2", "zt stage 3 mics 4 hierarchical",
+                "zt stage 3 hpz 2", "zt stage 3 qwz",
                 "zt stage 3 hpz 2 qwz", "zt stage 3 qgz", "zt stage 3 hpz 2 qwz qgz",
                 "zt stage 2 flat", "zt stage 2 hierarchical"]
                if a.check else

@@ -67,6 +67,7 @@ struct Args {
   int hpz = 1;
   bool quantized_weights = false;
   bool quantized_gradients = false;
+  bool mics_hierarchical_gather = false;
   bool offload = false;
 };
 
@@ -145,6 +146,7 @@ EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
   o.zero_hpz_partition_size = a.hpz;
   o.zero_quantized_weights = a.quantized_weights;
   o.zero_quantized_gradients = a.quantized_gradients;
+  o.mics_hierarchical_params_gather = a.mics_hierarchical_gather;
   o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
   o.offload_optimizer.device = a.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;
   // What engine_options_from_config picks: the fused SIMD CPU Adam for offload, else AdamW.
@@ -430,6 +432,8 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
         << ",\"mics_shard_size\":" << a.mics_shard_size << ",\"hpz_partition_size\":" << a.hpz
         << ",\"quantized_weights\":" << (a.quantized_weights ? "true" : "false")
         << ",\"quantized_gradients\":" << (a.quantized_gradients ? "true" : "false")
+        << ",\"mics_hierarchical_params_gather\":"
+        << (a.mics_hierarchical_gather ? "true" : "false")
         << ",\"link_bytes_per_step\":" << link_total / timed_steps
         << ",\"optimizer_ms\":" << median(opt) << ",\"step_ms\":" << median(step_ms)
         << ",\"cpu_ms_per_step_per_rank\":" << json_list(cpu_ms, 6)
@@ -481,6 +485,9 @@ int run(int argc, char** argv) {
       "stage", po::value(&a.stage)->default_value(0), "--run: ZeRO stage 0-3")(
       "mics-shard-size", po::value(&a.mics_shard_size)->default_value(-1),
       "--run: stage 3 hybrid sharding group size (zero_optimization.mics_shard_size)")(
+      "mics-hierarchical-gather", po::bool_switch(&a.mics_hierarchical_gather),
+      "--run: a shard group over several nodes gathers across them, then in the node "
+      "(zero_optimization.mics_hierarchical_params_gather)")(
       "hpz-partition-size", po::value(&a.hpz)->default_value(1),
       "--run: stage 3 ZeRO++ hpZ group size (zero_optimization.zero_hpz_partition_size)")(
       "quantized-weights", po::bool_switch(&a.quantized_weights),

@@ -367,9 +367,9 @@ void warn_inert_keys(const Config& c, ReadState& st) {
   if (z.zero_hpz_partition_size > 1 && z.stage != 3) {
     warn(p + "zero_hpz_partition_size", "hpZ partitions stage-3 parameters only");
   }
-  if (z.mics_hierarchical_params_gather) {
+  if (z.mics_hierarchical_params_gather && (z.mics_shard_size <= 0 || z.stage != 3)) {
     warn(p + "mics_hierarchical_params_gather",
-         "a shard group gathers with one all-gather; keep mics_shard_size within a node");
+         "it changes how a stage-3 hybrid shard group (mics_shard_size) gathers");
   }
   if (!z.allgather_partitions) {
     warn(p + "allgather_partitions", "updated shards are always all-gathered");

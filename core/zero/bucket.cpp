@@ -260,20 +260,45 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
     if (options_.quantized_weights) {
       start_quantized_gather(comm, own);
     } else {
-      gather_work_ = comm.all_gather(own, params_);
+      start_exact_gather(comm, own);
     }
   } else if (options_.quantized_weights) {
     start_quantized_gather(comm, param_shard_);
   } else {
-    gather_work_ = comm.all_gather(param_shard_, params_);
+    start_exact_gather(comm, param_shard_);
   }
   return nbytes;
+}
+
+void Bucket::start_exact_gather(dist::Communicator& comm, const at::Tensor& part) {
+  if (options_.hierarchical_gather == nullptr) {
+    gather_work_ = comm.all_gather(part, params_);
+    return;
+  }
+  // Across nodes first: the shards (b, l) of every node b for this local index l; the node's
+  // ranks exchange those in finish_param_gather.
+  const dist::NodeGroups& g = *options_.hierarchical_gather;
+  across_ = at::empty({g.inter->size() * part.numel()}, part.options());
+  gather_work_ = g.inter->all_gather(part, across_);
 }
 
 void Bucket::finish_param_gather(WaitClock& clock) {
   if (gathered_ || !gather_work_) return;
   clock.wait(gather_work_);  // the current (compute) stream waits for the all-gather
   gather_work_.reset();
+  if (across_.defined()) {
+    const dist::NodeGroups& g = *options_.hierarchical_gather;
+    const int64_t nodes = g.inter->size(), local = g.intra->size();
+    const int64_t n = across_.numel() / nodes;
+    at::Tensor by_local = at::empty({local * nodes * n}, across_.options());
+    clock.wait(g.intra->all_gather(across_, by_local));
+    params_.view({nodes, local, n}).copy_(by_local.view({local, nodes, n}).transpose(0, 1));
+    if (gather_on_side_) {  // allocated for the side stream, last used by the compute stream
+      const c10::impl::VirtualGuardImpl impl(across_.device().type());
+      impl.recordDataPtrOnStream(across_.storage().data_ptr(), impl.getStream(across_.device()));
+    }
+    across_ = at::Tensor();
+  }
   if (scales_work_) {
     // qwZ: rebuild the full buffer from every part's blocks.
     clock.wait(scales_work_);

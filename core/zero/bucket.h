@@ -84,6 +84,10 @@ struct BucketOptions {
   // (hierarchical_reduce.h), and at stages 1-2 the publish of the updated parameters too (an
   // all-gather across nodes, then in the node); null: flat collectives over every rank.
   const dist::NodeGroups* hierarchical_reduce = nullptr;
+  // Stage 3, MiCS's mics_hierarchical_params_gather: the node groups of a shard group that spans
+  // nodes; a gather from the shards then runs across nodes first (this local index's shards of
+  // every node), then in the node. Not with qwZ, whose gathers stay one all-gather.
+  const dist::NodeGroups* hierarchical_gather = nullptr;
 };
 
 class HierarchicalReduce;
@@ -175,6 +179,8 @@ class Bucket {
  private:
   void allocate_grads();
   void start_quantized_gather(dist::Communicator& comm, const at::Tensor& part);
+  // The all-gather of `part` (this rank's shard) into params_: over `comm`, or in two levels.
+  void start_exact_gather(dist::Communicator& comm, const at::Tensor& part);
   // hpZ: the values changed (a step, a load, a write-back): the next gather reads the shards.
   void drop_secondary();
 
@@ -194,6 +200,7 @@ class Bucket {
   at::Tensor secondary_;             // hpZ: (padded / hpz,) this rank's part of the full buffer
   // qwZ: the gather in flight's received blocks and scales, and the parts they hold.
   at::Tensor quant_recv_, scales_recv_;
+  at::Tensor across_;  // hierarchical gather in flight: the shards of this local index, by node
   dist::WorkPtr scales_work_;
   int64_t quant_parts_ = 0;
 

@@ -17,7 +17,8 @@
 // The hierarchical gradient reduction of stages 0-2 (mpirun -np 4 as 2 nodes of 2): the two-level
 // all-reduce and reduce-scatter equal the flat ones, and stages 0, 1, 2 (with accumulation, fp32
 // and bf16) train like the flat reduction while no gradient reduction and no publish of the
-// updated parameters runs over every rank.
+// updated parameters runs over every rank. MiCS's mics_hierarchical_params_gather (one shard group
+// over both nodes): gathers across nodes, then in the node, bit for bit the one-all-gather run.
 //
 // ZeRO++ hpZ (zero_optimization.zero_hpz_partition_size, mpirun -np 4): the backward's gathers
 // read the secondary copy over the hpz group instead of the shards over every rank, which moves
@@ -91,7 +92,9 @@ zt::EngineOptions options(int mics, int accumulation) {
 }
 
 // Trains steps [first, last) of the schedule; the engine's counters say where it is.
-void train(zt::Engine& engine, zt::testing::TinyTransformerImpl& m, int first, int last, Trace& t) {
+// before_step(s) runs after step s's last backward, before its optimizer step.
+void train(zt::Engine& engine, zt::testing::TinyTransformerImpl& m, int first, int last, Trace& t,
+           const std::function<void(int)>& before_step = {}) {
   const int world = g_comm->size(), rank = g_comm->rank();
   const int accumulation = engine.options().gradient_accumulation_steps;
   const int64_t micro = kGlobalBatch / (world * accumulation);
@@ -105,6 +108,7 @@ void train(zt::Engine& engine, zt::testing::TinyTransformerImpl& m, int first, i
       torch::Tensor loss =
           engine.forward([&] { return torch::mse_loss(m.forward(xs).to(torch::kFloat), ys); });
       engine.backward(loss);
+      if (before_step && a == accumulation - 1) before_step(s);
       engine.step();
       loss_sum += loss.item<double>();
     }
@@ -149,6 +153,17 @@ void expect_close(const Trace& got, const Trace& want, double rtol, double atol,
     EXPECT_TRUE(torch::allclose(g, w, rtol, atol))
         << what << ": parameter " << name << " differs by up to "
         << (g - w).abs().max().item<double>();
+  }
+}
+
+// Building an engine with `o` fails with a zt::Error whose text contains `message`.
+void expect_engine_error(const zt::EngineOptions& o, const std::string& message) {
+  auto m = make_model();
+  try {
+    zt::Engine engine(m, o, g_comm);
+    ADD_FAILURE() << "accepted; expected the error: " << message;
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
   }
 }
 
@@ -248,16 +263,8 @@ TEST(Mics, CheckpointsLoadAcrossGroupSizes) {
 TEST(Mics, GroupSizeThatDoesNotDivideTheWorldIsAnError) {
   const int world = g_comm->size();
   if (world < 2) GTEST_SKIP() << "needs 2 ranks";
-  auto m = make_model();
-  try {
-    zt::Engine engine(m, options(world + 1, 1), g_comm);
-    ADD_FAILURE() << "mics_shard_size " << world + 1 << " accepted at " << world << " ranks";
-  } catch (const zt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("zero_optimization.mics_shard_size = " +
-                                         std::to_string(world + 1) + " must divide"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_engine_error(options(world + 1, 1), "zero_optimization.mics_shard_size = " +
+                                                 std::to_string(world + 1) + " must divide");
 }
 
 // The sharding communicator as the engine sees it, counting all-gathers (forwarding all else).
@@ -314,22 +321,12 @@ HpzRun run_hpz(int hpz, int mics) {
   o.zero_hpz_partition_size = hpz;
   zt::Engine engine(m, o, counting);
   HpzRun r;
-  const int world = g_comm->size(), rank = g_comm->rank();
-  const int64_t micro = kGlobalBatch / world;
   const int before = counting->all_gathers;
-  for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = global_batch(s);
-    torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
-    torch::Tensor loss = engine.forward([&] { return torch::mse_loss(m->forward(xs), ys); });
-    engine.backward(loss);
+  train(engine, *m, 0, kSteps, r.trace, [&](int s) {
     if (s == 0) r.secondary_bytes_before_step = engine.memory().param_bytes;
-    engine.step();
-    if (s == 0) r.secondary_bytes_before_step -= engine.memory().param_bytes;
-    torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
-    g_comm->all_reduce(l)->wait();
-    r.trace.losses.push_back(l.item<double>() / world);
-    r.trace.grad_norms.push_back(engine.last_grad_norm());
-  }
+  });
+  // After every step the secondary copies are gone again.
+  r.secondary_bytes_before_step -= engine.memory().param_bytes;
   r.world_gathers = counting->all_gathers - before;
   snapshot(engine, *m, r.trace);
   return r;
@@ -375,18 +372,11 @@ TEST(Hpz, SecondaryPartitionTrainsBitForBitLikePlainStage3) {
 }
 
 TEST(Hpz, SizeThatDoesNotDivideTheShardGroupIsAnError) {
-  auto m = make_model();
   zt::EngineOptions o = options(-1, 1);
   o.zero_hpz_partition_size = 3;
-  try {
-    zt::Engine engine(m, o, g_comm);
-    ADD_FAILURE() << "zero_hpz_partition_size 3 accepted at 4 ranks";
-  } catch (const zt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("zero_optimization.zero_hpz_partition_size = 3 must "
-                                         "divide the ranks the state is sharded over (4)"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_engine_error(o,
+                      "zero_optimization.zero_hpz_partition_size = 3 must divide the ranks the "
+                      "state is sharded over (4)");
 }
 
 struct QwzRun {
@@ -418,19 +408,8 @@ QwzRun run_qwz(bool quantized, int hpz) {
     }
   }
   r.init_bound = absmax / 254;
-  const int world = g_comm->size(), rank = g_comm->rank();
-  const int64_t micro = kGlobalBatch / world;
   const int64_t before = counting->gather_bytes;
-  for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = global_batch(s);
-    torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
-    torch::Tensor loss = engine.forward([&] { return torch::mse_loss(m->forward(xs), ys); });
-    engine.backward(loss);
-    engine.step();
-    torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
-    g_comm->all_reduce(l)->wait();
-    r.trace.losses.push_back(l.item<double>() / world);
-  }
+  train(engine, *m, 0, kSteps, r.trace);
   r.gather_bytes = counting->gather_bytes - before;
   return r;
 }
@@ -541,22 +520,14 @@ TEST(Qgz, TrainsWithinOnePercentOfPlainStage3) {
     o.zero_quantized_weights = full_zeropp;
     o.zero_hpz_partition_size = full_zeropp ? 2 : 1;
     zt::Engine engine(m, o, g_comm);
-    const int world = g_comm->size(), rank = g_comm->rank();
-    const int64_t micro = kGlobalBatch / world;
-    for (int s = 0; s < kSteps; ++s) {
-      auto [x, y] = global_batch(s);
-      torch::Tensor xs = x.narrow(0, rank * micro, micro), ys = y.narrow(0, rank * micro, micro);
-      torch::Tensor loss = engine.forward([&] { return torch::mse_loss(m->forward(xs), ys); });
-      engine.backward(loss);
-      engine.step();
-      torch::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
-      g_comm->all_reduce(l)->wait();
-      const double got = l.item<double>() / world, want = plain.trace.losses[s];
-      EXPECT_NEAR(got, want, 1e-2 * want) << what << ": loss of step " << s;
-      if (s == kSteps - 1) {
-        EXPECT_NE(got, want) << what << ": nothing was quantized";
-      }
+    Trace t;
+    train(engine, *m, 0, kSteps, t);
+    ASSERT_EQ(t.losses.size(), plain.trace.losses.size());
+    for (size_t s = 0; s < t.losses.size(); ++s) {
+      const double want = plain.trace.losses[s];
+      EXPECT_NEAR(t.losses[s], want, 1e-2 * want) << what << ": loss of step " << s;
     }
+    EXPECT_NE(t.losses.back(), plain.trace.losses.back()) << what << ": nothing was quantized";
   }
 }
 
@@ -658,16 +629,48 @@ TEST(Hierarchical, OneNodeReducesFlat) {
 
 TEST(Hierarchical, BadSettingIsAnError) {
   ScopedEnv bad({{"ZT_HIERARCHICAL_REDUCE", "yes"}});
-  auto m = make_model();
   zt::EngineOptions o = options(-1, 1);
   o.stage = 2;
-  try {
-    zt::Engine engine(m, o, g_comm);
-    ADD_FAILURE() << "ZT_HIERARCHICAL_REDUCE=yes accepted";
-  } catch (const zt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ZT_HIERARCHICAL_REDUCE must be auto, 0 or 1, got 'yes'"),
-              std::string::npos)
-        << e.what();
+  expect_engine_error(o, "ZT_HIERARCHICAL_REDUCE must be auto, 0 or 1, got 'yes'");
+}
+
+// MiCS's mics_hierarchical_params_gather with one shard group over both nodes (mics_shard_size
+// 4 at 4 ranks as 2 nodes of 2): each gather runs across nodes, then in the node, and moves the
+// same values, so training is bit for bit the one-all-gather run's, with no parameter gather left
+// on the shard group itself. Also with the shards in host memory (offload_param cpu).
+struct GatherRun {
+  Trace trace;
+  int group_gathers = 0;  // all-gathers over the whole shard group, during training
+};
+
+GatherRun run_gather(bool hierarchical, int accumulation, bool offload) {
+  auto counting = std::make_shared<CountingCommunicator>(g_comm);
+  auto m = make_model();
+  zt::EngineOptions o = options(g_comm->size(), accumulation);
+  o.mics_hierarchical_params_gather = hierarchical;
+  if (offload) o.offload_param.device = zt::OffloadDevice::kCpu;
+  zt::Engine engine(m, o, counting);
+  GatherRun r;
+  const int before = counting->all_gathers;
+  train(engine, *m, 0, kSteps, r.trace);
+  r.group_gathers = counting->all_gathers - before;
+  snapshot(engine, *m, r.trace);
+  return r;
+}
+
+TEST(HierarchicalGather, AcrossNodesThenInTheNodeIsBitForBit) {
+  ASSERT_EQ(g_comm->size(), 4) << "registered for 4 ranks";
+  TwoNodesOfTwo nodes;
+  for (bool offload : {false, true}) {
+    for (int accumulation : {1, 2}) {
+      const std::string what =
+          std::string(offload ? "offload_param cpu, " : "") + "x" + std::to_string(accumulation);
+      const GatherRun flat = run_gather(false, accumulation, offload);
+      const GatherRun two_level = run_gather(true, accumulation, offload);
+      EXPECT_GT(flat.group_gathers, 0) << what;
+      EXPECT_EQ(two_level.group_gathers, 0) << what << ": a gather still ran over the shard group";
+      expect_bit_identical(two_level.trace, flat.trace, what);
+    }
   }
 }
 

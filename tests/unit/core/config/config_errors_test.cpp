@@ -444,8 +444,8 @@ TEST(ConfigErrors, OffloadBelowItsStageWarns) {
       << r.warnings[0];
 }
 
-// Hybrid sharding is a stage-3 mode (DeepSpeed's MiCS): below stage 3 the key warns; the
-// two-hop gather flag warns that gathers stay one all-gather. At stage 3 a dividing size is clean.
+// Hybrid sharding is a stage-3 mode (DeepSpeed's MiCS): below stage 3 the key warns, and so does
+// the two-hop gather flag, which acts only on a hybrid shard group. At stage 3 both are clean.
 TEST(ConfigErrors, MicsKeysWarnWhereTheyDoNotAct) {
   ConfigReport r = check_config(
       "train_batch_size: 8\nzero_optimization: {stage: 2, mics_shard_size: 2, "
@@ -461,9 +461,10 @@ TEST(ConfigErrors, MicsKeysWarnWhereTheyDoNotAct) {
   EXPECT_NE(all.find("zero_optimization.mics_hierarchical_params_gather: no effect"),
             std::string::npos)
       << all;
-  ConfigReport ok =
-      check_config("train_batch_size: 8\nzero_optimization: {stage: 3, mics_shard_size: 2}",
-                   ConfigFormat::kYaml, {}, 4);
+  ConfigReport ok = check_config(
+      "train_batch_size: 8\nzero_optimization: {stage: 3, mics_shard_size: 2, "
+      "mics_hierarchical_params_gather: true}",
+      ConfigFormat::kYaml, {}, 4);
   ASSERT_TRUE(ok.errors.empty()) << ok.errors[0];
   EXPECT_TRUE(ok.warnings.empty()) << ok.warnings[0];
   EXPECT_EQ(ok.config->zero_optimization.mics_shard_size, 2);

@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <fcntl.h>
 #include <mutex>
 #include <poll.h>
 #include <set>
@@ -26,17 +25,6 @@ namespace {
 double now_s() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
-void wake(int fd) {
-  const char byte = 1;
-  [[maybe_unused]] ssize_t n = ::write(fd, &byte, 1);
-}
-
-void drain(int fd) {
-  char buf[64];
-  while (::read(fd, buf, sizeof(buf)) > 0) {
-  }
 }
 
 // The rest of a line after the words already read from `in`.
@@ -66,7 +54,7 @@ struct RendezvousHost::State {
   LaunchOptions o;
   std::string own_id;
   int listen_fd = -1;
-  int wake_pipe[2] = {-1, -1};
+  WakePipe wake_pipe;
   std::atomic<bool> quit{false};
   std::thread thread;
   // For the destructor, which must not touch what the thread owns.
@@ -238,10 +226,10 @@ struct RendezvousHost::State {
   void loop() {
     short_since = now_s();
     while (!quit) {
-      std::vector<pollfd> fds{{wake_pipe[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+      std::vector<pollfd> fds{{wake_pipe.read_fd(), POLLIN, 0}, {listen_fd, POLLIN, 0}};
       for (const Peer& p : peers) fds.push_back({p.fd, POLLIN, 0});
       ::poll(fds.data(), fds.size(), 100);
-      drain(wake_pipe[0]);
+      wake_pipe.drain();
       if (fds[1].revents) {
         for (int fd;
              (fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
@@ -297,8 +285,6 @@ std::unique_ptr<RendezvousHost> RendezvousHost::start(const LaunchOptions& o,
   state->o = o;
   state->own_id = own_id;
   state->listen_fd = fd;
-  ZT_CHECK(::pipe2(state->wake_pipe, O_CLOEXEC | O_NONBLOCK) == 0,
-           "pipe2() failed: ", std::strerror(errno));
   State* s = state.get();
   state->thread = std::thread([s] { s->loop(); });
   return std::unique_ptr<RendezvousHost>(new RendezvousHost(std::move(state)));
@@ -314,12 +300,10 @@ RendezvousHost::~RendezvousHost() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   s.quit = true;
-  wake(s.wake_pipe[1]);
+  s.wake_pipe.signal();
   s.thread.join();
   for (Peer& p : s.peers) ::close(p.fd);
-  for (int fd : {s.listen_fd, s.wake_pipe[0], s.wake_pipe[1]}) {
-    if (fd >= 0) ::close(fd);
-  }
+  if (s.listen_fd >= 0) ::close(s.listen_fd);
 }
 
 // ---- agent -----------------------------------------------------------------------------------
@@ -331,8 +315,8 @@ struct RendezvousAgent::State {
   std::string id;
   int fd = -1;
   std::string inbuf;
-  int wake_pipe[2] = {-1, -1};
-  int stop_pipe[2] = {-1, -1};
+  WakePipe wake_pipe;
+  WakePipe stop_pipe;
   std::thread thread;
 
   std::mutex mu;  // guards what follows
@@ -355,7 +339,7 @@ struct RendezvousAgent::State {
     if (host_lost) return;
     host_lost = true;
     lost_why = why;
-    wake(stop_pipe[1]);
+    stop_pipe.signal();
     cv.notify_all();
   }
 
@@ -370,7 +354,7 @@ struct RendezvousAgent::State {
       if (r > stopped_round) {
         stopped_round = r;
         stop_reason = tail_words(in);
-        if (r == current_round) wake(stop_pipe[1]);
+        if (r == current_round) stop_pipe.signal();
       }
     } else if (kind == "R" || kind == "F" || kind == "E") {
       inbox.push_back(line);
@@ -396,7 +380,7 @@ struct RendezvousAgent::State {
                  " within join_timeout");
             return;
           }
-          pollfd p{wake_pipe[0], POLLIN, 0};
+          pollfd p{wake_pipe.read_fd(), POLLIN, 0};
           ::poll(&p, 1, 200);
           continue;
         }
@@ -405,9 +389,9 @@ struct RendezvousAgent::State {
         outbox.clear();
         last_heard = last_sent = now_s();
       }
-      pollfd fds[2] = {{wake_pipe[0], POLLIN, 0}, {fd, POLLIN, 0}};
+      pollfd fds[2] = {{wake_pipe.read_fd(), POLLIN, 0}, {fd, POLLIN, 0}};
       ::poll(fds, 2, 100);
-      drain(wake_pipe[0]);
+      wake_pipe.drain();
       std::vector<std::string> lines;
       const bool open = fds[1].revents ? read_lines(fd, &inbuf, &lines) : true;
       const double t = now_s();
@@ -449,9 +433,6 @@ RendezvousAgent::RendezvousAgent(const LaunchOptions& o, const std::string& addr
   s.addr = addr;
   s.port = port;
   s.id = id;
-  ZT_CHECK(::pipe2(s.wake_pipe, O_CLOEXEC | O_NONBLOCK) == 0 &&
-               ::pipe2(s.stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0,
-           "pipe2() failed: ", std::strerror(errno));
   s.thread = std::thread([this] { state_->loop(); });
 }
 
@@ -461,11 +442,9 @@ RendezvousAgent::~RendezvousAgent() {
     std::lock_guard<std::mutex> lock(s.mu);
     s.quit = true;
   }
-  wake(s.wake_pipe[1]);
+  s.wake_pipe.signal();
   s.thread.join();
-  for (int fd : {s.fd, s.wake_pipe[0], s.wake_pipe[1], s.stop_pipe[0], s.stop_pipe[1]}) {
-    if (fd >= 0) ::close(fd);
-  }
+  if (s.fd >= 0) ::close(s.fd);
 }
 
 bool RendezvousAgent::poll_next(RoundAssignment* out, int timeout_ms) {
@@ -501,7 +480,7 @@ bool RendezvousAgent::poll_next(RoundAssignment* out, int timeout_ms) {
     ZT_INTERNAL_ASSERT(node_rank >= 0 && node_rank < static_cast<int>(out->node_slots.size()),
                        "bad round line '", line, "'");
     s.current_round = round;
-    drain(s.stop_pipe[0]);
+    s.stop_pipe.drain();
     return true;
   }
   if (s.host_lost) {
@@ -513,7 +492,7 @@ bool RendezvousAgent::poll_next(RoundAssignment* out, int timeout_ms) {
 }
 
 int RendezvousAgent::stop_fd() const {
-  return state_->stop_pipe[0];
+  return state_->stop_pipe.read_fd();
 }
 
 std::string RendezvousAgent::stop_reason() const {

@@ -1,11 +1,15 @@
 #include "launcher/line_socket.h"
 
 #include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "base/error.h"
 
 namespace zt::launcher {
 
@@ -110,6 +114,25 @@ bool read_lines(int fd, std::string* inbuf, std::vector<std::string>* lines) {
       lines->push_back(inbuf->substr(0, nl));
       inbuf->erase(0, nl + 1);
     }
+  }
+}
+
+WakePipe::WakePipe() {
+  ZT_CHECK(::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2() failed: ", std::strerror(errno));
+}
+
+WakePipe::~WakePipe() {
+  for (int fd : fds_) ::close(fd);
+}
+
+void WakePipe::signal() const {
+  const char byte = 1;
+  [[maybe_unused]] ssize_t n = ::write(fds_[1], &byte, 1);
+}
+
+void WakePipe::drain() const {
+  char buf[64];
+  while (::read(fds_[0], buf, sizeof(buf)) > 0) {
   }
 }
 

@@ -22,6 +22,22 @@ int listen_on(int port, int backlog);
 // address of this machine; EADDRINUSE: the port is taken).
 int listen_at(const std::string& host, int port, int backlog);
 
+// A self-pipe, non-blocking and close-on-exec: a thread blocked in poll() on read_fd() wakes when
+// another thread calls signal(); drain() empties it. Throws zt::Error when no pipe can be made.
+class WakePipe {
+ public:
+  WakePipe();
+  ~WakePipe();
+  WakePipe(const WakePipe&) = delete;
+  WakePipe& operator=(const WakePipe&) = delete;
+  int read_fd() const { return fds_[0]; }
+  void signal() const;
+  void drain() const;
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
 // Reads what `fd` has and appends the complete lines to `lines` (keeping a partial one in
 // `inbuf`); false once the peer closed the connection or it failed.
 bool read_lines(int fd, std::string* inbuf, std::vector<std::string>* lines);

@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <mutex>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -37,8 +36,8 @@ struct NodeLink::State {
   std::string master_addr;
   int port = 0;
   int listen_fd = -1;
-  int stop_pipe[2] = {-1, -1};
-  int wake_pipe[2] = {-1, -1};
+  WakePipe stop_pipe;
+  WakePipe wake_pipe;
 
   std::mutex mu;  // guards everything below
   std::vector<Conn> conns;
@@ -58,8 +57,7 @@ struct NodeLink::State {
     if (!peer_failure.empty() && failed_attempt <= peer_failure_attempt) return;
     peer_failure = what;
     peer_failure_attempt = failed_attempt;
-    const char byte = 1;
-    [[maybe_unused]] ssize_t n = ::write(stop_pipe[1], &byte, 1);
+    stop_pipe.signal();
   }
 
   // Caller holds mu. Node 0 passes a failure on to every other node.
@@ -134,7 +132,7 @@ struct NodeLink::State {
   void loop() {
     for (;;) {
       bool need_connect;
-      std::vector<pollfd> fds{{wake_pipe[0], POLLIN, 0}};
+      std::vector<pollfd> fds{{wake_pipe.read_fd(), POLLIN, 0}};
       {
         std::lock_guard<std::mutex> lock(mu);
         if (quit) return;
@@ -146,7 +144,7 @@ struct NodeLink::State {
         connect_to_node0();
         std::lock_guard<std::mutex> lock(mu);
         if (!connected_once) {
-          pollfd p{wake_pipe[0], POLLIN, 0};
+          pollfd p{wake_pipe.read_fd(), POLLIN, 0};
           ::poll(&p, 1, kRetryMs);
         }
         continue;
@@ -155,7 +153,7 @@ struct NodeLink::State {
       std::lock_guard<std::mutex> lock(mu);
       if (quit) return;
       for (const pollfd& p : fds) {
-        if (!p.revents || p.fd == wake_pipe[0]) continue;
+        if (!p.revents || p.fd == wake_pipe.read_fd()) continue;
         if (p.fd == listen_fd) {
           const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (fd >= 0) conns.push_back(Conn{fd, -1, {}, false});
@@ -170,9 +168,7 @@ struct NodeLink::State {
           break;
         }
       }
-      char drain[64];
-      while (::read(wake_pipe[0], drain, sizeof(drain)) > 0) {
-      }
+      wake_pipe.drain();
     }
   }
 
@@ -194,9 +190,6 @@ NodeLink::NodeLink(int node_rank, int nnodes, const std::string& master_addr, in
   s.nnodes = nnodes;
   s.master_addr = master_addr;
   s.port = port;
-  ZT_CHECK(::pipe2(s.stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0 &&
-               ::pipe2(s.wake_pipe, O_CLOEXEC | O_NONBLOCK) == 0,
-           "pipe2() failed: ", std::strerror(errno));
   if (node_rank == 0) {
     s.listen_fd = listen_on(port, nnodes);
     if (s.listen_fd < 0) {
@@ -214,17 +207,14 @@ NodeLink::~NodeLink() {
     std::lock_guard<std::mutex> lock(s.mu);
     s.quit = true;
   }
-  const char byte = 1;
-  [[maybe_unused]] ssize_t n = ::write(s.wake_pipe[1], &byte, 1);
+  s.wake_pipe.signal();
   s.thread.join();
   for (Conn& c : s.conns) ::close(c.fd);
-  for (int fd : {s.listen_fd, s.stop_pipe[0], s.stop_pipe[1], s.wake_pipe[0], s.wake_pipe[1]}) {
-    if (fd >= 0) ::close(fd);
-  }
+  if (s.listen_fd >= 0) ::close(s.listen_fd);
 }
 
 int NodeLink::stop_fd() const {
-  return state_->stop_pipe[0];
+  return state_->stop_pipe.read_fd();
 }
 
 void NodeLink::begin_attempt(int attempt) {
@@ -232,9 +222,7 @@ void NodeLink::begin_attempt(int attempt) {
   state_->attempt = attempt;
   state_->peer_failure.clear();
   state_->peer_failure_attempt = -1;
-  char drain[64];
-  while (::read(state_->stop_pipe[0], drain, sizeof(drain)) > 0) {
-  }
+  state_->stop_pipe.drain();
 }
 
 std::string NodeLink::peer_failure() const {

@@ -1,0 +1,61 @@
+#!/bin/bash
+# ZeRO++ qwZ or qgZ on the GPT example: 50 fp32 ZeRO-3 steps with and without the key, the same
+# batches. Each step's loss must stay within 2% of the exact run's (relative), and the last five
+# steps' mean within 1%: a quantized value is off by at most half a quantization step of its
+# block (core/zero/block_quant.h), which moves the loss by far less than the steps move it.
+#   weights:   zero_quantized_weights, 2 ranks (int8 weight gathers)
+#   gradients: zero_quantized_gradients, 4 ranks as two local nodes of 2 (two ztruns, --nnodes 2
+#              on 127.0.0.1), so the reduction takes its two int8 all-to-alls
+#
+# usage: gpt_quantized.sh BIN_DIR WORK_DIR PYTHON CONFIG weights|gradients
+set -euo pipefail
+bin="$1"; work="$2"; python="$3"; config="$4"; what="$5"
+case "$what" in
+  weights) key=zero_optimization.zero_quantized_weights ;;
+  gradients) key=zero_optimization.zero_quantized_gradients ;;
+  *) echo "usage: $0 BIN_DIR WORK_DIR PYTHON CONFIG weights|gradients" >&2; exit 2 ;;
+esac
+out="$work/quantized_$what"
+rm -rf "$out"; mkdir -p "$out"
+train=("$bin/train_gpt" --config "$config" --train-shard "$work/tiny_train.ztt" --steps 50
+       --sample-tokens 0 --set model.n_layer=2 --set model.n_head=2 --set model.d_model=64
+       --set model.vocab_size=0 --set model.max_seq_len=32 --set model.dropout=0
+       --set data.max_length=32 --set data.max_tokens=512 --set bf16.enabled=false
+       --set scheduler.params.total_num_steps=50 --set steps_per_print=25
+       --set checkpoint.save_interval=0)
+port=$((29000 + RANDOM % 2000))
+for mode in exact quantized; do
+  q=false; [ "$mode" = quantized ] && q=true
+  args=("${train[@]}" --out-dir "$out/$mode" --checkpoint-dir "$out/$mode/ckpt" --set "$key=$q")
+  if [ "$what" = weights ]; then
+    timeout -s KILL 300 "$bin/ztrun" --standalone --nproc-per-node 2 "${args[@]}" \
+      >"$out/$mode.log" 2>&1 || { tail -20 "$out/$mode.log"; echo "FAIL: the $mode run failed"; exit 1; }
+  else
+    port=$((port + 1))
+    pids=()
+    for node in 0 1; do
+      timeout -s KILL 300 "$bin/ztrun" --nnodes 2 --node-rank $node --nproc-per-node 2 \
+        --master-addr 127.0.0.1 --master-port $port "${args[@]}" >"$out/$mode.node$node.log" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do
+      wait "$p" || { tail -20 "$out/$mode.node0.log"; echo "FAIL: the $mode run failed"; exit 1; }
+    done
+    if [ "$mode" = quantized ]; then
+      grep -q "zero_quantized_gradients: int8 all-to-alls in 2 nodes of 2 ranks" \
+        "$out/$mode.node0.log" || { echo "FAIL: qgZ did not take its two-hop path"; exit 1; }
+    fi
+  fi
+done
+"$python" - "$out/exact/metrics.jsonl" "$out/quantized/metrics.jsonl" "$what" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b) == 50, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+assert a != b, "the quantized run equals the exact one: nothing was quantized"
+assert worst <= 2e-2, f"a step's loss differs by {worst:.2e} relative (bound 2e-2)"
+tail = abs(sum(a[-5:]) - sum(b[-5:])) / abs(sum(a[-5:]))
+assert tail <= 1e-2, f"the last five steps' mean differs by {tail:.2e} relative (bound 1e-2)"
+print(f"PASS: 50 steps with int8 {sys.argv[3]}: losses within {worst:.1e} relative of exact "
+      f"(last five {tail:.1e}); loss {a[0]:.3f} -> {a[-1]:.3f} exact, {b[-1]:.3f} quantized")
+PY

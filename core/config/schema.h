@@ -196,7 +196,8 @@ void visit_zero(V& v, ZeroConfig& c) {
        {"model_persistence_threshold", Unsupported::kNoEffect,
         "no cap on persistent parameters besides stage3_param_persistence_threshold"},
        {"zero_quantized_nontrainable_weights", Unsupported::kRefused,
-        "ZeRO++ quantized frozen weights are not implemented"},
+        "ZeRO++ quantized storage of frozen weights is not implemented: frozen parameters stay "
+        "whole and unquantized on every rank"},
        {"zeropp_loco_param", Unsupported::kRefused, "ZeRO++ LoCo is not implemented"},
        {"memory_efficient_linear", Unsupported::kNoEffect, "no linear-layer override", "true"},
        {"pipeline_loading_checkpoint", Unsupported::kFeature, "no pipeline parallelism"},

@@ -12,7 +12,8 @@ changes a weight on every rank.
 usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...]
   MODEL llama|gpt2, DTYPE fp32|bf16|fp16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
   GC none|nonreentrant|reentrant (gradient_checkpointing_enable), OUT a scratch directory,
-  checks: resume, save16, modify
+  checks: resume, save16, modify; decoupled: the resume check saves in the background
+  (checkpoint.writer.decoupled), and the step after the save runs while the write is in flight
 """
 
 import copy
@@ -43,7 +44,7 @@ def tiny(kind):
     return model
 
 
-def ds_config(stage, dtype, offload, nvme_dir):
+def ds_config(stage, dtype, offload, nvme_dir, decoupled=False):
     """The shape of the Hugging Face integration's ZeRO configs (ds_config_zero2/3.json), without
     the scheduler block, so the learning rate is constant as torch's AdamW below."""
     zero = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True,
@@ -72,6 +73,7 @@ def ds_config(stage, dtype, offload, nvme_dir):
         "train_micro_batch_size_per_gpu": "auto",
         "steps_per_print": 1000,
         "wall_clock_breakdown": False,
+        "checkpoint": {"writer": {"decoupled": decoupled}},
     }
 
 
@@ -99,7 +101,8 @@ def main():
                                  max_steps=STEPS, lr_scheduler_type="constant")
     engine, _, _, _ = zerotorch.initialize(
         model=model, model_parameters=model.parameters(), training_args=args,
-        config=ds_config(stage, dtype, offload, os.path.join(out, "nvme")))
+        config=ds_config(stage, dtype, offload, os.path.join(out, "nvme"),
+                         decoupled="decoupled" in checks))
     rank = engine.global_rank
     assert engine.world_size == world
     if stage == 3:

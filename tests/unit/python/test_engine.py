@@ -89,6 +89,12 @@ def test_hf_offload(stage, offload, tmp_path):
     run_hf(2, "llama", stage, 1, offload=offload, checks=("resume",), tmp_path=tmp_path)
 
 
+# A background save with the optimizer state in NVMe swap files: the write streams the files
+# while the next step runs, and the checkpoint still resumes bit-identically.
+def test_hf_nvme_async_checkpoint(tmp_path):
+    run_hf(2, "llama", 3, 1, offload="nvme", checks=("resume", "decoupled"), tmp_path=tmp_path)
+
+
 @pytest.mark.parametrize("model,gc", [("llama", "nonreentrant"), ("gpt2", "reentrant")])
 def test_hf_stage3_gradient_checkpointing(model, gc, tmp_path):
     run_hf(2, model, 3, 3, gc=gc, tmp_path=tmp_path)

@@ -11,17 +11,18 @@ HierarchicalReduce::HierarchicalReduce(const dist::NodeGroups& groups, Kind kind
   const int64_t local = groups.intra->size(), nodes = groups.inter->size();
   ZT_INTERNAL_ASSERT(full_.numel() % (local * nodes) == 0, "a bucket not cut into W chunks");
   const int64_t n = full_.numel() / (local * nodes);
-  at::Tensor in = full_;
+  in_ = full_;
   if (kind_ == Kind::kReduceScatter) {
     // Chunk (b, l) is chunk b * L + l; local index l must end with the N chunks (b, l).
-    in = full_.view({nodes, local, n}).transpose(0, 1).contiguous().view({-1});
+    in_ = full_.view({nodes, local, n}).transpose(0, 1).contiguous().view({-1});
   }
   part_ = at::empty({nodes * n}, full_.options());
-  work_ = groups.intra->reduce_scatter(in, part_, dist::ReduceOp::kSum);
+  work_ = groups.intra->reduce_scatter(in_, part_, dist::ReduceOp::kSum);
 }
 
 at::Tensor HierarchicalReduce::finish(WaitClock& clock) {
   clock.wait(work_);
+  in_ = at::Tensor();
   if (kind_ == Kind::kAllReduce) {
     clock.wait(groups_.inter->all_reduce(part_, dist::ReduceOp::kSum));
     clock.wait(groups_.intra->all_gather(part_, full_));

@@ -48,6 +48,7 @@ class HierarchicalReduce {
   const dist::NodeGroups& groups_;
   Kind kind_;
   at::Tensor full_, part_;
+  at::Tensor in_;  // the first hop's input, kept until it is done
   dist::WorkPtr work_;
 };
 

@@ -55,7 +55,12 @@ finish() {  # NAME: waits, sets rc_NAME
 SLEEP=6 start a 29700 2 --nnodes 1:2 --max-restarts 3
 sleep 0.5
 SLEEP=6 start b 29700 1 --nnodes 1:2 --max-restarts 3
-for _ in $(seq 100); do grep -q "fact rank=2 world=3" "$work/b.log" && break; sleep 0.1; done
+# Mid-round: every rank of round 0 has started (node a's too, whose facts the checks below read).
+for _ in $(seq 100); do
+  grep -q "fact rank=2 world=3" "$work/b.log" && grep -q "fact rank=0 world=3" "$work/a.log" &&
+    grep -q "fact rank=1 world=3" "$work/a.log" && break
+  sleep 0.1
+done
 kill -9 "$pid_b"
 t_kill=$(date +%s.%N)
 for _ in $(seq 100); do grep -q "restart=1" "$work/a.log" && break; sleep 0.1; done

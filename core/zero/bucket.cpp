@@ -166,12 +166,9 @@ void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
     // Across nodes first: this local index's slices (b, l) of every node b cross the link once;
     // then the node's ranks exchange them.
     const dist::NodeGroups& g = *options_.hierarchical_reduce;
-    const int64_t nodes = g.inter->size(), local = g.intra->size(), n = own.numel();
-    at::Tensor across = at::empty({nodes * n}, own.options());
+    at::Tensor across = at::empty({g.inter->size() * own.numel()}, own.options());
     clock.wait(g.inter->all_gather(own, across));
-    at::Tensor by_local = at::empty({local * nodes * n}, own.options());
-    clock.wait(g.intra->all_gather(across, by_local));
-    params_.view({nodes, local, n}).copy_(by_local.view({local, nodes, n}).transpose(0, 1));
+    gather_in_node(g, across, clock);
     return;
   }
   clock.wait(comm.all_gather(own, params_));
@@ -282,17 +279,20 @@ void Bucket::start_exact_gather(dist::Communicator& comm, const at::Tensor& part
   gather_work_ = g.inter->all_gather(part, across_);
 }
 
+void Bucket::gather_in_node(const dist::NodeGroups& g, const at::Tensor& across, WaitClock& clock) {
+  const int64_t nodes = g.inter->size(), local = g.intra->size(), n = across.numel() / nodes;
+  at::Tensor by_local = at::empty({local * nodes * n}, across.options());
+  clock.wait(g.intra->all_gather(across, by_local));
+  // by_local holds slice (b, l) at [l][b]; the flat buffer holds it at b * L + l.
+  params_.view({nodes, local, n}).copy_(by_local.view({local, nodes, n}).transpose(0, 1));
+}
+
 void Bucket::finish_param_gather(WaitClock& clock) {
   if (gathered_ || !gather_work_) return;
   clock.wait(gather_work_);  // the current (compute) stream waits for the all-gather
   gather_work_.reset();
   if (across_.defined()) {
-    const dist::NodeGroups& g = *options_.hierarchical_gather;
-    const int64_t nodes = g.inter->size(), local = g.intra->size();
-    const int64_t n = across_.numel() / nodes;
-    at::Tensor by_local = at::empty({local * nodes * n}, across_.options());
-    clock.wait(g.intra->all_gather(across_, by_local));
-    params_.view({nodes, local, n}).copy_(by_local.view({local, nodes, n}).transpose(0, 1));
+    gather_in_node(*options_.hierarchical_gather, across_, clock);
     if (gather_on_side_) {  // allocated for the side stream, last used by the compute stream
       const c10::impl::VirtualGuardImpl impl(across_.device().type());
       impl.recordDataPtrOnStream(across_.storage().data_ptr(), impl.getStream(across_.device()));

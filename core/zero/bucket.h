@@ -181,6 +181,9 @@ class Bucket {
   void start_quantized_gather(dist::Communicator& comm, const at::Tensor& part);
   // The all-gather of `part` (this rank's shard) into params_: over `comm`, or in two levels.
   void start_exact_gather(dist::Communicator& comm, const at::Tensor& part);
+  // The second level of a two-level gather: `across` (this local index's slices of every node,
+  // by node) all-gathered in the node and put in place in params_.
+  void gather_in_node(const dist::NodeGroups& g, const at::Tensor& across, WaitClock& clock);
   // hpZ: the values changed (a step, a load, a write-back): the next gather reads the shards.
   void drop_secondary();
 

@@ -572,28 +572,33 @@ TEST(Hierarchical, TwoLevelReductionsEqualTheFlatOnes) {
   }
 }
 
-struct ReduceRun {
+// A training run over a communicator that counts what ran over every rank.
+struct CountedRun {
   Trace trace;
-  int bulk_reductions = 0;  // over every rank, during training
-  int world_gathers = 0;  // all-gathers over every rank (stages 1-2: the publish), during training
+  int bulk_reductions = 0;  // gradient all-reduces and reduce-scatters, during training
+  int world_gathers = 0;    // all-gathers (publishes, stage-3 gathers), during training
 };
 
-ReduceRun run_reduce(int stage, int accumulation, at::ScalarType dtype, bool hierarchical) {
-  // Unset: the default, which takes the two levels over MPI on two nodes.
-  ScopedEnv mode({{"ZT_HIERARCHICAL_REDUCE", hierarchical ? "" : "0"}});
+CountedRun run_counted(const zt::EngineOptions& o) {
   auto counting = std::make_shared<CountingCommunicator>(g_comm);
   auto m = make_model();
-  zt::EngineOptions o = options(-1, accumulation);
-  o.stage = stage;
-  o.compute_dtype = dtype;
   zt::Engine engine(m, o, counting);
-  ReduceRun r;
+  CountedRun r;
   const int before = counting->bulk_reductions, gathers_before = counting->all_gathers;
   train(engine, *m, 0, kSteps, r.trace);
   r.bulk_reductions = counting->bulk_reductions - before;
   r.world_gathers = counting->all_gathers - gathers_before;
   snapshot(engine, *m, r.trace);
   return r;
+}
+
+CountedRun run_reduce(int stage, int accumulation, at::ScalarType dtype, bool hierarchical) {
+  // Unset: the default, which takes the two levels over MPI on two nodes.
+  ScopedEnv mode({{"ZT_HIERARCHICAL_REDUCE", hierarchical ? "" : "0"}});
+  zt::EngineOptions o = options(-1, accumulation);
+  o.stage = stage;
+  o.compute_dtype = dtype;
+  return run_counted(o);
 }
 
 TEST(Hierarchical, StagesZeroToTwoTrainLikeTheFlatReduction) {
@@ -603,8 +608,8 @@ TEST(Hierarchical, StagesZeroToTwoTrainLikeTheFlatReduction) {
     for (int accumulation : {1, 2}) {
       const std::string what =
           "stage " + std::to_string(stage) + " x" + std::to_string(accumulation);
-      const ReduceRun flat = run_reduce(stage, accumulation, at::kFloat, false);
-      const ReduceRun two_level = run_reduce(stage, accumulation, at::kFloat, true);
+      const CountedRun flat = run_reduce(stage, accumulation, at::kFloat, false);
+      const CountedRun two_level = run_reduce(stage, accumulation, at::kFloat, true);
       EXPECT_GT(flat.bulk_reductions, 0) << what << ": the flat run reduced over every rank";
       EXPECT_EQ(two_level.bulk_reductions, 0)
           << what << ": a gradient reduction still ran over every rank";
@@ -615,7 +620,7 @@ TEST(Hierarchical, StagesZeroToTwoTrainLikeTheFlatReduction) {
       expect_close(two_level.trace, flat.trace, kRtol, kAtol, what);
     }
   }
-  const ReduceRun flat = run_reduce(2, 1, at::kBFloat16, false);
+  const CountedRun flat = run_reduce(2, 1, at::kBFloat16, false);
   expect_close(run_reduce(2, 1, at::kBFloat16, true).trace, flat.trace, 1e-2, 1e-3, "bf16 stage 2");
 }
 
@@ -623,7 +628,7 @@ TEST(Hierarchical, StagesZeroToTwoTrainLikeTheFlatReduction) {
 TEST(Hierarchical, OneNodeReducesFlat) {
   ScopedEnv one_node({{"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(g_comm->size())},
                       {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(g_comm->rank())}});
-  const ReduceRun r = run_reduce(2, 1, at::kFloat, true);
+  const CountedRun r = run_reduce(2, 1, at::kFloat, true);
   EXPECT_GT(r.bulk_reductions, 0);
 }
 
@@ -638,24 +643,12 @@ TEST(Hierarchical, BadSettingIsAnError) {
 // 4 at 4 ranks as 2 nodes of 2): each gather runs across nodes, then in the node, and moves the
 // same values, so training is bit for bit the one-all-gather run's, with no parameter gather left
 // on the shard group itself. Also with the shards in host memory (offload_param cpu).
-struct GatherRun {
-  Trace trace;
-  int group_gathers = 0;  // all-gathers over the whole shard group, during training
-};
-
-GatherRun run_gather(bool hierarchical, int accumulation, bool offload) {
-  auto counting = std::make_shared<CountingCommunicator>(g_comm);
-  auto m = make_model();
+// The shard group is every rank here, so its gathers are the world's.
+CountedRun run_gather(bool hierarchical, int accumulation, bool offload) {
   zt::EngineOptions o = options(g_comm->size(), accumulation);
   o.mics_hierarchical_params_gather = hierarchical;
   if (offload) o.offload_param.device = zt::OffloadDevice::kCpu;
-  zt::Engine engine(m, o, counting);
-  GatherRun r;
-  const int before = counting->all_gathers;
-  train(engine, *m, 0, kSteps, r.trace);
-  r.group_gathers = counting->all_gathers - before;
-  snapshot(engine, *m, r.trace);
-  return r;
+  return run_counted(o);
 }
 
 TEST(HierarchicalGather, AcrossNodesThenInTheNodeIsBitForBit) {
@@ -665,10 +658,10 @@ TEST(HierarchicalGather, AcrossNodesThenInTheNodeIsBitForBit) {
     for (int accumulation : {1, 2}) {
       const std::string what =
           std::string(offload ? "offload_param cpu, " : "") + "x" + std::to_string(accumulation);
-      const GatherRun flat = run_gather(false, accumulation, offload);
-      const GatherRun two_level = run_gather(true, accumulation, offload);
-      EXPECT_GT(flat.group_gathers, 0) << what;
-      EXPECT_EQ(two_level.group_gathers, 0) << what << ": a gather still ran over the shard group";
+      const CountedRun flat = run_gather(false, accumulation, offload);
+      const CountedRun two_level = run_gather(true, accumulation, offload);
+      EXPECT_GT(flat.world_gathers, 0) << what;
+      EXPECT_EQ(two_level.world_gathers, 0) << what << ": a gather still ran over the shard group";
       expect_bit_identical(two_level.trace, flat.trace, what);
     }
   }

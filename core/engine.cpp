@@ -1,7 +1,9 @@
 #include "core/engine.h"
 
 #include <chrono>
+#include <map>
 #include <string>
+#include <unordered_set>
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -48,6 +50,10 @@ struct Engine::Impl {
   zero::UnitPlan plan_;
   std::unique_ptr<zero::NvmeParamSwapper> param_swapper_;  // offload_param nvme: shard files
   std::vector<std::unique_ptr<zero::Bucket>> buckets_;
+  // Stage 3: the units' frozen parameters, sharded (units.h: make_frozen_buckets); loose_frozen_
+  // are the frozen parameters outside them (every one below stage 3), whole on every rank.
+  std::vector<std::unique_ptr<zero::Bucket>> frozen_buckets_;
+  std::vector<std::pair<std::string, at::Tensor>> loose_frozen_;
   zero::WaitClock clock_;
   std::unique_ptr<zero::ParamGather> gather_;
   std::unique_ptr<zero::GradSync> grad_sync_;
@@ -259,6 +265,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->buckets_ =
       zero::make_buckets(impl_->plan_, impl_->options_.reduce_bucket_size, bo,
                          impl_->options_.stage3_param_persistence_threshold, partitioned.get());
+  make_frozen_buckets(bo);
   impl_->sharded_step_ = std::make_unique<zero::ShardedStep>(
       impl_->options_, impl_->buckets_, *impl_->shard_comm_, impl_->replica_comm_.get(),
       impl_->rank_, impl_->clock_, post_scale);
@@ -266,8 +273,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   cast_model_to_compute_dtype();
   move_param_shards_to_nvme();
   impl_->gather_ = std::make_unique<zero::ParamGather>(
-      impl_->plan_, impl_->buckets_, *impl_->shard_comm_, impl_->hpz_comm_.get(), impl_->clock_,
-      impl_->options_.stage == 3, impl_->options_.stage3_prefetch_bucket_size);
+      impl_->plan_, impl_->buckets_, impl_->frozen_buckets_, *impl_->shard_comm_,
+      impl_->hpz_comm_.get(), impl_->clock_, impl_->options_.stage == 3,
+      impl_->options_.stage3_prefetch_bucket_size);
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
       impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
       [this](size_t b) { on_bucket_complete(b); });
@@ -285,17 +293,19 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
                                                              *impl_->model_, ctx);
   }
   MemoryReport m = memory();
-  ZT_LOG_INFO("engine: ZeRO stage ", impl_->options_.stage, ", ", impl_->world_, " rank(s)",
-              impl_->replica_comm_
-                  ? detail::str(" (sharded in groups of ", impl_->shard_comm_->size(), ", ",
-                                impl_->replica_comm_->size(), " replicas)")
-                  : std::string(),
-              ", ", impl_->buckets_.size(), " flat buffer(s) in ", impl_->plan_.units.size(),
-              " unit(s); model states per rank: params ", m.param_bytes, " B, grads ", m.grad_bytes,
-              " B, optimizer ", m.optimizer_state_bytes + m.master_bytes, " B",
-              m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
-                                             m.nvme_buffer_bytes, " B of buffers)")
-                               : std::string());
+  ZT_LOG_INFO(
+      "engine: ZeRO stage ", impl_->options_.stage, ", ", impl_->world_, " rank(s)",
+      impl_->replica_comm_ ? detail::str(" (sharded in groups of ", impl_->shard_comm_->size(),
+                                         ", ", impl_->replica_comm_->size(), " replicas)")
+                           : std::string(),
+      ", ", impl_->buckets_.size(), " flat buffer(s) in ", impl_->plan_.units.size(),
+      " unit(s); model states per rank: params ", m.param_bytes, " B",
+      m.frozen_param_bytes > 0 ? detail::str(" (+ ", m.frozen_param_bytes, " B frozen)")
+                               : std::string(),
+      ", grads ", m.grad_bytes, " B, optimizer ", m.optimizer_state_bytes + m.master_bytes, " B",
+      m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
+                                     m.nvme_buffer_bytes, " B of buffers)")
+                       : std::string());
 }
 
 Engine::~Engine() = default;
@@ -343,6 +353,31 @@ void Engine::make_shard_groups() {
       dist::make_hybrid_groups(impl_->comm_, mics, "zero_optimization.mics_shard_size");
   impl_->shard_comm_ = g.shard;
   impl_->replica_comm_ = g.replica;
+}
+
+// Stage 3 shards frozen parameters too, as DeepSpeed's does (a LoRA job's frozen base model is
+// most of its memory); zero_quantized_nontrainable_weights stores those shards as int8 blocks.
+void Engine::make_frozen_buckets(const zero::BucketOptions& trainable) {
+  const EngineOptions& o = impl_->options_;
+  if (o.stage == 3) {
+    zero::BucketOptions fo = trainable;
+    fo.quantized_storage = o.zero_quantized_nontrainable_weights;
+    // The stored blocks are gathered as they are: one all-gather, as qwZ's.
+    if (fo.quantized_storage) fo.hierarchical_gather = nullptr;
+    impl_->frozen_buckets_ = zero::make_frozen_buckets(impl_->plan_, o.reduce_bucket_size, fo,
+                                                       o.stage3_param_persistence_threshold);
+  }
+  std::unordered_set<const void*> bucketed;
+  for (const auto& b : impl_->frozen_buckets_)
+    for (const auto& e : b->layout().entries()) bucketed.insert(e.param.unsafeGetTensorImpl());
+  for (const auto& p : impl_->model_->named_parameters(/*recurse=*/true)) {
+    if (!p.value().requires_grad() && !bucketed.count(p.value().unsafeGetTensorImpl()))
+      impl_->loose_frozen_.emplace_back(p.key(), p.value());
+  }
+  if (o.offload_param.device == OffloadDevice::kNvme && !impl_->frozen_buckets_.empty() &&
+      impl_->rank_ == 0) {
+    ZT_LOG_INFO("offload_param nvme: the shards of frozen parameters stay in host memory");
+  }
 }
 
 void Engine::make_hpz_group() {
@@ -402,7 +437,11 @@ void Engine::broadcast_initial_state() {
     at::Tensor flat = b->params();
     works.push_back(impl_->comm_->broadcast(flat, 0));
   }
-  for (auto& p : impl_->plan_.frozen) {
+  for (auto& b : impl_->frozen_buckets_) {
+    at::Tensor flat = b->params();
+    works.push_back(impl_->comm_->broadcast(flat, 0));
+  }
+  for (auto& [name, p] : impl_->loose_frozen_) {
     at::Tensor t = p.detach();
     if (t.is_contiguous()) works.push_back(impl_->comm_->broadcast(t, 0));
   }
@@ -411,6 +450,7 @@ void Engine::broadcast_initial_state() {
   }
   for (auto& w : works) w->wait();
   for (auto& b : impl_->buckets_) b->keep_shard();
+  for (auto& b : impl_->frozen_buckets_) b->keep_shard();
   impl_->sharded_step_->init_masters();
 }
 
@@ -459,12 +499,14 @@ void Engine::cast_model_to_compute_dtype() {
   const at::ScalarType cd = impl_->options_.compute_dtype;
   at::NoGradGuard no_grad;
   zero::WaitClock unused;
-  for (auto& b : impl_->buckets_) {
-    if (cd != at::kFloat) b->cast_params(cd);
-    if (impl_->options_.stage == 3) b->release_params(unused);
+  for (auto* list : {&impl_->buckets_, &impl_->frozen_buckets_}) {
+    for (auto& b : *list) {
+      if (cd != at::kFloat) b->cast_params(cd);
+      if (impl_->options_.stage == 3) b->release_params(unused);
+    }
   }
   if (cd == at::kFloat) return;
-  for (auto& p : impl_->plan_.frozen) {
+  for (auto& [name, p] : impl_->loose_frozen_) {
     if (p.is_floating_point()) p.set_data(p.detach().to(cd));
   }
   for (auto& buf : impl_->model_->buffers(/*recurse=*/true)) {
@@ -602,6 +644,12 @@ MemoryReport Engine::memory() const {
     m.param_bytes += b->secondary_bytes();
     m.grad_bytes += b->grad_bytes();
   }
+  for (const auto& b : impl_->frozen_buckets_) {
+    m.frozen_param_bytes += b->resident_bytes() + b->secondary_bytes();
+  }
+  for (const auto& [name, p] : impl_->loose_frozen_) {
+    m.frozen_param_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  }
   m.optimizer_state_bytes = impl_->sharded_step_->optimizer_state_bytes();
   m.master_bytes = impl_->sharded_step_->master_bytes();
   m.nvme_bytes = impl_->sharded_step_->nvme_bytes();
@@ -649,9 +697,10 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::named_parameters_by_unit
   for (const auto& unit : impl_->plan_.units) {
     out.insert(out.end(), unit->params.begin(), unit->params.end());
   }
-  for (const auto& p : impl_->model_->named_parameters(/*recurse=*/true)) {
-    if (!p.value().requires_grad()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : impl_->frozen_buckets_) {
+    for (const auto& e : b->layout().entries()) out.emplace_back(e.name, e.param);
   }
+  out.insert(out.end(), impl_->loose_frozen_.begin(), impl_->loose_frozen_.end());
   return out;
 }
 
@@ -663,8 +712,44 @@ void Engine::for_each_full_parameter(
     for (const auto& [name, param] : impl_->plan_.units[u]->params) fn(name, param);
     if (!impl_->gather_->in_scope()) impl_->gather_->release_unit(u);
   }
-  for (const auto& p : impl_->model_->named_parameters(/*recurse=*/true)) {
-    if (!p.value().requires_grad()) fn(p.key(), p.value());
+  // Frozen buffers one at a time, so at most one is gathered here.
+  for (auto& b : impl_->frozen_buckets_) {
+    const bool was_gathered = b->gathered();
+    b->start_param_gather(*impl_->shard_comm_, impl_->hpz_comm_.get());
+    b->finish_param_gather(impl_->clock_);
+    for (const auto& e : b->layout().entries()) fn(e.name, e.param);
+    if (!was_gathered) b->release_params(impl_->clock_);
+  }
+  for (const auto& [name, p] : impl_->loose_frozen_) fn(name, p);
+}
+
+void Engine::for_each_frozen_value(
+    const std::function<void(const std::string&, const at::Tensor&)>& fn) {
+  at::NoGradGuard no_grad;
+  for (auto& b : impl_->frozen_buckets_) {
+    const at::Tensor values = b->values(*impl_->shard_comm_, impl_->clock_);
+    for (const auto& e : b->layout().entries()) {
+      fn(e.name, values.narrow(0, e.range.begin, e.range.size()).view(e.param.sizes()));
+    }
+  }
+  for (const auto& [name, p] : impl_->loose_frozen_) fn(name, p);
+}
+
+void Engine::load_frozen(const std::map<std::string, at::Tensor>& values) {
+  at::NoGradGuard no_grad;
+  for (auto& b : impl_->frozen_buckets_) {
+    // Parameters missing from `values` keep what they hold.
+    at::Tensor full = b->values(*impl_->shard_comm_, impl_->clock_);
+    for (const auto& e : b->layout().entries()) {
+      auto it = values.find(e.name);
+      if (it != values.end())
+        full.narrow(0, e.range.begin, e.range.size()).copy_(it->second.reshape({-1}));
+    }
+    b->assign(full, impl_->clock_);
+  }
+  for (auto& [name, p] : impl_->loose_frozen_) {
+    auto it = values.find(name);
+    if (it != values.end()) p.detach().copy_(it->second);
   }
 }
 
@@ -678,6 +763,7 @@ Engine::GatheredParameters::~GatheredParameters() {
   if (write_back_) {
     at::NoGradGuard no_grad;
     for (auto& b : e.buckets_) b->keep_shard();
+    for (auto& b : e.frozen_buckets_) b->keep_shard();
     e.sharded_step_->copy_params_to_masters();
   }
   if (e.gather_->close_scope() && !e.in_backward_) e.gather_->release_all();

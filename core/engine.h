@@ -57,6 +57,7 @@
 // back once per step.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -77,6 +78,7 @@ namespace profile {
 struct StepFlops;
 }
 namespace zero {
+struct BucketOptions;
 class PartitionedInit;
 class MasterStore;
 struct PartitionOptions;
@@ -178,6 +180,14 @@ class Engine {
   // unit, then frozen parameters. Shapes and dtypes are valid at any time; at stage 3 values
   // only inside a gathered scope.
   std::vector<std::pair<std::string, at::Tensor>> named_parameters_by_unit() const;
+  // Visits every frozen parameter with the values the model computes with: a stage-3 frozen
+  // buffer is gathered one at a time (quantized shards rebuilt in fp32, exactly as stored), the
+  // rest as they are. Collective over shard_communicator() at stage 3. For checkpoints.
+  void for_each_frozen_value(const std::function<void(const std::string&, const at::Tensor&)>& fn);
+  // The frozen parameters named in `values` take those values (a checkpoint load); a stage-3
+  // frozen shard takes its slice (quantized again when stored quantized). Collective like
+  // for_each_frozen_value.
+  void load_frozen(const std::map<std::string, at::Tensor>& values);
 
   // RAII scope in which every parameter holds its full values (stage 3 gathers, others no-op),
   // for evaluation, EMA or export in user code. With write_back, changes made to the parameters
@@ -199,6 +209,7 @@ class Engine {
   struct Impl;
   void make_shard_groups();
   void make_hpz_group();
+  void make_frozen_buckets(const zero::BucketOptions& trainable);
   void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();
   void broadcast_initial_state();

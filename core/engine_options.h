@@ -81,6 +81,9 @@ struct EngineOptions : ZeroConfig {
 struct MemoryReport {
   // compute parameters held persistently (shards at stage 3, plus hpZ secondary copies now held)
   int64_t param_bytes = 0;
+  // frozen parameters (requires_grad false): stage-3 shards (int8 blocks and scales with
+  // zero_quantized_nontrainable_weights, plus hpZ copies now held), whole ones otherwise
+  int64_t frozen_param_bytes = 0;
   int64_t grad_bytes = 0;             // gradient accumulation buffers
   int64_t optimizer_state_bytes = 0;  // optimizer state (m, v, ...) of this rank
   int64_t master_bytes = 0;           // separate fp32 master copy (0 when params are the master)
@@ -89,7 +92,8 @@ struct MemoryReport {
   int64_t nvme_bytes = 0;              // NVMe offload: bytes of this rank's swap files (not in RAM)
   int64_t nvme_buffer_bytes = 0;       // NVMe offload: host buffers the chunks stream through
   int64_t model_state_bytes() const {  // in host/device memory (nvme_bytes excluded)
-    return param_bytes + grad_bytes + optimizer_state_bytes + master_bytes + nvme_buffer_bytes;
+    return param_bytes + frozen_param_bytes + grad_bytes + optimizer_state_bytes + master_bytes +
+           nvme_buffer_bytes;
   }
 };
 

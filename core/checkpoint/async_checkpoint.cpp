@@ -247,13 +247,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
         buf.keys[store.state_names()[i]] = static_cast<int>(i);
       }
     }
-    snap.frozen.clear();
-    if (target.lead) {
-      for (const auto& [name, t] : frozen_parameters(engine_)) {
-        snap.frozen.emplace_back(name, t.detach().to(at::kCPU, /*non_blocking=*/false,
-                                                     /*copy=*/true));
-      }
-    }
+    snap.frozen = frozen_parameters(engine_, target.lead);
     snap.rng = cpu_rng_state();
     snap.client = client;
     const int pause_s = test_pause_seconds();

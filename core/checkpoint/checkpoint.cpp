@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -434,8 +435,7 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
       w.buffer(s.layout->padded_numel(), s.stepped.begin, s.stepped.end, entries);
       write_buffer_state(w, store, b, s);
     }
-    const auto frozen =
-        target.lead ? frozen_parameters(engine) : std::vector<std::pair<std::string, at::Tensor>>{};
+    const auto frozen = frozen_parameters(engine, target.lead);
     w.finish(frozen, cpu_rng_state(), client, test_pause_seconds());
     fsync_dir(target.tag_dir);
   }
@@ -496,12 +496,13 @@ Metadata metadata_now(Engine& engine, const CheckpointOptions& options) {
   return m;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> frozen_parameters(const Engine& engine) {
+std::vector<std::pair<std::string, at::Tensor>> frozen_parameters(Engine& engine, bool keep) {
   std::vector<std::pair<std::string, at::Tensor>> frozen;
-  for (const auto& p : engine.model()->named_parameters())
-    if (!p.value().requires_grad() && p.value().has_storage() &&
-        (p.value().numel() == 0 || p.value().data_ptr() != nullptr))
-      frozen.emplace_back(p.key(), p.value());
+  engine.for_each_frozen_value([&](const std::string& name, const at::Tensor& value) {
+    if (keep && value.has_storage() && (value.numel() == 0 || value.data_ptr() != nullptr))
+      frozen.emplace_back(name, value.detach().to(at::kCPU, /*non_blocking=*/false,
+                                                  /*copy=*/true));
+  });
   return frozen;
 }
 
@@ -585,8 +586,8 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
       exact ? prepare_exact(c, rank, streamed) : prepare_reshard(c, states, streamed);
   const PieceIndex idx = exact || streamed.empty() ? PieceIndex() : index_pieces(c);
   const ShardIndex& own = c.shards[rank < c.meta.world_size ? rank : 0];
-  std::vector<std::pair<std::string, at::Tensor>> frozen;
-  for (const auto& [name, ref] : c.shards[0].frozen) frozen.emplace_back(name, read_ref(c, 0, ref));
+  std::map<std::string, at::Tensor> frozen;
+  for (const auto& [name, ref] : c.shards[0].frozen) frozen.emplace(name, read_ref(c, 0, ref));
   at::Tensor rng = read_ref(c, rank < c.meta.world_size ? rank : 0, own.rng);
 
   // Commit.
@@ -596,9 +597,8 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
       fill_store_buffer(c, idx, rank, exact, b, states[b], prepared[b], store);
       states[b].optimizer->load_state_dict(prepared[b].state);
     }
-    auto params = engine.model()->named_parameters();
-    for (const auto& [name, t] : frozen) params[name].copy_(t);
   }
+  engine.load_frozen(frozen);
   engine.sync_params_from_masters();
   engine.restore_counters(c.meta.global_step, c.meta.skipped_steps, c.meta.micro_steps);
   if (engine.mutable_loss_scaler() && !c.meta.scaler.empty())

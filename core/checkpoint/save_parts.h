@@ -34,8 +34,10 @@ SaveTarget begin_save(Engine& engine, const std::string& dir, const std::string&
 ckpt::Metadata metadata_now(Engine& engine, const CheckpointOptions& options);
 
 // Frozen parameters (rank 0 saves them so consolidation exports the whole model) and the CPU
-// generator's state: what ShardWriter::finish writes after the buffers.
-std::vector<std::pair<std::string, at::Tensor>> frozen_parameters(const Engine& engine);
+// generator's state: what ShardWriter::finish writes after the buffers. Collective over the
+// shard group (stage 3 gathers frozen shards: Engine::for_each_frozen_value); only with `keep`
+// are the values kept (copies on the CPU), otherwise the result is empty.
+std::vector<std::pair<std::string, at::Tensor>> frozen_parameters(Engine& engine, bool keep);
 at::Tensor cpu_rng_state();
 
 // Bytes of tensor data the shard holds at least; throws naming the file when its directory has

@@ -180,6 +180,7 @@ void visit_zero(V& v, ZeroConfig& c) {
   v.field("zero_hpz_partition_size", c.zero_hpz_partition_size, {});
   v.field("zero_quantized_weights", c.zero_quantized_weights, {});
   v.field("zero_quantized_gradients", c.zero_quantized_gradients, {});
+  v.field("zero_quantized_nontrainable_weights", c.zero_quantized_nontrainable_weights, {});
   v.block("offload_optimizer", [&](auto& w) { visit_offload(w, c.offload_optimizer, false); }, {});
   v.block("offload_param", [&](auto& w) { visit_offload(w, c.offload_param, true); }, {});
   v.unsupported(
@@ -195,9 +196,6 @@ void visit_zero(V& v, ZeroConfig& c) {
         "no cap on persistent parameters besides stage3_param_persistence_threshold"},
        {"model_persistence_threshold", Unsupported::kNoEffect,
         "no cap on persistent parameters besides stage3_param_persistence_threshold"},
-       {"zero_quantized_nontrainable_weights", Unsupported::kRefused,
-        "ZeRO++ quantized storage of frozen weights is not implemented: frozen parameters stay "
-        "whole and unquantized on every rank"},
        {"zeropp_loco_param", Unsupported::kRefused, "ZeRO++ LoCo is not implemented"},
        {"memory_efficient_linear", Unsupported::kNoEffect, "no linear-layer override", "true"},
        {"pipeline_loading_checkpoint", Unsupported::kFeature, "no pipeline parallelism"},

@@ -364,6 +364,10 @@ void warn_inert_keys(const Config& c, ReadState& st) {
   if (z.zero_quantized_weights && z.stage != 3) {
     warn(p + "zero_quantized_weights", "qwZ quantizes stage-3 parameter gathers only");
   }
+  if (z.zero_quantized_nontrainable_weights && z.stage != 3) {
+    warn(p + "zero_quantized_nontrainable_weights",
+         "frozen parameters are partitioned, and so quantized, at stage 3 only");
+  }
   if (z.zero_hpz_partition_size > 1 && z.stage != 3) {
     warn(p + "zero_hpz_partition_size", "hpZ partitions stage-3 parameters only");
   }

@@ -67,8 +67,8 @@ struct ZeroConfig {
   // are reduce-scattered in the group each micro-step and summed across groups once per step.
   // It must divide the number of ranks. <= 0 (DeepSpeed's default -1): shard over every rank.
   int mics_shard_size = -1;
-  // MiCS: a shard group spanning nodes gathers in two hops (inside the node, then across). The
-  // gathers here are one all-gather over the group; the key is read and warned about.
+  // MiCS: a shard group spanning nodes gathers in two hops (across the nodes, then inside the
+  // node; core/zero/bucket.h). Off: one all-gather over the group.
   bool mics_hierarchical_params_gather = false;
   // ZeRO++ hpZ at stage 3: after a unit's forward gather each rank keeps a secondary copy of its
   // parameters partitioned over this many consecutive ranks (one node's), so the backward's
@@ -77,6 +77,10 @@ struct ZeroConfig {
   // ZeRO++ qwZ at stage 3: parameter all-gathers move block-quantized int8 values and fp32
   // scales (core/zero/block_quant.h), and the gathered weights carry that error.
   bool zero_quantized_weights = false;
+  // ZeRO++ at stage 3: the shards of frozen parameters (requires_grad false) are stored as
+  // block-quantized int8 values and fp32 scales, and their gathers move those; the frozen weights
+  // the model computes with carry that error from the start (core/zero/block_quant.h).
+  bool zero_quantized_nontrainable_weights = false;
   // ZeRO++ qgZ at stage 3 across nodes: the gradient reduce-scatter runs as int8 all-to-alls,
   // inside the node then across (core/zero/quantized_reduce.h); on one node it is a no-op.
   bool zero_quantized_gradients = false;

@@ -28,8 +28,12 @@ QuantBlocks quant_blocks(int64_t numel);
 // `src` (parts * numel,) of any floating dtype, `parts` shards one after another -> `q`
 // (parts * blocks * block,) int8 and `scales` (parts * blocks,) fp32, allocated here on src's
 // device.
+//
+// stable_scales (stored blocks, zero_quantized_nontrainable_weights): each scale is moved by at
+// most an ulp to a value s with fl(fl(127 s) / 127) == s, so quantizing the fp32 dequantized
+// values again gives the same blocks and scales: a block's largest rebuilt value is fl(127 s).
 void quantize_blocks(const at::Tensor& src, const QuantBlocks& qb, at::Tensor* q,
-                     at::Tensor* scales, int64_t parts = 1);
+                     at::Tensor* scales, int64_t parts = 1, bool stable_scales = false);
 
 // The blocks of `parts` shards, q (parts * blocks * block,) and scales (parts * blocks,), rebuilt
 // into `out` (parts * numel,), in out's dtype.

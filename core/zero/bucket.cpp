@@ -33,7 +33,7 @@ Bucket::Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& option
   }
   params_ = at::empty({layout_.padded_numel()}, first.param.options().requires_grad(false));
   layout_.bind_parameters(params_);
-  allocate_grads();
+  if (!options_.frozen) allocate_grads();
 }
 
 Bucket::Bucket(dist::FlatLayout layout, size_t unit, const BucketOptions& options, at::Tensor flat,
@@ -93,10 +93,21 @@ at::Tensor shard_copy(const at::Tensor& shard, const at::Tensor& params, const B
 }  // namespace
 
 void Bucket::keep_shard() {
+  if (options_.quantized_storage && options_.persistent && gathered_) {
+    // DeepSpeed quantizes a persistent frozen parameter's partitions too, and the full values it
+    // keeps are gathered from them: the model computes with each shard's rebuilt blocks.
+    const QuantBlocks qb = quant_blocks(layout_.shard_numel());
+    at::Tensor q, scales;
+    quantize_blocks(params_, qb, &q, &scales, options_.world, /*stable_scales=*/true);
+    dequantize_blocks(q, scales, qb, options_.world, params_);
+    return;
+  }
   if (options_.stage != 3 || options_.persistent || !gathered_) return;
   drop_secondary();
   at::Tensor own = params_.narrow(0, stepped_.begin, stepped_.size());
-  if (swapper_) {
+  if (options_.quantized_storage) {
+    quantize_shard(own);
+  } else if (swapper_) {
     swapper_->acquire(swap_slot_, /*read=*/false).copy_(own);
     swapper_->release(swap_slot_, /*write_back=*/true);
   } else if (param_shard_.defined()) {
@@ -104,6 +115,67 @@ void Bucket::keep_shard() {
   } else {
     param_shard_ = shard_copy(own, params_, options_, params_.scalar_type());
   }
+}
+
+void Bucket::quantize_shard(const at::Tensor& own) {
+  at::Tensor q, scales;
+  quantize_blocks(own, quant_blocks(own.numel()), &q, &scales, /*parts=*/1,
+                  /*stable_scales=*/true);
+  if (options_.host_shard && !q.is_cpu()) {
+    q = shard_copy(q, params_, options_, at::kChar);
+    scales = shard_copy(scales, params_, options_, at::kFloat);
+  }
+  quant_shard_ = q;
+  quant_scales_ = scales;
+}
+
+void Bucket::assign(const at::Tensor& full, WaitClock& clock) {
+  ZT_INTERNAL_ASSERT(options_.frozen && full.numel() == layout_.padded_numel(),
+                     "assign: a frozen buffer's full values");
+  drop_secondary();
+  if (options_.stage != 3 || options_.persistent) {
+    params_.copy_(full);
+    return;
+  }
+  release_params(clock);
+  at::Tensor own = full.narrow(0, stepped_.begin, stepped_.size());
+  if (options_.quantized_storage) {
+    quantize_shard(own);
+  } else {
+    param_shard_.copy_(own);
+  }
+}
+
+at::Tensor Bucket::values(dist::Communicator& comm, WaitClock& clock) {
+  if (options_.stage != 3 || options_.persistent || gathered_ || gather_work_) {
+    finish_param_gather(clock);
+    if (!options_.quantized_storage || options_.persistent) return params_.clone();
+  }
+  if (options_.quantized_storage) {
+    // The stored blocks themselves, rebuilt in fp32 (a gathered copy holds them in the compute
+    // dtype, rounded once more).
+    at::Tensor q = quant_shard_.to(params_.device()), scales = quant_scales_.to(params_.device());
+    at::Tensor all_q = at::empty({comm.size() * q.numel()}, q.options());
+    at::Tensor all_scales = at::empty({comm.size() * scales.numel()}, scales.options());
+    clock.wait(comm.all_gather(q, all_q));
+    clock.wait(comm.all_gather(scales, all_scales));
+    at::Tensor out = at::empty({layout_.padded_numel()}, params_.options().dtype(at::kFloat));
+    dequantize_blocks(all_q, all_scales, quant_blocks(layout_.shard_numel()), comm.size(), out);
+    return out;
+  }
+  start_param_gather(comm);
+  finish_param_gather(clock);
+  at::Tensor out = params_.clone();
+  release_params(clock);
+  return out;
+}
+
+int64_t Bucket::resident_bytes() const {
+  if (options_.stage != 3 || options_.persistent) return full_param_bytes();
+  auto bytes = [](const at::Tensor& t) {
+    return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : int64_t{0};
+  };
+  return bytes(param_shard_) + bytes(quant_shard_) + bytes(quant_scales_);
 }
 
 void Bucket::move_shard_to(NvmeParamSwapper* swapper, size_t slot) {
@@ -138,7 +210,7 @@ void Bucket::cast_params(at::ScalarType dtype) {
   if (!gathered_) {  // partitioned construction: the next gather fills the new buffer
     params_ = empty_released(layout_.padded_numel(), params_.options().dtype(dtype));
     view_released(layout_, params_);
-    param_shard_ = shard_copy(param_shard_, params_, options_, dtype);
+    if (param_shard_.defined()) param_shard_ = shard_copy(param_shard_, params_, options_, dtype);
     return;
   }
   at::Tensor flat = params_.to(dtype);
@@ -179,12 +251,15 @@ int64_t Bucket::full_param_bytes() const {
 }
 
 int64_t Bucket::secondary_bytes() const {
-  return secondary_.defined() ? secondary_.numel() * static_cast<int64_t>(secondary_.element_size())
-                              : 0;
+  int64_t n = 0;
+  for (const at::Tensor* t : {&secondary_, &secondary_scales_})
+    if (t->defined()) n += t->numel() * static_cast<int64_t>(t->element_size());
+  return n;
 }
 
 void Bucket::drop_secondary() {
   secondary_ = at::Tensor();
+  secondary_scales_ = at::Tensor();
 }
 
 namespace {
@@ -216,6 +291,18 @@ void Bucket::start_quantized_gather(dist::Communicator& comm, const at::Tensor& 
   scales_work_ = comm.all_gather(scales, scales_recv_);
 }
 
+void Bucket::start_stored_gather(dist::Communicator& comm, const at::Tensor& q,
+                                 const at::Tensor& scales) {
+  // Every shard's blocks arrive in shard order whichever group sends them (the primary shards, or
+  // an hpZ group's parts of world / hpz consecutive shards each).
+  at::Tensor q_dev = q.to(params_.device()), scales_dev = scales.to(params_.device());
+  quant_parts_ = options_.world;
+  quant_recv_ = at::empty({comm.size() * q_dev.numel()}, q_dev.options());
+  scales_recv_ = at::empty({comm.size() * scales_dev.numel()}, scales_dev.options());
+  gather_work_ = comm.all_gather(q_dev, quant_recv_);
+  scales_work_ = comm.all_gather(scales_dev, scales_recv_);
+}
+
 int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator* secondary) {
   if (gathered_ || gather_work_) return 0;
   const int64_t nbytes = full_param_bytes();
@@ -223,7 +310,9 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
     // hpZ: the copy kept at the last gather from the shards, over the (intra-node) hpz group.
     gather_from_shards_ = false;
     refill_storage(params_, static_cast<size_t>(nbytes));
-    if (options_.quantized_weights) {
+    if (options_.quantized_storage) {
+      start_stored_gather(*secondary, secondary_, secondary_scales_);
+    } else if (options_.quantized_weights) {
       start_quantized_gather(*secondary, secondary_);
     } else {
       gather_work_ = secondary->all_gather(secondary_, params_);
@@ -231,6 +320,11 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
     return nbytes;
   }
   gather_from_shards_ = true;
+  if (options_.quantized_storage) {
+    refill_storage(params_, static_cast<size_t>(nbytes));
+    start_stored_gather(comm, quant_shard_, quant_scales_);
+    return nbytes;
+  }
   const bool offloaded = swapper_ || param_shard_.device() != params_.device();
   // A GPU model's offloaded shard goes to the device on a side stream, and its all-gather is
   // ordered after that copy, not after the compute stream: a prefetch then neither waits for the
@@ -305,6 +399,16 @@ void Bucket::finish_param_gather(WaitClock& clock) {
     scales_work_.reset();
     const int64_t part = params_.numel() / quant_parts_;
     dequantize_blocks(quant_recv_, scales_recv_, quant_blocks(part), quant_parts_, params_);
+    if (options_.quantized_storage && options_.hpz > 1 && gather_from_shards_ &&
+        !secondary_.defined()) {
+      // hpZ: this rank's part of the hpz group's partition, kept as the blocks just received
+      // (world / hpz consecutive shards' worth), so the copy is as small as the shard's kind.
+      const int64_t per = options_.world / options_.hpz;
+      const int64_t qn = quant_recv_.numel() / options_.world;
+      const int64_t sn = scales_recv_.numel() / options_.world;
+      secondary_ = quant_recv_.narrow(0, options_.hpz_rank * per * qn, per * qn).clone();
+      secondary_scales_ = scales_recv_.narrow(0, options_.hpz_rank * per * sn, per * sn).clone();
+    }
     quant_recv_ = at::Tensor();
     scales_recv_ = at::Tensor();
   }

@@ -65,6 +65,14 @@ struct BucketOptions {
   double pre_reduce_scale = 1.0;
   // Stage 3: buffers below this many elements stay gathered (never released).
   bool persistent = false;
+  // Stage 3: a buffer of frozen parameters (units.h: make_frozen_buckets). It is sharded,
+  // gathered and released like the others, but has no gradient buffers and is never stepped.
+  bool frozen = false;
+  // Stage 3, ZeRO++ zero_quantized_nontrainable_weights, frozen buffers only: the resident shard
+  // is int8 blocks and fp32 scales (block_quant.h), quantized once from the values it is given,
+  // and gathers move those (an hpZ copy too). The gathered weights carry the quantization error;
+  // so does a persistent buffer, which keeps its shards' rebuilt blocks (as DeepSpeed's does).
+  bool quantized_storage = false;
   // Stage 3, offload_param: the resident shard lives in host memory (pinned when pin_shard and
   // the parameters are on a GPU). On a CPU model it is there anyway.
   bool host_shard = false;
@@ -120,8 +128,18 @@ class Bucket {
   at::Tensor param_target() const;
   // Stage 3: the resident shard takes the owned slice of the full parameters (after the initial
   // broadcast, and when a gathered scope writes back); no-op while released. A shard on NVMe is
-  // written to its file.
+  // written to its file; a quantized one is quantized again.
   void keep_shard();
+  // Frozen buffers: `full` (padded,) becomes the buffer's values (a checkpoint load). At stage 3
+  // the buffer is released first and this rank's shard takes its slice (a quantized shard is
+  // quantized from `full` as given, so fp32 values saved by values() come back bit for bit).
+  void assign(const at::Tensor& full, WaitClock& clock);
+  // The whole buffer's values as the model computes with them, (padded,) in the compute dtype;
+  // a quantized shard's in fp32 (exact: what assign() needs to restore the same shards).
+  // Collective over `comm` at stage 3; the buffer is left as it was (gathered or released).
+  at::Tensor values(dist::Communicator& comm, WaitClock& clock);
+  // Bytes of the resident shard (or of the whole buffer where it stays gathered) in memory.
+  int64_t resident_bytes() const;
   // Stage 3, offload_param nvme: the shard moves to `slot` of `swapper` (written there now) and
   // leaves memory; every later read goes through the swapper.
   void move_shard_to(NvmeParamSwapper* swapper, size_t slot);
@@ -179,6 +197,11 @@ class Bucket {
  private:
   void allocate_grads();
   void start_quantized_gather(dist::Communicator& comm, const at::Tensor& part);
+  // quantized_storage: the all-gathers of stored blocks `q` and `scales` (one or more shards'
+  // worth) over `comm`, into every shard's blocks in order.
+  void start_stored_gather(dist::Communicator& comm, const at::Tensor& q, const at::Tensor& scales);
+  // quantized_storage: `own` (this rank's slice, any floating dtype) quantized into the shard.
+  void quantize_shard(const at::Tensor& own);
   // The all-gather of `part` (this rank's shard) into params_: over `comm`, or in two levels.
   void start_exact_gather(dist::Communicator& comm, const at::Tensor& part);
   // The second level of a two-level gather: `across` (this local index's slices of every node,
@@ -201,6 +224,8 @@ class Bucket {
   bool gather_on_side_ = false;      // the gather in flight was issued on the side copy stream
   bool gather_from_shards_ = false;  // the gather in flight reads the primary shards
   at::Tensor secondary_;             // hpZ: (padded / hpz,) this rank's part of the full buffer
+  at::Tensor quant_shard_, quant_scales_;  // quantized_storage: the resident shard's blocks
+  at::Tensor secondary_scales_;  // quantized_storage with hpZ: secondary_ holds int8 blocks
   // qwZ: the gather in flight's received blocks and scales, and the parts they hold.
   at::Tensor quant_recv_, scales_recv_;
   at::Tensor across_;  // hierarchical gather in flight: the shards of this local index, by node

@@ -28,6 +28,7 @@ class ParamGather::Hooks : public UnitHooks {
       // backward: gather its parameters again and prefetch the unit before it (a no-op for the
       // second output of a unit already gathered).
       output.register_hook([gather, unit](const at::Tensor& grad) {
+        if (!gather->in_scope()) gather->release_frozen_after(unit);
         gather->gather_unit(unit, /*wait=*/true);
         gather->prefetch_after(unit, -1);
         return grad;
@@ -42,10 +43,12 @@ class ParamGather::Hooks : public UnitHooks {
 };
 
 ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
-                         dist::Communicator& comm, dist::Communicator* secondary, WaitClock& clock,
-                         bool active, int64_t prefetch_numel)
+                         std::vector<std::unique_ptr<Bucket>>& frozen, dist::Communicator& comm,
+                         dist::Communicator* secondary, WaitClock& clock, bool active,
+                         int64_t prefetch_numel)
     : plan_(plan),
       buckets_(buckets),
+      frozen_(frozen),
       comm_(comm),
       secondary_(secondary),
       clock_(clock),
@@ -64,17 +67,29 @@ ParamGather::~ParamGather() {
   }
 }
 
-void ParamGather::gather_bucket(size_t b, bool wait) {
-  gathered_bytes_ += buckets_[b]->start_param_gather(comm_, secondary_);
+std::vector<Bucket*> ParamGather::unit_buckets(size_t u) const {
+  std::vector<Bucket*> out;
+  for (size_t b : plan_.units[u]->buckets) out.push_back(buckets_[b].get());
+  for (size_t f : plan_.units[u]->frozen_buckets) out.push_back(frozen_[f].get());
+  return out;
+}
+
+void ParamGather::gather(Bucket& bucket, bool wait) {
+  gathered_bytes_ += bucket.start_param_gather(comm_, secondary_);
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
-  if (wait) buckets_[b]->finish_param_gather(clock_);
+  if (wait) bucket.finish_param_gather(clock_);
+}
+
+void ParamGather::release(Bucket& bucket) {
+  gathered_bytes_ -= bucket.release_params(clock_);
 }
 
 void ParamGather::gather_unit(size_t u, bool wait) {
   if (!active_) return;
-  for (size_t b : plan_.units[u]->buckets) gather_bucket(b, false);
+  const std::vector<Bucket*> unit = unit_buckets(u);
+  for (Bucket* b : unit) gather(*b, false);
   if (wait) {
-    for (size_t b : plan_.units[u]->buckets) buckets_[b]->finish_param_gather(clock_);
+    for (Bucket* b : unit) b->finish_param_gather(clock_);
   }
 }
 
@@ -83,9 +98,9 @@ void ParamGather::prefetch_after(size_t u, int direction) {
   const int64_t declared = static_cast<int64_t>(root());
   int64_t v = static_cast<int64_t>(u) + direction;
   for (; v >= 0 && v < declared && budget > 0; v += direction) {
-    for (size_t b : plan_.units[static_cast<size_t>(v)]->buckets) {
-      budget -= buckets_[b]->layout().padded_numel();
-      gather_bucket(b, false);
+    for (Bucket* b : unit_buckets(static_cast<size_t>(v))) {
+      budget -= b->layout().padded_numel();
+      gather(*b, false);
     }
   }
   // Shards on NVMe: the units after those start reading from their files, as far as free swap
@@ -97,23 +112,32 @@ void ParamGather::prefetch_after(size_t u, int direction) {
 
 void ParamGather::release_bucket(size_t b) {
   if (!active_) return;
-  gathered_bytes_ -= buckets_[b]->release_params(clock_);
+  release(*buckets_[b]);
+}
+
+void ParamGather::release_frozen_after(size_t u) {
+  if (!active_) return;
+  for (size_t v = u + 1; v < root(); ++v) {
+    for (size_t f : plan_.units[v]->frozen_buckets) release(*frozen_[f]);
+  }
 }
 
 void ParamGather::release_unit(size_t u) {
   if (!active_) return;
-  for (size_t b : plan_.units[u]->buckets) release_bucket(b);
+  for (Bucket* b : unit_buckets(u)) release(*b);
 }
 
 void ParamGather::gather_all() {
   if (!active_) return;
   for (size_t u = 0; u < plan_.units.size(); ++u) gather_unit(u, false);
   for (auto& b : buckets_) b->finish_param_gather(clock_);
+  for (auto& b : frozen_) b->finish_param_gather(clock_);
 }
 
 void ParamGather::release_all() {
   if (!active_) return;
-  for (size_t b = 0; b < buckets_.size(); ++b) release_bucket(b);
+  for (auto& b : buckets_) release(*b);
+  for (auto& b : frozen_) release(*b);
 }
 
 void ParamGather::open_scope() {

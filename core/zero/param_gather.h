@@ -11,6 +11,11 @@
 // declared unit) is gathered by the engine for the whole of forward and backward. A gathered
 // scope (Engine::GatheredParameters) keeps everything gathered until it ends. Below stage 3
 // every call is a no-op: the full parameters are always resident.
+//
+// A unit's frozen buckets (units.h) are gathered and released with it. In backward they get no
+// gradient to say when they are done, so they are released when backward reaches an earlier
+// unit (its output's gradient hook fires once every use of that output, the later units
+// included, has run its backward), or at the end of backward.
 
 #include <memory>
 #include <vector>
@@ -24,10 +29,11 @@ namespace zt::zero {
 
 class ParamGather {
  public:
-  // secondary: the hpZ group (zero_hpz_partition_size), or null.
+  // secondary: the hpZ group (zero_hpz_partition_size), or null. frozen: the frozen buckets
+  // (units.h: make_frozen_buckets), indexed by Unit::frozen_buckets.
   ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
-              dist::Communicator& comm, dist::Communicator* secondary, WaitClock& clock,
-              bool active, int64_t prefetch_numel);
+              std::vector<std::unique_ptr<Bucket>>& frozen, dist::Communicator& comm,
+              dist::Communicator* secondary, WaitClock& clock, bool active, int64_t prefetch_numel);
   // Unregisters the unit hooks.
   ~ParamGather();
   ParamGather(const ParamGather&) = delete;
@@ -42,6 +48,8 @@ class ParamGather {
   void prefetch_after(size_t unit, int direction);
   void release_unit(size_t unit);
   void release_bucket(size_t bucket);
+  // Backward has reached `unit`: the frozen buckets of the declared units after it are released.
+  void release_frozen_after(size_t unit);
   void gather_all();
   void release_all();
 
@@ -60,10 +68,14 @@ class ParamGather {
 
  private:
   class Hooks;
-  void gather_bucket(size_t bucket, bool wait);
+  void gather(Bucket& bucket, bool wait);
+  void release(Bucket& bucket);
+  // Every bucket of unit u, trainable then frozen.
+  std::vector<Bucket*> unit_buckets(size_t u) const;
 
   UnitPlan& plan_;
   std::vector<std::unique_ptr<Bucket>>& buckets_;
+  std::vector<std::unique_ptr<Bucket>>& frozen_;
   dist::Communicator& comm_;
   dist::Communicator* secondary_;
   WaitClock& clock_;

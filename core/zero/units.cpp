@@ -1,5 +1,6 @@
 #include "core/zero/units.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -47,21 +48,17 @@ UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& un
     unit->name = name;
     unit->module = it->second.get();
     for (const auto& p : it->second->named_parameters(/*recurse=*/true)) {
-      if (!p.value().requires_grad()) continue;
       ZT_CHECK(claimed.insert(p.value().unsafeGetTensorImpl()).second, "parameter ", name, ".",
                p.key(), " belongs to two engine units");
-      unit->params.emplace_back(name + "." + p.key(), p.value());
+      (p.value().requires_grad() ? unit->params : unit->frozen)
+          .emplace_back(name + "." + p.key(), p.value());
     }
     plan.units.push_back(std::move(unit));
   }
   auto root = std::make_unique<Unit>();
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {
-    if (!p.value().requires_grad()) {
-      plan.frozen.push_back(p.value());
-      continue;
-    }
     if (claimed.count(p.value().unsafeGetTensorImpl())) continue;
-    root->params.emplace_back(p.key(), p.value());
+    (p.value().requires_grad() ? root->params : root->frozen).emplace_back(p.key(), p.value());
   }
   plan.units.push_back(std::move(root));
   return plan;
@@ -105,6 +102,37 @@ std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce
     }
   }
   if (partitioned) partitioned->check_all_adopted();
+  return buckets;
+}
+
+std::vector<std::unique_ptr<Bucket>> make_frozen_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
+                                                         BucketOptions options,
+                                                         int64_t persistence_threshold) {
+  std::vector<std::unique_ptr<Bucket>> buckets;
+  options.frozen = true;
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    Unit& unit = *plan.units[u];
+    // One flat buffer holds one dtype: a unit with frozen parameters of several floating dtypes
+    // gets buckets for each, in the order the dtypes first appear.
+    std::vector<at::ScalarType> dtypes;
+    for (const auto& p : unit.frozen) {
+      const at::ScalarType t = p.second.scalar_type();
+      if (p.second.is_floating_point() &&
+          std::find(dtypes.begin(), dtypes.end(), t) == dtypes.end())
+        dtypes.push_back(t);
+    }
+    for (at::ScalarType t : dtypes) {
+      std::vector<std::pair<std::string, at::Tensor>> same;
+      for (const auto& p : unit.frozen)
+        if (p.second.is_floating_point() && p.second.scalar_type() == t) same.push_back(p);
+      for (auto& layout : lay_out_unit(same, reduce_bucket_size, options.world)) {
+        BucketOptions o = options;
+        o.persistent = layout.numel() < persistence_threshold;
+        buckets.push_back(std::make_unique<Bucket>(std::move(layout), u, o));
+        unit.frozen_buckets.push_back(buckets.size() - 1);
+      }
+    }
+  }
   return buckets;
 }
 

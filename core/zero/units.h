@@ -7,6 +7,10 @@
 // backward. Each unit's parameters are cut into buckets of at most reduce_bucket_size elements, in
 // reverse registration order (roughly the order backward produces gradients, so buckets fill one
 // after another). The same plan is used at every stage; only stage 3 gathers by unit.
+//
+// Frozen parameters (requires_grad false) belong to units the same way. At stage 3 each unit's
+// floating-point frozen parameters are cut into buckets of their own (make_frozen_buckets):
+// sharded, gathered and released with the unit, but given no gradients and never stepped.
 
 #include <memory>
 #include <string>
@@ -26,12 +30,13 @@ struct Unit {
   const torch::nn::Module* module = nullptr;               // nullptr for the root unit
   std::vector<size_t> buckets;                             // indices into the engine's bucket list
   std::vector<std::pair<std::string, at::Tensor>> params;  // trainable, registration order
-  std::unique_ptr<UnitHooks> hooks;                        // stage 3 only
+  std::vector<std::pair<std::string, at::Tensor>> frozen;  // requires_grad false, same order
+  std::vector<size_t> frozen_buckets;  // stage 3: indices into the engine's frozen bucket list
+  std::unique_ptr<UnitHooks> hooks;    // stage 3 only
 };
 
 struct UnitPlan {
   std::vector<std::unique_ptr<Unit>> units;  // declared units in order, root last
-  std::vector<at::Tensor> frozen;            // parameters with requires_grad false
 };
 
 // Finds the declared units among the model's submodules (an unknown name or a parameter in two
@@ -65,5 +70,12 @@ std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce
                                                   BucketOptions options,
                                                   int64_t persistence_threshold,
                                                   PartitionedInit* partitioned = nullptr);
+
+// Stage 3: cuts every unit's floating-point frozen parameters into buckets as make_buckets cuts
+// trainable ones (one dtype per bucket, filling unit.frozen_buckets), with `options.frozen` set
+// and the same persistence rule. Frozen parameters that are not floating point stay whole.
+std::vector<std::unique_ptr<Bucket>> make_frozen_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
+                                                         BucketOptions options,
+                                                         int64_t persistence_threshold);
 
 }  // namespace zt::zero

@@ -13,7 +13,13 @@ usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...]
   MODEL llama|gpt2, DTYPE fp32|bf16|fp16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
   GC none|nonreentrant|reentrant (gradient_checkpointing_enable), OUT a scratch directory,
   checks: resume, save16, modify; decoupled: the resume check saves in the background
-  (checkpoint.writer.decoupled), and the step after the save runs while the write is in flight
+  (checkpoint.writer.decoupled), and the step after the save runs while the write is in flight;
+  lora: only the attention's query and value projections train (LoRA's usual targets, here the
+  whole matrices), everything else frozen, so every unit holds frozen parameters and some units
+  only frozen ones; qfrozen (with lora): zero_quantized_nontrainable_weights, and the reference
+  then trains the model with the frozen weights the engine computes with, each within half a
+  quantization step (max |x| / 254 of the whole frozen buffer, which bounds its blocks') of the
+  original
 """
 
 import copy
@@ -44,7 +50,7 @@ def tiny(kind):
     return model
 
 
-def ds_config(stage, dtype, offload, nvme_dir, decoupled=False):
+def ds_config(stage, dtype, offload, nvme_dir, decoupled=False, qfrozen=False):
     """The shape of the Hugging Face integration's ZeRO configs (ds_config_zero2/3.json), without
     the scheduler block, so the learning rate is constant as torch's AdamW below."""
     zero = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True,
@@ -53,6 +59,8 @@ def ds_config(stage, dtype, offload, nvme_dir, decoupled=False):
         zero.update({"stage3_prefetch_bucket_size": "auto",
                      "stage3_param_persistence_threshold": "auto",
                      "stage3_gather_16bit_weights_on_model_save": True})
+        if qfrozen:
+            zero["zero_quantized_nontrainable_weights"] = True
     if offload != "none":
         device = "nvme" if offload.startswith("nvme") else "cpu"
         block = {"device": device, "pin_memory": True}
@@ -84,7 +92,11 @@ def main():
     world = int(os.environ.get("WORLD_SIZE", "1"))
     os.makedirs(os.path.join(out, "nvme"), exist_ok=True)
     model = tiny(kind)
+    if "lora" in checks:
+        for name, p in model.named_parameters():
+            p.requires_grad_(name.endswith(("q_proj.weight", "v_proj.weight", "c_attn.weight")))
     reference = copy.deepcopy(model)
+    original = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     g = torch.Generator().manual_seed(1)
     data = [torch.randint(0, VOCAB, (MICRO * world, SEQ), generator=g)
             for _ in range(STEPS * acc)]
@@ -100,9 +112,10 @@ def main():
                                  weight_decay=WD, warmup_steps=0, warmup_ratio=0.0,
                                  max_steps=STEPS, lr_scheduler_type="constant")
     engine, _, _, _ = zerotorch.initialize(
-        model=model, model_parameters=model.parameters(), training_args=args,
+        model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
+        training_args=args,
         config=ds_config(stage, dtype, offload, os.path.join(out, "nvme"),
-                         decoupled="decoupled" in checks))
+                         decoupled="decoupled" in checks, qfrozen="qfrozen" in checks))
     rank = engine.global_rank
     assert engine.world_size == world
     if stage == 3:
@@ -113,6 +126,22 @@ def main():
                 ["transformer.wpe"] + [f"transformer.h.{i}" for i in range(3)]
                 + ["transformer.ln_f"])
         assert engine.units == want, engine.units
+
+    if "qfrozen" in checks:
+        with zerotorch.zero.GatheredParameters(list(model.parameters())):
+            computed = {n: p.detach().clone() for n, p in model.named_parameters()
+                        if not p.requires_grad}
+        step = max(t.abs().max().item() for t in original.values()) / 127
+        moved = 0
+        for n, t in computed.items():
+            err = (t - original[n]).abs().max().item()
+            assert err <= step / 2 * (1 + 1e-5), (n, err, step)
+            moved += err > 0
+        assert moved, "no frozen weight was quantized"
+        with torch.no_grad():
+            for n, p in reference.named_parameters():
+                if n in computed:
+                    p.copy_(computed[n])
 
     def batch(i):
         return data[i][rank * MICRO:(rank + 1) * MICRO]
@@ -126,7 +155,8 @@ def main():
         losses.append(loss.item())
     assert engine.global_steps == STEPS, engine.global_steps
 
-    opt = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=WD, eps=1e-8)
+    trainable = [p for p in reference.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=LR, weight_decay=WD, eps=1e-8)
     ref_losses = []
     for s in range(STEPS):
         opt.zero_grad()
@@ -138,7 +168,7 @@ def main():
                 (loss / (acc * world)).backward()
                 if r == rank:
                     ref_losses.append(loss.item())
-        torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
 
     # fp32: the same arithmetic up to summation order. bf16 (about 3 significant digits) and

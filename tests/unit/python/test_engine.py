@@ -100,6 +100,16 @@ def test_hf_stage3_gradient_checkpointing(model, gc, tmp_path):
     run_hf(2, model, 3, 3, gc=gc, tmp_path=tmp_path)
 
 
+# LoRA-shaped freezing at stage 3: frozen shards gathered and released with their units (some
+# units frozen whole); with zero_quantized_nontrainable_weights, int8 shards within their bound,
+# and a checkpoint still resumes bit-identically.
+@pytest.mark.parametrize("model,checks", [("llama", ("lora", "resume")),
+                                          ("gpt2", ("lora",)),
+                                          ("llama", ("lora", "qfrozen", "resume"))])
+def test_hf_stage3_frozen(model, checks, tmp_path):
+    run_hf(2, model, 3, 1, checks=checks, tmp_path=tmp_path)
+
+
 def test_client_optimizer_is_refused():
     import torch
     model = torch.nn.Linear(2, 2)

@@ -165,7 +165,7 @@ TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
   for (const char* refused :
        {R"("progressive_layer_drop": {"enabled": true})",
         R"("curriculum_learning": {"enabled": true})",
-        R"("zero_optimization": {"stage": 3, "zero_quantized_nontrainable_weights": true})",
+        R"("zero_optimization": {"stage": 3, "zeropp_loco_param": {"err_beta": 0.8}})",
         R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})",
         R"("tensor_parallel": {"autotp_size": 2})"}) {
     ConfigReport s = json(std::string(R"({"train_batch_size": 8, )") + refused + "}");
@@ -177,17 +177,23 @@ TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
 // ZeRO++'s quantized collectives act at stage 3 and say once where they do not.
 TEST(DeepSpeedSyntax, QuantizedCollectivesActAtStage3AndWarnBelow) {
   ConfigReport on = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
-    "zero_quantized_weights": true, "zero_quantized_gradients": true}})");
+    "zero_quantized_weights": true, "zero_quantized_gradients": true,
+    "zero_quantized_nontrainable_weights": true}})");
   ASSERT_TRUE(on.errors.empty()) << all(on.errors);
   EXPECT_TRUE(on.warnings.empty()) << all(on.warnings);
   EXPECT_TRUE(on.config->zero_optimization.zero_quantized_weights);
   EXPECT_TRUE(on.config->zero_optimization.zero_quantized_gradients);
+  EXPECT_TRUE(on.config->zero_optimization.zero_quantized_nontrainable_weights);
   ConfigReport below = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
-    "zero_quantized_weights": true, "zero_quantized_gradients": true}})");
+    "zero_quantized_weights": true, "zero_quantized_gradients": true,
+    "zero_quantized_nontrainable_weights": true}})");
   ASSERT_TRUE(below.errors.empty()) << all(below.errors);
   EXPECT_TRUE(has_line_starting(below.warnings, "zero_optimization.zero_quantized_weights:"))
       << all(below.warnings);
   EXPECT_TRUE(has_line_starting(below.warnings, "zero_optimization.zero_quantized_gradients:"))
+      << all(below.warnings);
+  EXPECT_TRUE(
+      has_line_starting(below.warnings, "zero_optimization.zero_quantized_nontrainable_weights:"))
       << all(below.warnings);
 }
 

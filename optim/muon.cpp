@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "base/env_vars.h"
 #include "base/error.h"
 
 namespace zt::optim {
@@ -116,6 +119,14 @@ at::Tensor newton_schulz_gram(const at::Tensor& g, int steps, at::ScalarType com
 }  // namespace
 
 at::ScalarType ns_compute_dtype(NsMethod method, const c10::Device& device) {
+  const char* pinned = std::getenv(env::kMuonNsDtype);
+  const std::string pin = pinned != nullptr ? pinned : "";
+  if (!pin.empty() && pin != "auto") {
+    if (pin == "fp32") return at::kFloat;
+    if (pin == "fp16") return at::kHalf;
+    if (pin == "bf16") return at::kBFloat16;
+    ZT_CHECK(false, env::kMuonNsDtype, " must be auto, fp32, fp16 or bf16, got '", pin, "'");
+  }
   if (method == NsMethod::kStandard) return at::kBFloat16;
   if (device.is_cuda()) return at::kHalf;
   return cpu_has_fp16_matmul() ? at::kHalf : at::kFloat;

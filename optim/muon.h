@@ -15,7 +15,8 @@
 // X = U / (||U||_F + 1e-7), transposed so that rows <= cols; kGram (DeepSpeed's default) iterates
 // on the Gram matrix X X^T with a restart at step 2, kStandard on X. Compute dtype as DeepSpeed's
 // ns_compute_dtype: Gram in fp16 where the device has fp16 matrix products (CUDA; a CPU whose
-// oneDNN reports fp16), else fp32; standard in bf16. A 4-D (convolution) weight is viewed as
+// oneDNN reports fp16), else fp32; standard in bf16; ZT_MUON_NS_DTYPE pins one (base/env_vars.h).
+// A 4-D (convolution) weight is viewed as
 // (out, in * kh * kw); other shapes batch over their leading dimensions.
 //
 // In a ZeRO step the orthogonalised update replaces the gradient before the gradient norm, so the

@@ -31,18 +31,12 @@ QuantBlocks quant_blocks(int64_t n) {
 }
 
 void quantize_blocks(const at::Tensor& src, const QuantBlocks& qb, at::Tensor* q,
-                     at::Tensor* scales, int64_t parts, bool stable_scales) {
+                     at::Tensor* scales, int64_t parts) {
   at::Tensor x = src.to(at::kFloat).view({parts, qb.numel});
   const int64_t padded = qb.blocks * qb.block;
   if (padded != qb.numel) x = at::constant_pad_nd(x, {0, padded - qb.numel});
   x = x.reshape({parts * qb.blocks, qb.block});
   at::Tensor s = x.abs().amax({1}, /*keepdim=*/true).div_(127.0f);
-  if (stable_scales) {
-    // s -> fl(fl(127 s) / 127) reaches a fixed point after one application for fp32 scales (the
-    // quantization test checks that a second quantization reproduces the blocks); twice costs
-    // nothing next to the division below.
-    for (int i = 0; i < 2; ++i) s.mul_(127.0f).div_(127.0f);
-  }
   // An all-zero block has scale 0: divide by 1 instead (q = 0 either way).
   at::Tensor safe = at::where(s > 0, s, at::ones_like(s));
   *q = x.div(safe).round_().clamp_(-127, 127).to(at::kChar).view({parts * padded});

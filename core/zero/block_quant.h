@@ -29,11 +29,13 @@ QuantBlocks quant_blocks(int64_t numel);
 // (parts * blocks * block,) int8 and `scales` (parts * blocks,) fp32, allocated here on src's
 // device.
 //
-// stable_scales (stored blocks, zero_quantized_nontrainable_weights): each scale is moved by at
-// most an ulp to a value s with fl(fl(127 s) / 127) == s, so quantizing the fp32 dequantized
-// values again gives the same blocks and scales: a block's largest rebuilt value is fl(127 s).
+// Quantizing the fp32 values dequantize_blocks rebuilds gives the same blocks and scales again: a
+// block's largest rebuilt value is fl(127 s), and fl(fl(127 s) / 127) == s for s = fl(m / 127)
+// (block_quant_test checks it over many binades). Stored frozen shards
+// (zero_quantized_nontrainable_weights) rely on it: a checkpoint saves them rebuilt in fp32 and a
+// load quantizes them back bit for bit.
 void quantize_blocks(const at::Tensor& src, const QuantBlocks& qb, at::Tensor* q,
-                     at::Tensor* scales, int64_t parts = 1, bool stable_scales = false);
+                     at::Tensor* scales, int64_t parts = 1);
 
 // The blocks of `parts` shards, q (parts * blocks * block,) and scales (parts * blocks,), rebuilt
 // into `out` (parts * numel,), in out's dtype.

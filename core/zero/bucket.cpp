@@ -98,7 +98,7 @@ void Bucket::keep_shard() {
     // keeps are gathered from them: the model computes with each shard's rebuilt blocks.
     const QuantBlocks qb = quant_blocks(layout_.shard_numel());
     at::Tensor q, scales;
-    quantize_blocks(params_, qb, &q, &scales, options_.world, /*stable_scales=*/true);
+    quantize_blocks(params_, qb, &q, &scales, options_.world);
     dequantize_blocks(q, scales, qb, options_.world, params_);
     return;
   }
@@ -119,8 +119,7 @@ void Bucket::keep_shard() {
 
 void Bucket::quantize_shard(const at::Tensor& own) {
   at::Tensor q, scales;
-  quantize_blocks(own, quant_blocks(own.numel()), &q, &scales, /*parts=*/1,
-                  /*stable_scales=*/true);
+  quantize_blocks(own, quant_blocks(own.numel()), &q, &scales);
   if (options_.host_shard && !q.is_cpu()) {
     q = shard_copy(q, params_, options_, at::kChar);
     scales = shard_copy(scales, params_, options_, at::kFloat);

@@ -52,6 +52,12 @@ def main():
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
     import deepspeed
+    from deepspeed.runtime.zero.muon import original_muon
+    pinned = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(
+        os.environ.get("ZT_MUON_NS_DTYPE", ""))
+    if pinned is not None:
+        # The C++ side reads the same variable (optim/muon.h): both iterate in one dtype.
+        original_muon.ns_compute_dtype = lambda ns_method="gram": pinned
     deepspeed.init_distributed(dist_backend="gloo")
     for case in a.case:
         stage, clip = case.split(":")

@@ -5,6 +5,8 @@
 #include "optim/muon.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -85,6 +87,24 @@ TEST(MuonNewtonSchulz, ComputeDtypeIsDeepSpeeds) {
   EXPECT_EQ(ns_compute_dtype(NsMethod::kGram, c10::Device(c10::kCUDA, 0)), torch::kHalf);
   EXPECT_EQ(ns_method_from_name("standard"), NsMethod::kStandard);
   EXPECT_THROW(ns_method_from_name("svd"), std::exception);
+}
+
+TEST(MuonNewtonSchulz, EnvironmentPinsTheComputeDtype) {
+  ::setenv("ZT_MUON_NS_DTYPE", "fp32", 1);
+  EXPECT_EQ(ns_compute_dtype(NsMethod::kStandard, torch::kCPU), torch::kFloat);
+  EXPECT_EQ(ns_compute_dtype(NsMethod::kGram, c10::Device(c10::kCUDA, 0)), torch::kFloat);
+  ::setenv("ZT_MUON_NS_DTYPE", "bf16", 1);
+  EXPECT_EQ(ns_compute_dtype(NsMethod::kGram, torch::kCPU), torch::kBFloat16);
+  ::setenv("ZT_MUON_NS_DTYPE", "fp8", 1);
+  try {
+    ns_compute_dtype(NsMethod::kGram, torch::kCPU);
+    ADD_FAILURE() << "fp8 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("ZT_MUON_NS_DTYPE"), std::string::npos) << e.what();
+  }
+  ::setenv("ZT_MUON_NS_DTYPE", "auto", 1);
+  EXPECT_EQ(ns_compute_dtype(NsMethod::kStandard, torch::kCPU), torch::kBFloat16);
+  ::unsetenv("ZT_MUON_NS_DTYPE");
 }
 
 TEST(MuonSplit, MatricesButNotEmbeddingsHeadsOrVectors) {

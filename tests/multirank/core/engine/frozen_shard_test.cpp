@@ -47,8 +47,10 @@ struct LoraBlockImpl : torch::nn::Module {
   static constexpr int64_t kWidth = 24, kRank = 3;
   LoraBlockImpl() {
     base = register_module("base", torch::nn::Linear(kWidth, kWidth));
-    a = register_module("a", torch::nn::Linear(torch::nn::LinearOptions(kWidth, kRank).bias(false)));
-    b = register_module("b", torch::nn::Linear(torch::nn::LinearOptions(kRank, kWidth).bias(false)));
+    a = register_module("a",
+                        torch::nn::Linear(torch::nn::LinearOptions(kWidth, kRank).bias(false)));
+    b = register_module("b",
+                        torch::nn::Linear(torch::nn::LinearOptions(kRank, kWidth).bias(false)));
     for (auto& p : base->parameters()) p.set_requires_grad(false);
   }
   torch::Tensor forward(torch::Tensor x) {

@@ -374,9 +374,11 @@ void Engine::make_frozen_buckets(const zero::BucketOptions& trainable) {
     if (!p.value().requires_grad() && !bucketed.count(p.value().unsafeGetTensorImpl()))
       impl_->loose_frozen_.emplace_back(p.key(), p.value());
   }
-  if (o.offload_param.device == OffloadDevice::kNvme && !impl_->frozen_buckets_.empty() &&
-      impl_->rank_ == 0) {
-    ZT_LOG_INFO("offload_param nvme: the shards of frozen parameters stay in host memory");
+  if (o.offload_param.device == OffloadDevice::kNvme && o.zero_quantized_nontrainable_weights &&
+      !impl_->frozen_buckets_.empty() && impl_->rank_ == 0) {
+    ZT_LOG_INFO(
+        "offload_param nvme: the int8 shards of frozen parameters "
+        "(zero_quantized_nontrainable_weights) stay in host memory");
   }
 }
 
@@ -456,7 +458,9 @@ void Engine::broadcast_initial_state() {
 
 // offload_param nvme: the shards of the flat buffers move to files (core/zero/nvme_params.h),
 // except the first max_in_cpu elements, which stay in host memory (DeepSpeed's max_in_cpu: a prefix
-// of the flat buffers in order), and the persistent buffers, which stay gathered.
+// of the flat buffers in order), and the persistent buffers, which stay gathered. The frozen
+// buffers follow the trainable ones (slots after theirs), except int8 ones
+// (zero_quantized_nontrainable_weights), which stay in host memory.
 void Engine::move_param_shards_to_nvme() {
   const OffloadConfig& po = impl_->options_.offload_param;
   const bool cpu_model = impl_->buckets_.empty() || impl_->buckets_.front()->params().is_cpu();
@@ -466,12 +470,18 @@ void Engine::move_param_shards_to_nvme() {
         "already (the same code path gathers them to a GPU model)");
   }
   if (po.device != OffloadDevice::kNvme) return;
-  std::vector<int64_t> numels(impl_->buckets_.size(), 0);
+  // Slot b < T: trainable bucket b; slot T + f: frozen bucket f.
+  std::vector<zero::Bucket*> all;
+  for (auto& b : impl_->buckets_) all.push_back(b.get());
+  for (auto& b : impl_->frozen_buckets_) all.push_back(b.get());
+  std::vector<int64_t> numels(all.size(), 0);
   int64_t in_cpu = 0, on_nvme = 0;
   bool cpu_full = false;
-  for (size_t b = 0; b < impl_->buckets_.size(); ++b) {
-    if (impl_->buckets_[b]->persistent()) continue;
-    const int64_t n = impl_->buckets_[b]->stepped().size();
+  for (size_t b = 0; b < all.size(); ++b) {
+    if (all[b]->persistent() || all[b]->options().quantized_storage ||
+        all[b]->params().scalar_type() != impl_->options_.compute_dtype)
+      continue;
+    const int64_t n = all[b]->stepped().size();
     if (!cpu_full && in_cpu + n <= po.max_in_cpu) {
       in_cpu += n;
       continue;
@@ -486,8 +496,8 @@ void Engine::move_param_shards_to_nvme() {
   impl_->param_swapper_ = std::make_unique<zero::NvmeParamSwapper>(
       po, impl_->options_.aio, impl_->rank_, impl_->options_.compute_dtype, numels);
   at::NoGradGuard no_grad;
-  for (size_t b = 0; b < impl_->buckets_.size(); ++b) {
-    if (numels[b] > 0) impl_->buckets_[b]->move_shard_to(impl_->param_swapper_.get(), b);
+  for (size_t b = 0; b < all.size(); ++b) {
+    if (numels[b] > 0) all[b]->move_shard_to(impl_->param_swapper_.get(), b);
   }
   impl_->param_swapper_->wait_writes();
 }

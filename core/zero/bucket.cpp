@@ -141,7 +141,8 @@ void Bucket::assign(const at::Tensor& full, WaitClock& clock) {
   if (options_.quantized_storage) {
     quantize_shard(own);
   } else {
-    param_shard_.copy_(own);
+    checkout_target(/*read=*/false).copy_(own);  // the resident shard, or its file
+    checkin_target(/*written=*/true);
   }
 }
 

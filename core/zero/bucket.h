@@ -114,6 +114,7 @@ class Bucket {
 
   const dist::FlatLayout& layout() const { return layout_; }
   size_t unit() const { return unit_; }
+  const BucketOptions& options() const { return options_; }
   bool persistent() const { return options_.persistent; }
   // Built by the adopting constructor: every rank built the same values, nothing to broadcast.
   bool from_partitioned_construction() const { return adopted_; }

@@ -106,7 +106,7 @@ void ParamGather::prefetch_after(size_t u, int direction) {
   // Shards on NVMe: the units after those start reading from their files, as far as free swap
   // buffers reach (nvme_params.h), so their all-gathers find them in memory.
   for (; v >= 0 && v < declared; v += direction) {
-    for (size_t b : plan_.units[static_cast<size_t>(v)]->buckets) buckets_[b]->prefetch_shard();
+    for (Bucket* b : unit_buckets(static_cast<size_t>(v))) b->prefetch_shard();
   }
 }
 

@@ -4,10 +4,11 @@
 //
 // FrozenShards: the frozen parameters are sharded like the trainable ones (about 1/N of their
 // bytes per rank), and training equals single-process torch AdamW on the trainable parameters
-// (fp32, with and without accumulation, with offload_param cpu) while the frozen ones stay bit for
-// bit; in bf16 it equals stage 0. In backward a block's frozen shard is released once backward
-// reaches the block before it, so at most the root and one block are gathered. A checkpoint
-// resumes bit for bit. At 4 ranks hpZ is bit for bit plain stage 3 and MiCS within tolerance.
+// (fp32, with and without accumulation, with offload_param cpu and nvme, the frozen shards in
+// files too) while the frozen ones stay bit for bit; in bf16 it equals stage 0. In backward a
+// block's frozen shard is released once backward reaches the block before it, so at most the root
+// and one block are gathered. A checkpoint resumes bit for bit (also with the shards on NVMe). At
+// 4 ranks hpZ is bit for bit plain stage 3 and MiCS within tolerance.
 //
 // QuantizedFrozen (zero_quantized_nontrainable_weights): the frozen shards are int8 blocks and
 // scales, a little over a quarter of fp32's bytes; the weights the model computes with are within
@@ -230,17 +231,28 @@ TEST(FrozenShards, TrainLikeSingleProcessAdamW) {
   const Trace want = reference();
   const auto frozen = frozen_at_start();
   for (int accumulation : {1, 3}) {
-    for (bool offload : {false, true}) {
+    for (zt::OffloadDevice offload :
+         {zt::OffloadDevice::kNone, zt::OffloadDevice::kCpu, zt::OffloadDevice::kNvme}) {
       zt::EngineOptions o = options();
       o.gradient_accumulation_steps = accumulation;
-      if (offload) o.offload_param.device = zt::OffloadDevice::kCpu;
+      o.offload_param.device = offload;
+      if (offload == zt::OffloadDevice::kNvme) {
+        o.offload_param.nvme_path = scratch("nvme" + std::to_string(accumulation));
+        o.offload_param.max_in_cpu = 0;  // every shard in a file, the frozen ones included
+      }
       const std::string what = "x" + std::to_string(accumulation) +
-                               (offload ? " offload_param cpu" : "") + " at " +
-                               std::to_string(g_comm->size()) + " ranks";
+                               (offload == zt::OffloadDevice::kCpu    ? " offload_param cpu"
+                                : offload == zt::OffloadDevice::kNvme ? " offload_param nvme"
+                                                                      : "") +
+                               " at " + std::to_string(g_comm->size()) + " ranks";
       const Trace got = run(o);
       expect_close(got, want, kRtol, kAtol, what);
       for (const auto& [name, before] : frozen)
         EXPECT_TRUE(torch::equal(got.params.at(name), before)) << what << ": " << name << " moved";
+      if (offload == zt::OffloadDevice::kNvme) {
+        EXPECT_EQ(got.memory.frozen_param_bytes, 0) << what << ": frozen shards left in memory";
+        EXPECT_GE(got.memory.nvme_bytes, frozen_fp32_bytes() / g_comm->size()) << what;
+      }
     }
   }
 }
@@ -281,10 +293,15 @@ TEST(FrozenShards, ShardedAndReleasedInBackward) {
 }
 
 TEST(FrozenShards, CheckpointResumesBitForBit) {
-  for (bool quantized : {false, true}) {
+  for (const std::string variant : {"exact", "quantized", "nvme"}) {
     zt::EngineOptions o = options();
-    o.zero_quantized_nontrainable_weights = quantized;
-    const std::string dir = scratch(quantized ? "quantized" : "exact");
+    o.zero_quantized_nontrainable_weights = variant == "quantized";
+    if (variant == "nvme") {
+      o.offload_param.device = zt::OffloadDevice::kNvme;
+      o.offload_param.nvme_path = scratch("resume_swap");
+      o.offload_param.max_in_cpu = 0;
+    }
+    const std::string dir = scratch(variant);
     Trace whole;
     {
       LoraStack m = make_model();
@@ -304,7 +321,7 @@ TEST(FrozenShards, CheckpointResumesBitForBit) {
       snapshot(engine, *m, resumed);
     }
     whole.losses.erase(whole.losses.begin(), whole.losses.begin() + 2);
-    expect_identical(resumed, whole, quantized ? "quantized frozen shards" : "frozen shards");
+    expect_identical(resumed, whole, variant + " frozen shards");
   }
 }
 

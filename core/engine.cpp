@@ -15,6 +15,7 @@
 #include "core/profile/flops_profiler.h"
 #include "core/zero/bucket.h"
 #include "core/zero/grad_sync.h"
+#include "core/zero/host_buffer_pool.h"
 #include "core/zero/nvme_params.h"
 #include "core/zero/param_gather.h"
 #include "core/zero/partitioned_init.h"
@@ -49,6 +50,7 @@ struct Engine::Impl {
 
   zero::UnitPlan plan_;
   std::unique_ptr<zero::NvmeParamSwapper> param_swapper_;  // offload_param nvme: shard files
+  std::shared_ptr<zero::HostBufferPool> host_pool_;        // a CPU model at stages 2-3
   std::vector<std::unique_ptr<zero::Bucket>> buckets_;
   // Stage 3: the units' frozen parameters, sharded (units.h: make_frozen_buckets); loose_frozen_
   // are the frozen parameters outside them (every one below stage 3), whole on every rank.
@@ -255,6 +257,15 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       impl_->options_.offload_param.device == OffloadDevice::kNone || impl_->options_.stage == 3,
       "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
       impl_->options_.stage);
+  bool cpu_model = false;
+  for (const at::Tensor& p : impl_->model_->parameters()) {
+    cpu_model = p.is_cpu();
+    break;
+  }
+  if (cpu_model && bo.stage >= 2) {
+    impl_->host_pool_ = std::make_shared<zero::HostBufferPool>();
+    bo.host_pool = impl_->host_pool_;
+  }
   bo.host_shard = impl_->options_.offload_param.device != OffloadDevice::kNone;
   bo.pin_shard = impl_->options_.offload_param.pin_memory;
   if (partitioned && partitioned->empty()) partitioned.reset();
@@ -306,6 +317,10 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
                                      m.nvme_buffer_bytes, " B of buffers)")
                        : std::string());
+}
+
+const zero::HostBufferPool* Engine::host_pool() const {
+  return impl_->host_pool_.get();
 }
 
 Engine::~Engine() = default;
@@ -594,11 +609,22 @@ void Engine::finish_backward() {
 void Engine::step() {
   const bool boundary = is_gradient_accumulation_boundary();
   ++impl_->micro_steps_;
-  if (!boundary) return;
+  // Backward (and, on the boundary, the step) has handed every per-step buffer back. Held
+  // through the next forward, whose activations make a CPU step's memory peak, they would add to
+  // it, so the pool frees them; within forward and within backward the units still reuse each
+  // other's. The pool's blocks go back to malloc's heap, where the activations can use them.
+  auto trim = [this] {
+    if (impl_->host_pool_) impl_->host_pool_->trim();
+  };
+  if (!boundary) {
+    trim();
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   const zero::StepOutcome outcome =
       impl_->sharded_step_->step(get_lr(), impl_->scaler_.get(), impl_->global_step_);
   for (auto& b : impl_->buckets_) b->zero_grads();
+  trim();
   ++impl_->global_step_;
   if (outcome.skipped) {
     // Skipped on every rank; the LR schedule does not advance.

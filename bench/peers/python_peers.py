@@ -38,6 +38,7 @@ import datetime
 import hashlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -200,6 +201,7 @@ def rank_main(a):
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
             t0 = time.perf_counter()
+            faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         ts = time.perf_counter()
         ids = batch(a.seed, rank, step, a.micro_batch, a.seq, cfg.vocab_size)
         if impl in ("ddp", "fsdp2"):
@@ -214,11 +216,13 @@ def rank_main(a):
         losses.append(float(loss.item()))
         step_s.append(time.perf_counter() - ts)
     wall = time.perf_counter() - t0 if t0 is not None else 0.0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0 if t0 is not None else 0
 
     row = {"config": a.config, "impl": impl, "stage": stage, "offload": offload, "size": a.size,
            "rank": rank, "world": world, "init": init, "losses": losses, "step_s": step_s,
            "timed_wall_s": wall, "tokens_timed": world * a.micro_batch * a.seq * a.steps,
            "vm_hwm_kb": vm_hwm_kb(), "vm_hwm_before_import_kb": rss_start,
+           "minor_faults_timed": faults,
            "pid": os.getpid(), "sid": os.getsid(0), "omp": os.environ.get("OMP_NUM_THREADS"),
            "torch": torch.__version__}
     if impl == "deepspeed":
@@ -321,6 +325,9 @@ def run_config(a, name, log_dir, rep):
            "timed_wall_s": r0["timed_wall_s"], "step_ms_median": 1e3 * statistics.median(timed),
            "peak_rss_mb_max": max(r["vm_hwm_kb"] for r in ranks) / 1024,
            "peak_rss_mb_ranks": [r["vm_hwm_kb"] / 1024 for r in ranks],
+           # Pages the kernel faulted in per timed step (rank 0): memory handed back and taken
+           # again every step.
+           "minor_faults_per_step": r0["minor_faults_timed"] / max(a.steps, 1),
            "loss_mean": mean_loss, "losses_by_rank": [r["losses"] for r in ranks],
            "sessions_distinct": len({r["sid"] for r in ranks}) == len(ranks),
            "omp_num_threads": [r["omp"] for r in ranks], "torch": r0["torch"],
@@ -328,6 +335,7 @@ def run_config(a, name, log_dir, rep):
            "zero_optimizer_class": r0.get("zero_optimizer_class"), "job_s": elapsed, "log": log,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     print(f"  {name}: {row['tokens_per_s']:.0f} tokens/s, peak RSS {row['peak_rss_mb_max']:.0f} MB,"
+          f" {row['minor_faults_per_step']:.0f} page faults/step,"
           f" loss {mean_loss[0]:.6f} -> {mean_loss[-1]:.6f}, init {row['init_sha256']}"
           f" ({elapsed:.0f} s)", flush=True)
     return row

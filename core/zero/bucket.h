@@ -48,6 +48,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/zero/flat_buffer.h"
+#include "core/zero/host_buffer_pool.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
 #include "parallel/groups.h"
@@ -96,6 +97,9 @@ struct BucketOptions {
   // nodes; a gather from the shards then runs across nodes first (this local index's shards of
   // every node), then in the node. Not with qwZ, whose gathers stay one all-gather.
   const dist::NodeGroups* hierarchical_gather = nullptr;
+  // A CPU model's pool for the buffers made and freed every step (host_buffer_pool.h): stage 3's
+  // gathered full buffers and stages 2-3's gradient staging; null: straight from the allocator.
+  std::shared_ptr<HostBufferPool> host_pool;
 };
 
 class HierarchicalReduce;
@@ -210,6 +214,12 @@ class Bucket {
   void gather_in_node(const dist::NodeGroups& g, const at::Tensor& across, WaitClock& clock);
   // hpZ: the values changed (a step, a load, a write-back): the next gather reads the shards.
   void drop_secondary();
+  // Stages 2-3: a zeroed gradient staging buffer (padded), from the host pool when there is one.
+  at::Tensor zeroed_staging() const;
+  // Drops staging_, its bytes back to the host pool once nothing else holds them.
+  void drop_staging();
+  // With a host pool: gives grad_shard_ its bytes if it holds none (zero_grads handed them back).
+  void hold_grad_shard();
 
   dist::FlatLayout layout_;
   size_t unit_;

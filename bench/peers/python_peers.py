@@ -435,13 +435,13 @@ def markdown(rows, names, a):
            f"micro-batch {a.micro_batch} x {a.seq} tokens, {a.warmup} warm-up + {a.steps} timed "
            f"steps, {a.repeats} repeat(s)", "",
            "| configuration | tokens/s | vs DDP | step ms (median) | peak RSS / rank (MB) "
-           "| max abs loss diff vs DDP |",
-           "|---|---:|---:|---:|---:|---:|"]
+           "| page faults / step | max abs loss diff vs DDP |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for name in names:
         rs = [r for r in rows if r["config"] == name]
         good = [r for r in rs if not r.get("failed")]
         if not good:
-            out.append(f"| {LABELS[name]} | failed | | | | |")
+            out.append(f"| {LABELS[name]} | failed | | | | | |")
             continue
         tps = statistics.median(r["tokens_per_s"] for r in good)
         all_tps = "/".join(f"{r['tokens_per_s']:.0f}" for r in good)
@@ -449,6 +449,7 @@ def markdown(rows, names, a):
             f"| {LABELS[name]} | {tps:.0f}" + (f" ({all_tps})" if len(good) > 1 else "") +
             f" | {tps / ddp_tps:.2f}x" + f" | {statistics.median(r['step_ms_median'] for r in good):.0f}"
             f" | {max(r['peak_rss_mb_max'] for r in good):.0f}"
+            f" | {statistics.mean(r.get('minor_faults_per_step', float('nan')) for r in good):.0f}"
             f" | {max(r.get('max_abs_loss_diff_vs_ddp', float('nan')) for r in good):.2e} |"
             + ("" if len(good) == len(rs) else f" ({len(rs) - len(good)} failed)"))
     return "\n".join(out) + "\n"

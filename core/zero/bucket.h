@@ -97,8 +97,9 @@ struct BucketOptions {
   // nodes; a gather from the shards then runs across nodes first (this local index's shards of
   // every node), then in the node. Not with qwZ, whose gathers stay one all-gather.
   const dist::NodeGroups* hierarchical_gather = nullptr;
-  // A CPU model's pool for the buffers made and freed every step (host_buffer_pool.h): stage 3's
-  // gathered full buffers and stages 2-3's gradient staging; null: straight from the allocator.
+  // A CPU model's pool for the buffers needed for part of each step (host_buffer_pool.h): stage
+  // 3's gathered full buffers, stages 2-3's gradient staging and gradient shard; null: straight
+  // from the allocator, and the gradient shard allocated for good.
   std::shared_ptr<HostBufferPool> host_pool;
 };
 

@@ -214,10 +214,10 @@ INSTANTIATE_TEST_SUITE_P(StagesModelsAccumulation, EngineEquivalence,
 
 // A CPU model's per-step buffers (stage 3's gathered parameters, stages 2-3's gradient staging
 // and gradient shards) come from the engine's host pool: within a step the units reuse each
-// other's blocks of the same size; every step() call ends with the
-// pool holding nothing (the blocks go back to malloc before the next forward); the gradient
-// shards hold bytes only from backward to the step. The equivalence cases above train through
-// the same pool at stages 2 and 3, with accumulation too.
+// other's blocks of the same size; every step() call ends with the pool holding nothing (the
+// blocks go back to malloc before the next forward); the gradient shards hold bytes only from
+// backward to the step. The equivalence cases above train through the same pool at stages 2 and
+// 3, with accumulation too.
 TEST(EngineHostPool, PerStepBuffersAreReusedWithinAStepAndFreedAfterIt) {
   for (int stage = 0; stage <= 3; ++stage) {
     auto model = make_model(ModelKind::kTransformer);

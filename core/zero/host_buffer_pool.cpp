@@ -38,12 +38,10 @@ void HostBufferPool::give(at::DataPtr block, size_t nbytes) {
   if (!block) return;
   const std::lock_guard<std::mutex> lock(mu_);
   if (handed_out_.erase(block.get()) == 0) return;  // not ours: freed as it goes out of scope
+  // Live bytes become idle ones: their sum, kept within the peak by take(), does not change.
   stats_.live_bytes -= nbytes;
-  if (stats_.live_bytes + stats_.idle_bytes + nbytes <= stats_.peak_live_bytes) {
-    idle_.emplace(nbytes, std::move(block));
-    stats_.idle_bytes += nbytes;
-  }
-  // else: `block` goes out of scope here and its deleter frees it.
+  stats_.idle_bytes += nbytes;
+  idle_.emplace(nbytes, std::move(block));
 }
 
 void HostBufferPool::trim() {

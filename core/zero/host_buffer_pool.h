@@ -33,11 +33,11 @@ class HostBufferPool {
     size_t peak_live_bytes = 0;
   };
 
-  // nbytes from an idle block of exactly that size, else from `allocator`.
+  // nbytes from an idle block of exactly that size, else from `allocator`; a new block first frees
+  // idle ones (largest first) until live + idle bytes are within the peak again.
   at::DataPtr take(size_t nbytes, c10::Allocator& allocator);
-  // Gives back a block take() handed out (nbytes: what was asked for); kept while the bound
-  // allows, else freed. A block the pool did not hand out (a buffer's first bytes, from its
-  // allocator) is freed.
+  // Gives back a block take() handed out (nbytes: what was asked for), to be kept idle. A block
+  // the pool did not hand out (a buffer's first bytes, from its allocator) is freed.
   void give(at::DataPtr block, size_t nbytes);
   // Frees every idle block (the engine, at the end of each step() call).
   void trim();

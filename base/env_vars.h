@@ -50,6 +50,9 @@ inline constexpr const char* kFlightDir = "ZT_FLIGHT_DIR";
 // Two-level gradient reduction at stages 0-2 (core/zero/hierarchical_reduce.h): "auto" (unset:
 // over gloo and MPI when the ranks span several nodes), "1" (NCCL too) or "0" (never).
 inline constexpr const char* kHierarchicalReduce = "ZT_HIERARCHICAL_REDUCE";
+// A CPU model's host caching allocator (core/zero/host_caching_allocator.h): "1" (unset) or "0"
+// (LibTorch's default CPU allocator, glibc's malloc).
+inline constexpr const char* kHostCache = "ZT_HOST_CACHE";
 // Muon's Newton-Schulz compute dtype (optim/muon.h): "fp32", "fp16" or "bf16" for every method;
 // unset or "auto": DeepSpeed's rule, which depends on what the CPU or GPU supports. fp16 rounds a
 // gradient's last bits differently on every machine, so tests that compare against a reference to

@@ -15,7 +15,7 @@
 #include "core/profile/flops_profiler.h"
 #include "core/zero/bucket.h"
 #include "core/zero/grad_sync.h"
-#include "core/zero/host_buffer_pool.h"
+#include "core/zero/host_caching_allocator.h"
 #include "core/zero/nvme_params.h"
 #include "core/zero/param_gather.h"
 #include "core/zero/partitioned_init.h"
@@ -32,6 +32,14 @@ namespace zt {
 // The engine's state: the model, its options and communicator, and the ZeRO parts built from
 // them (core/zero/), in the order they are built; each part refers to buckets_.
 struct Engine::Impl {
+  // A CPU model's engine holds the host caching allocator (core/zero/host_caching_allocator.h)
+  // from its construction to its destruction.
+  struct HostCacheHold {
+    bool held = false;
+    ~HostCacheHold() {
+      if (held) zero::release_host_cache();
+    }
+  } host_cache_;
   std::shared_ptr<torch::nn::Module> model_;
   EngineOptions options_;
   std::shared_ptr<dist::Communicator> comm_;
@@ -50,7 +58,6 @@ struct Engine::Impl {
 
   zero::UnitPlan plan_;
   std::unique_ptr<zero::NvmeParamSwapper> param_swapper_;  // offload_param nvme: shard files
-  std::shared_ptr<zero::HostBufferPool> host_pool_;        // a CPU model at stages 2-3
   std::vector<std::unique_ptr<zero::Bucket>> buckets_;
   // Stage 3: the units' frozen parameters, sharded (units.h: make_frozen_buckets); loose_frozen_
   // are the frozen parameters outside them (every one below stage 3), whole on every rank.
@@ -87,6 +94,14 @@ std::pair<double, double> reduce_scales(const EngineOptions& o, int world) {
   if (o.prescale_gradients) return {1.0 / world, 1.0};
   const double f = o.gradient_predivide_factor;
   return {f != 1.0 ? 1.0 / f : 1.0, f != world ? f / world : 1.0};
+}
+
+// ZT_HOST_CACHE: whether a CPU model's engine installs the host caching allocator.
+bool use_host_cache() {
+  const char* v = std::getenv(env::kHostCache);
+  const std::string mode = v != nullptr && *v != '\0' ? v : "1";
+  ZT_CHECK(mode == "0" || mode == "1", env::kHostCache, " must be 0 or 1, got '", mode, "'");
+  return mode == "1";
 }
 
 // The node groups of the sharding communicator for the two-level gradient reductions: ZeRO++ qgZ
@@ -262,10 +277,11 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     cpu_model = p.is_cpu();
     break;
   }
-  if (cpu_model && bo.stage >= 2) {
-    impl_->host_pool_ = std::make_shared<zero::HostBufferPool>();
-    bo.host_pool = impl_->host_pool_;
+  if (cpu_model && use_host_cache()) {
+    zero::acquire_host_cache();
+    impl_->host_cache_.held = true;
   }
+  bo.release_grad_shard = cpu_model && bo.stage >= 2;
   bo.host_shard = impl_->options_.offload_param.device != OffloadDevice::kNone;
   bo.pin_shard = impl_->options_.offload_param.pin_memory;
   if (partitioned && partitioned->empty()) partitioned.reset();
@@ -317,10 +333,6 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
                                      m.nvme_buffer_bytes, " B of buffers)")
                        : std::string());
-}
-
-const zero::HostBufferPool* Engine::host_pool() const {
-  return impl_->host_pool_.get();
 }
 
 Engine::~Engine() = default;
@@ -609,22 +621,12 @@ void Engine::finish_backward() {
 void Engine::step() {
   const bool boundary = is_gradient_accumulation_boundary();
   ++impl_->micro_steps_;
-  // Backward (and, on the boundary, the step) has handed every per-step buffer back. Held
-  // through the next forward, whose activations make a CPU step's memory peak, they would add to
-  // it, so the pool frees them; within forward and within backward the units still reuse each
-  // other's. The pool's blocks go back to malloc's heap, where the activations can use them.
-  auto trim = [this] {
-    if (impl_->host_pool_) impl_->host_pool_->trim();
-  };
-  if (!boundary) {
-    trim();
-    return;
-  }
+  if (!boundary) return;
   const auto start = std::chrono::steady_clock::now();
   const zero::StepOutcome outcome =
       impl_->sharded_step_->step(get_lr(), impl_->scaler_.get(), impl_->global_step_);
   for (auto& b : impl_->buckets_) b->zero_grads();
-  trim();
+  if (impl_->host_cache_.held) zero::end_of_host_cache_step();
   ++impl_->global_step_;
   if (outcome.skipped) {
     // Skipped on every rank; the LR schedule does not advance.

@@ -81,7 +81,6 @@ namespace zero {
 struct BucketOptions;
 class PartitionedInit;
 class MasterStore;
-class HostBufferPool;
 struct PartitionOptions;
 }  // namespace zero
 
@@ -154,9 +153,6 @@ class Engine {
   // Where the masters and the optimizer state live (core/zero/master_store.h): checkpoints
   // stream every placement through it, chunk by chunk.
   zero::MasterStore& master_store() const;
-  // A CPU model at stages 2-3: the pool of its per-step buffers (core/zero/host_buffer_pool.h);
-  // null otherwise.
-  const zero::HostBufferPool* host_pool() const;
   // After masters were overwritten (checkpoint load): casts them into the compute parameters and
   // re-gathers full parameters where the stage keeps them (collective: every rank calls it).
   void sync_params_from_masters();

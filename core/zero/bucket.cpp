@@ -60,11 +60,11 @@ void Bucket::allocate_grads() {
   } else {
     // Never read before the window's first reduce-scatter writes it (shard_has_grad_), so it is
     // not zeroed: its pages stay untouched (and off the resident set) until the first backward,
-    // which keeps them out of the peak of building and casting a model that barely fits. With a
-    // host pool it holds bytes only from that reduce-scatter to the step (hold_grad_shard,
-    // zero_grads): not through the forward, whose activations make a CPU step's memory peak.
-    grad_shard_ = options_.host_pool ? empty_released(layout_.shard_numel(), gopt)
-                                     : at::empty({layout_.shard_numel()}, gopt);
+    // which keeps them out of the peak of building and casting a model that barely fits.
+    // release_grad_shard: it holds bytes only from that reduce-scatter to the step
+    // (hold_grad_shard, zero_grads).
+    grad_shard_ = options_.release_grad_shard ? empty_released(layout_.shard_numel(), gopt)
+                                              : at::empty({layout_.shard_numel()}, gopt);
   }
   pending_ = static_cast<int>(layout_.entries().size());
 }
@@ -312,7 +312,7 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
   if (secondary != nullptr && secondary_.defined()) {
     // hpZ: the copy kept at the last gather from the shards, over the (intra-node) hpz group.
     gather_from_shards_ = false;
-    refill_storage(params_, static_cast<size_t>(nbytes), options_.host_pool.get());
+    refill_storage(params_, static_cast<size_t>(nbytes));
     if (options_.quantized_storage) {
       start_stored_gather(*secondary, secondary_, secondary_scales_);
     } else if (options_.quantized_weights) {
@@ -324,7 +324,7 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
   }
   gather_from_shards_ = true;
   if (options_.quantized_storage) {
-    refill_storage(params_, static_cast<size_t>(nbytes), options_.host_pool.get());
+    refill_storage(params_, static_cast<size_t>(nbytes));
     start_stored_gather(comm, quant_shard_, quant_scales_);
     return nbytes;
   }
@@ -340,7 +340,7 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
     on_side.emplace(copy_stream(params_.device()));
   }
   gather_on_side_ = on_side.has_value();
-  refill_storage(params_, static_cast<size_t>(nbytes), options_.host_pool.get());
+  refill_storage(params_, static_cast<size_t>(nbytes));
   if (offloaded) {
     // Offloaded shard: into this rank's slice of the full buffer first, then an in-place
     // all-gather (the swap buffer is free again at once).
@@ -434,7 +434,7 @@ void Bucket::finish_param_gather(WaitClock& clock) {
 int64_t Bucket::release_params(WaitClock& clock) {
   if (options_.persistent || (!gathered_ && !gather_work_)) return 0;
   finish_param_gather(clock);  // an all-gather must not write into freed memory
-  release_storage(params_, options_.host_pool.get());
+  release_storage(params_);
   gathered_ = false;
   return full_param_bytes();
 }
@@ -446,7 +446,8 @@ bool Bucket::add_grad(size_t entry, const at::Tensor& grad) {
     if (options_.stage <= 1) {
       grad_full_.narrow(0, e.range.begin, e.range.size()).add_(flat_g);
     } else {
-      if (!staging_.defined()) staging_ = zeroed_staging();
+      if (!staging_.defined())
+        staging_ = at::zeros({layout_.padded_numel()}, grad_shard_.options());
       staging_.narrow(0, e.range.begin, e.range.size()).add_(flat_g);
     }
   }
@@ -466,7 +467,9 @@ void Bucket::start_grad_sync(dist::Communicator& comm) {
   const int64_t shard = layout_.shard_numel();
   if (options_.hierarchical_reduce != nullptr && options_.stage <= 2) {
     at::Tensor& src = options_.stage <= 1 ? grad_full_ : staging_;
-    if (!src.defined()) src = zeroed_staging();  // stage 2: no parameter got a gradient
+    if (!src.defined()) {  // stage 2: no parameter of this bucket got a gradient
+      src = at::zeros({layout_.padded_numel()}, grad_shard_.options());
+    }
     comm_in_ = prepare(src);
     hierarchical_reduce_ = std::make_shared<HierarchicalReduce>(
         *options_.hierarchical_reduce,
@@ -486,7 +489,9 @@ void Bucket::start_grad_sync(dist::Communicator& comm) {
       grad_work_ = comm.reduce_scatter(comm_in_, reduced_, dist::ReduceOp::kSum);
       break;
     default:
-      if (!staging_.defined()) staging_ = zeroed_staging();  // no parameter got a gradient
+      if (!staging_.defined()) {  // no parameter of this bucket got a gradient
+        staging_ = at::zeros({layout_.padded_numel()}, grad_shard_.options());
+      }
       comm_in_ = prepare(staging_);
       if (options_.quantized_reduce != nullptr) {
         quantized_reduce_ =
@@ -539,31 +544,14 @@ void Bucket::finish_grad_sync(WaitClock& clock) {
       break;
   }
   comm_in_ = at::Tensor();
-  if (options_.stage >= 2) drop_staging();  // transient: freed as soon as it is reduced
-}
-
-at::Tensor Bucket::zeroed_staging() const {
-  if (!options_.host_pool) return at::zeros({layout_.padded_numel()}, grad_shard_.options());
-  at::Tensor t = empty_released(layout_.padded_numel(), grad_shard_.options());
-  refill_storage(t, static_cast<size_t>(t.numel() * t.element_size()), options_.host_pool.get());
-  return t.zero_();
+  if (options_.stage >= 2) staging_ = at::Tensor();  // transient: freed as soon as it is reduced
 }
 
 void Bucket::hold_grad_shard() {
-  if (options_.host_pool && grad_shard_.storage().nbytes() == 0) {
+  if (options_.release_grad_shard && grad_shard_.storage().nbytes() == 0) {
     refill_storage(grad_shard_,
-                   static_cast<size_t>(grad_shard_.numel() * grad_shard_.element_size()),
-                   options_.host_pool.get());
+                   static_cast<size_t>(grad_shard_.numel() * grad_shard_.element_size()));
   }
-}
-
-void Bucket::drop_staging() {
-  // Handed back only when staging_ is the last holder of its bytes (a communication input cast
-  // to another dtype is a copy; one that is not has been dropped above).
-  if (options_.host_pool && staging_.defined() && staging_.storage().use_count() == 1) {
-    release_storage(staging_, options_.host_pool.get());
-  }
-  staging_ = at::Tensor();
 }
 
 void Bucket::next_micro_step() {
@@ -584,11 +572,11 @@ void Bucket::zero_grads() {
                      "zero_grads with a gradient reduction in flight");
   if (grad_full_.defined()) grad_full_.zero_();
   shard_has_grad_ = false;  // the next reduce-scatter overwrites grad_shard_ (no zeroing pass)
-  if (options_.host_pool && grad_shard_.defined() && grad_shard_.storage().nbytes() > 0) {
-    release_storage(grad_shard_, options_.host_pool.get());
+  if (options_.release_grad_shard && grad_shard_.defined() && grad_shard_.storage().nbytes() > 0) {
+    release_storage(grad_shard_);
   }
   reduced_ = at::Tensor();
-  drop_staging();
+  staging_ = at::Tensor();
 }
 
 int64_t Bucket::grad_bytes() const {

@@ -48,7 +48,6 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/zero/flat_buffer.h"
-#include "core/zero/host_buffer_pool.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
 #include "parallel/groups.h"
@@ -97,10 +96,11 @@ struct BucketOptions {
   // nodes; a gather from the shards then runs across nodes first (this local index's shards of
   // every node), then in the node. Not with qwZ, whose gathers stay one all-gather.
   const dist::NodeGroups* hierarchical_gather = nullptr;
-  // A CPU model's pool for the buffers needed for part of each step (host_buffer_pool.h): stage
-  // 3's gathered full buffers, stages 2-3's gradient staging and gradient shard; null: straight
-  // from the allocator, and the gradient shard allocated for good.
-  std::shared_ptr<HostBufferPool> host_pool;
+  // A CPU model (stages 2-3): the gradient shard holds bytes only from backward's first
+  // reduce-scatter to the step, not through the forward, whose activations make a CPU step's
+  // memory peak; the host caching allocator (host_caching_allocator.h) hands them to the next
+  // step again. Otherwise the gradient shard is allocated for good.
+  bool release_grad_shard = false;
 };
 
 class HierarchicalReduce;
@@ -215,11 +215,7 @@ class Bucket {
   void gather_in_node(const dist::NodeGroups& g, const at::Tensor& across, WaitClock& clock);
   // hpZ: the values changed (a step, a load, a write-back): the next gather reads the shards.
   void drop_secondary();
-  // Stages 2-3: a zeroed gradient staging buffer (padded), from the host pool when there is one.
-  at::Tensor zeroed_staging() const;
-  // Drops staging_, its bytes back to the host pool once nothing else holds them.
-  void drop_staging();
-  // With a host pool: gives grad_shard_ its bytes if it holds none (zero_grads handed them back).
+  // release_grad_shard: gives grad_shard_ its bytes if it holds none (zero_grads released them).
   void hold_grad_shard();
 
   dist::FlatLayout layout_;

@@ -8,21 +8,13 @@
 
 namespace zt::zero {
 
-void release_storage(const at::Tensor& t, HostBufferPool* pool) {
+void release_storage(const at::Tensor& t) {
   c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  const size_t nbytes = s->nbytes();
-  at::DataPtr old = s->set_data_ptr(at::DataPtr(nullptr, t.device()));
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
   s->set_nbytes(0);
-  if (pool != nullptr && nbytes > 0) pool->give(std::move(old), nbytes);
 }
 
-void refill_storage(const at::Tensor& t, size_t nbytes, HostBufferPool* pool) {
-  if (pool != nullptr) {
-    c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-    s->set_data_ptr_noswap(pool->take(nbytes, *s->allocator()));
-    s->set_nbytes(nbytes);
-    return;
-  }
+void refill_storage(const at::Tensor& t, size_t nbytes) {
   // A device allocator (CUDA's caching allocator) allocates on the current device: make it the
   // tensor's, which need not be current on this thread.
   const c10::OptionalDeviceGuard on(t.device());

@@ -10,15 +10,13 @@
 #include <ATen/core/Tensor.h>
 
 #include "core/zero/flat_buffer.h"
-#include "core/zero/host_buffer_pool.h"
 
 namespace zt::zero {
 
-// Frees t's storage bytes (into `pool` when given); t (and every view of it) keeps its sizes.
-void release_storage(const at::Tensor& t, HostBufferPool* pool = nullptr);
-// Gives t's storage nbytes uninitialised bytes: from `pool` when given, else fresh ones from its
-// own allocator.
-void refill_storage(const at::Tensor& t, size_t nbytes, HostBufferPool* pool = nullptr);
+// Frees t's storage bytes; t (and every view of it) keeps its sizes.
+void release_storage(const at::Tensor& t);
+// Gives t's storage nbytes uninitialised bytes from its own allocator.
+void refill_storage(const at::Tensor& t, size_t nbytes);
 // A contiguous (numel,) tensor whose storage holds no bytes, as if allocated and released at
 // once, without the allocation: partitioned construction binds a unit's parameters to it.
 at::Tensor empty_released(int64_t numel, const at::TensorOptions& options);

@@ -18,7 +18,7 @@
 
 #include "base/error.h"
 #include "core/engine.h"
-#include "core/zero/host_buffer_pool.h"
+#include "core/zero/host_caching_allocator.h"
 #include "core/zero/master_store.h"
 #include "parallel/dist.h"
 #include "tests/multirank/core/engine/test_models.h"
@@ -212,52 +212,70 @@ INSTANTIATE_TEST_SUITE_P(StagesModelsAccumulation, EngineEquivalence,
                                   std::to_string(info.param.accumulation);
                          });
 
-// A CPU model's per-step buffers (stage 3's gathered parameters, stages 2-3's gradient staging
-// and gradient shards) come from the engine's host pool: within a step the units reuse each
-// other's blocks of the same size; every step() call ends with the pool holding nothing (the
-// blocks go back to malloc before the next forward); the gradient shards hold bytes only from
-// backward to the step. The equivalence cases above train through the same pool at stages 2 and
-// 3, with accumulation too.
-TEST(EngineHostPool, PerStepBuffersAreReusedWithinAStepAndFreedAfterIt) {
-  for (int stage = 0; stage <= 3; ++stage) {
-    auto model = make_model(ModelKind::kTransformer);
-    zt::Engine engine(model, engine_options(ModelKind::kTransformer, stage, 2, 0.0), g_comm);
-    const zt::zero::HostBufferPool* pool = engine.host_pool();
-    if (stage < 2) {
-      EXPECT_EQ(pool, nullptr) << "stage " << stage << " frees nothing per step";
-      continue;
-    }
-    ASSERT_NE(pool, nullptr) << "stage " << stage;
-    const int world = g_comm->size(), rank = g_comm->rank();
-    const int64_t micro = kGlobalBatch / (world * 2);
-    for (int s = 0; s < 3; ++s) {
-      auto [x, y] = global_batch(ModelKind::kTransformer, s);
-      for (int a = 0; a < 2; ++a) {
-        const int64_t first = (static_cast<int64_t>(a) * world + rank) * micro;
-        torch::Tensor loss = engine.forward([&] {
-          return torch::mse_loss(
-              run_model(*model, ModelKind::kTransformer, x.narrow(0, first, micro)),
-              y.narrow(0, first, micro));
-        });
+// A CPU model's engine makes the host caching allocator (core/zero/host_caching_allocator.h)
+// LibTorch's CPU allocator for its lifetime. A model whose buffers and activations are large
+// enough for it trains bit-identically with and without it (ZT_HOST_CACHE=0), and once the first
+// steps have mapped their blocks, a step maps none: every large tensor reuses a block.
+TEST(EngineHostCache, StepsReuseTheirBlocksAndTrainAsWithoutTheCache) {
+  auto train = [](bool cache, std::vector<int64_t>* mapped_after_step) {
+    const char* old = std::getenv("ZT_HOST_CACHE");
+    const std::string saved = old != nullptr ? old : "";
+    setenv("ZT_HOST_CACHE", cache ? "1" : "0", 1);
+    torch::manual_seed(77);
+    auto model = std::make_shared<torch::nn::SequentialImpl>(
+        torch::nn::Linear(256, 512), torch::nn::ReLU(), torch::nn::Linear(512, 256));
+    zt::EngineOptions o;
+    o.stage = 3;
+    o.stage3_param_persistence_threshold = 0;
+    o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
+    o.hyper.lr = 1e-3;
+    std::map<std::string, torch::Tensor> params;
+    {
+      zt::Engine engine(model, o, g_comm);
+      EXPECT_EQ(zt::zero::host_cache_installed(), cache);
+      const int rank = g_comm->rank();
+      for (int s = 0; s < 5; ++s) {
+        torch::manual_seed(500 + 10 * s + rank);
+        torch::Tensor x = torch::randn({256, 256}), y = torch::randn({256, 256});
+        torch::Tensor loss = engine.forward([&] { return torch::mse_loss(model->forward(x), y); });
         engine.backward(loss);
-        if (a == 0) {
-          // Between the micro-steps of a window the gradient shards hold the sum so far.
-          EXPECT_GT(pool->stats().live_bytes, 0u) << "stage " << stage;
-        }
         engine.step();
-        const zt::zero::HostBufferPool::Stats st = pool->stats();
-        if (a == 1) {
-          EXPECT_EQ(st.live_bytes, 0u) << "stage " << stage << " step " << s;
+        if (mapped_after_step != nullptr) {
+          mapped_after_step->push_back(zt::zero::host_cache_stats().allocations);
         }
-        EXPECT_EQ(st.idle_bytes, 0u) << "stage " << stage << " step " << s;
       }
+      engine.for_each_full_parameter(
+          [&](const std::string& name, const at::Tensor& full) { params[name] = full.clone(); });
     }
-    const zt::zero::HostBufferPool::Stats st = pool->stats();
-    // This model's buffers come in many sizes (reduce_bucket_size 97 pads each differently), so
-    // only some find a block of their size; a transformer's decoder layers all do.
-    EXPECT_GT(st.allocations, 0) << "stage " << stage;
-    EXPECT_GT(st.reuses, 0) << "stage " << stage;
+    EXPECT_FALSE(zt::zero::host_cache_installed()) << "the engine's destruction uninstalls it";
+    if (saved.empty()) {
+      unsetenv("ZT_HOST_CACHE");
+    } else {
+      setenv("ZT_HOST_CACHE", saved.c_str(), 1);
+    }
+    return params;
+  };
+  const zt::zero::HostCacheStats before = zt::zero::host_cache_stats();
+  std::vector<int64_t> mapped;
+  auto with = train(true, &mapped);
+  EXPECT_GT(zt::zero::host_cache_stats().reuses, before.reuses);
+  ASSERT_EQ(mapped.size(), 5u);
+  EXPECT_GT(mapped[0], before.allocations) << "the cache served the first step";
+  EXPECT_EQ(mapped[4], mapped[2]) << "steps 4 and 5 mapped blocks";
+  auto without = train(false, nullptr);
+  ASSERT_EQ(with.size(), without.size());
+  for (const auto& [name, t] : with) EXPECT_TRUE(torch::equal(t, without.at(name))) << name;
+
+  setenv("ZT_HOST_CACHE", "yes", 1);
+  try {
+    zt::Engine engine(zt::testing::Mlp().ptr(), engine_options(ModelKind::kMlp, 2, 1, 0.0), g_comm);
+    ADD_FAILURE() << "ZT_HOST_CACHE=yes was accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ZT_HOST_CACHE must be 0 or 1, got 'yes'"),
+              std::string::npos)
+        << e.what();
   }
+  unsetenv("ZT_HOST_CACHE");
 }
 
 TEST(EngineClipping, ClippedNormEqualsSingleProcessNorm) {

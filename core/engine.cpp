@@ -333,6 +333,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
                                      m.nvme_buffer_bytes, " B of buffers)")
                        : std::string());
+  // What construction freed (a model cast or sent to NVMe shard by shard) is not a step's: kept,
+  // it would sit idle through the first steps, where a CPU model's memory peaks.
+  if (impl_->host_cache_.held) zero::empty_host_cache();
 }
 
 Engine::~Engine() = default;

@@ -38,7 +38,9 @@ void unmap_all(const Blocks& blocks) {
 class HostCachingAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
-    if (n < kHostCacheMinBytes) return c10::GetDefaultCPUAllocator()->allocate(n);
+    if (n < kHostCacheMinBytes || n >= kHostCacheMaxBytes) {
+      return c10::GetDefaultCPUAllocator()->allocate(n);
+    }
     const size_t size = host_cache_class(n);
     void* p = take_idle(size);
     if (p == nullptr) {
@@ -99,6 +101,7 @@ class HostCachingAllocator final : public c10::Allocator {
       for (const auto& [n, block] : idle_) idle.emplace_back(block.p, n);
       idle_.clear();
       stats_.idle_bytes = 0;
+      stats_.peak_live_bytes = stats_.live_bytes;
     }
     unmap_all(idle);
   }

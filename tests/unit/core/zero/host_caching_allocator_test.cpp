@@ -101,11 +101,13 @@ TEST_F(HostCache, ASmallerRequestTakesABlockAtMostTwiceItsClass) {
   EXPECT_EQ(zz::host_cache_stats().allocations, before.allocations + 1);
 }
 
-TEST_F(HostCache, LeavesSmallRequestsToTheDefaultAllocator) {
+TEST_F(HostCache, LeavesSmallAndHugeRequestsToTheDefaultAllocator) {
   const zz::HostCacheStats s0 = zz::host_cache_stats();
   {
     at::Tensor t = bytes_tensor(zz::kHostCacheMinBytes - 64);
     t.zero_();
+    at::Tensor huge = bytes_tensor(zz::kHostCacheMaxBytes);
+    huge.zero_();
   }
   c10::Allocator* a = c10::GetCPUAllocator();
   void* raw = a->raw_allocate(4096);
@@ -154,6 +156,16 @@ TEST_F(HostCache, EndOfStepFreesTheBlocksNoRequestTook) {
   EXPECT_EQ(zz::host_cache_stats().idle_bytes, 2 * kMiB) << "the 8 MiB block is freed";
   zz::end_of_host_cache_step();
   EXPECT_EQ(zz::host_cache_stats().idle_bytes, 0u) << "a step that took nothing keeps nothing";
+}
+
+TEST_F(HostCache, EmptyFreesIdleBlocksAndRestartsThePeak) {
+  at::Tensor keep = bytes_tensor(kMiB);
+  { at::Tensor a = bytes_tensor(16 * kMiB); }
+  EXPECT_GE(zz::host_cache_stats().peak_live_bytes, 17 * kMiB);
+  zz::empty_host_cache();
+  const zz::HostCacheStats s = zz::host_cache_stats();
+  EXPECT_EQ(s.idle_bytes, 0u);
+  EXPECT_EQ(s.peak_live_bytes, s.live_bytes) << "the peak starts again from what is live";
 }
 
 TEST_F(HostCache, BlocksFreedAfterTheLastHolderLeftAreUnmapped) {

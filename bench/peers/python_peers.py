@@ -15,7 +15,10 @@ from ``torch.manual_seed(--seed)`` on every rank of every implementation (the ch
 initial parameters is in every row and is checked against DDP's). Rank r's batch at step s is
 ``--micro-batch`` rows of ``--seq`` token ids, row i = start_i + stride_i * t (mod vocab) with
 start and stride from a generator seeded with (seed, r, s): learnable, so the loss falls and
-optimizer differences show; labels are the inputs (the model shifts them). AdamW, the same lr / betas / eps / weight decay everywhere,
+optimizer differences show; labels are the inputs (the model shifts them). With
+``--vary-seq MIN`` the length changes every step (as dynamic padding makes it): drawn from the
+multiples of 8 in [MIN, --seq] by the same generator, so every implementation still gets the same
+batches, and tokens/s counts the tokens of the timed steps. AdamW, the same lr / betas / eps / weight decay everywhere,
 every parameter decaying, constant learning rate, no clipping. Configurations:
 
     ddp       torch DistributedDataParallel (gloo), torch.optim.AdamW, torchrun
@@ -154,6 +157,17 @@ def batch(seed, rank, step, micro_batch, seq, vocab):
     return (start + stride * torch.arange(seq).unsqueeze(0)) % vocab
 
 
+def step_seq(a, rank, step):
+    """Rank rank's sequence length at step: --seq, or with --vary-seq a multiple of 8 drawn
+    from [--vary-seq, --seq] by a generator seeded with (seed, rank, step)."""
+    if not a.vary_seq:
+        return a.seq
+    import torch
+    g = torch.Generator().manual_seed(a.seed * 7_919 + rank * 104_729 + step)
+    lo, hi = (a.vary_seq + 7) // 8, a.seq // 8
+    return 8 * int(torch.randint(lo, hi + 1, (1,), generator=g))
+
+
 def rank_main(a):
     import torch
 
@@ -197,13 +211,17 @@ def rank_main(a):
         assert engine.global_rank == rank and engine.world_size == world
 
     losses, step_s = [], []
+    tokens_timed = 0
     t0 = None
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
             t0 = time.perf_counter()
             faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         ts = time.perf_counter()
-        ids = batch(a.seed, rank, step, a.micro_batch, a.seq, cfg.vocab_size)
+        seq = step_seq(a, rank, step)
+        ids = batch(a.seed, rank, step, a.micro_batch, seq, cfg.vocab_size)
+        if step >= a.warmup:  # every rank's tokens (their lengths are known everywhere)
+            tokens_timed += a.micro_batch * sum(step_seq(a, r, step) for r in range(world))
         if impl in ("ddp", "fsdp2"):
             loss = model(input_ids=ids, labels=ids).loss
             loss.backward()
@@ -220,7 +238,7 @@ def rank_main(a):
 
     row = {"config": a.config, "impl": impl, "stage": stage, "offload": offload, "size": a.size,
            "rank": rank, "world": world, "init": init, "losses": losses, "step_s": step_s,
-           "timed_wall_s": wall, "tokens_timed": world * a.micro_batch * a.seq * a.steps,
+           "timed_wall_s": wall, "tokens_timed": tokens_timed,
            "vm_hwm_kb": vm_hwm_kb(), "vm_hwm_before_import_kb": rss_start,
            "minor_faults_timed": faults,
            "pid": os.getpid(), "sid": os.getsid(0), "omp": os.environ.get("OMP_NUM_THREADS"),
@@ -260,6 +278,8 @@ def job(a, name, rank_out):
     args = [os.path.abspath(__file__), "--rank-mode", "--config", name, "--size", a.size,
             "--steps", str(a.steps), "--warmup", str(a.warmup), "--seed", str(a.seed),
             "--micro-batch", str(a.micro_batch), "--seq", str(a.seq), "--rank-out", rank_out]
+    if a.vary_seq:
+        args += ["--vary-seq", str(a.vary_seq)]
     np_ = str(a.nproc)
     if impl in ("ddp", "fsdp2"):
         py = venv_python()
@@ -356,6 +376,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--vary-seq", type=int, default=0, metavar="MIN",
+                    help="each step's length a multiple of 8 in [MIN, --seq] (0: always --seq)")
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=900, help="seconds per job")
     ap.add_argument("--check", action="store_true",
@@ -381,7 +403,8 @@ def main():
     log_dir = os.path.join(a.out_dir, "logs")
     os.makedirs(log_dir, exist_ok=True)
     tag = a.tag or ("check_" if a.check else "") + a.size
-    print(f"python peers: size {a.size}, {a.nproc} ranks, micro-batch {a.micro_batch} x {a.seq},"
+    print(f"python peers: size {a.size}, {a.nproc} ranks, micro-batch {a.micro_batch} x {a.seq}"
+          f"{f' (lengths from {a.vary_seq})' if a.vary_seq else ''},"
           f" {a.warmup} + {a.steps} steps, configs {','.join(names)}, repeats {a.repeats}",
           flush=True)
 

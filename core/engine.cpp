@@ -277,7 +277,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     cpu_model = p.is_cpu();
     break;
   }
-  if (cpu_model && use_host_cache()) {
+  // Read whatever the device, so that a bad value is an error on every machine.
+  const bool host_cache = use_host_cache();
+  if (cpu_model && host_cache) {
     zero::acquire_host_cache();
     impl_->host_cache_.held = true;
   }

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/engine.h"
+#include "core/zero/host_caching_allocator.h"
 #include "core/zero/sharded_step.h"
 #include "parallel/dist.h"
 
@@ -76,6 +77,34 @@ TEST(Bucket, CompletesWhenEveryParameterReportedAndReducesInOneRank) {
       EXPECT_FALSE(b.owned_grad().defined()) << "stage " << stage;
     }
   }
+}
+
+TEST(Bucket, AReleasedGradientShardHoldsBytesOnlyFromItsReductionToZeroGrads) {
+  // A CPU model's buckets (release_grad_shard): the shard's bytes go back to the host cache at
+  // zero_grads, where the next forward's activations can use them, and return at the reduction.
+  auto comm = dist::create_communicator(dist::CommOptions{}, dist::Env::from_map({}));
+  WaitClock clock;
+  acquire_host_cache();
+  for (int stage : {2, 3}) {
+    BucketOptions o = options(stage, 0, 1);
+    o.release_grad_shard = true;
+    Bucket b(dist::FlatLayout(params({40000, 30000}), 1), 0, o);
+    const size_t shard_bytes = host_cache_class(70000 * sizeof(float));
+    for (int window = 0; window < 2; ++window) {
+      const float v = 1.0f + static_cast<float>(window);
+      b.add_grad(0, torch::full({40000}, v));
+      b.add_grad(1, torch::full({30000}, 2 * v));
+      b.start_grad_sync(*comm);
+      b.finish_grad_sync(clock);
+      at::Tensor want = torch::cat({torch::full({40000}, v), torch::full({30000}, 2 * v)});
+      EXPECT_TRUE(torch::equal(b.owned_grad(), want)) << "stage " << stage << " window " << window;
+      const size_t live = host_cache_stats().live_bytes;
+      b.zero_grads();
+      b.next_micro_step();
+      EXPECT_EQ(host_cache_stats().live_bytes, live - shard_bytes) << "stage " << stage;
+    }
+  }
+  release_host_cache();
 }
 
 TEST(Bucket, CommunicationDtypeAndPreScaleApplyToTheReduction) {

@@ -1,9 +1,10 @@
 #include "core/zero/host_caching_allocator.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <mutex>
-#include <new>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 namespace zt::zero {
 namespace {
@@ -21,7 +23,10 @@ constexpr uint8_t kPriority = 1;
 
 void* map_block(size_t n) {
   void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  // The error type LibTorch's default CPU allocator throws (torch.OutOfMemoryError in Python).
+  TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED,
+                   "zerotorch host cache: can't allocate memory: you tried to allocate ", n,
+                   " bytes (", std::strerror(errno), ")");
   return p;
 }
 

@@ -4,7 +4,10 @@
 
 #include "core/zero/host_caching_allocator.h"
 
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -178,6 +181,36 @@ TEST_F(HostCache, BlocksFreedAfterTheLastHolderLeftAreUnmapped) {
   EXPECT_EQ(zz::host_cache_stats().live_bytes, live - 5 * kMiB);
   EXPECT_EQ(zz::host_cache_stats().idle_bytes, 0u);
   zz::acquire_host_cache();  // for TearDown
+}
+
+TEST_F(HostCache, AFailedMappingIsLibTorchsOutOfMemoryError) {
+  // In a child whose address space is capped just above what it maps already.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const rlim_t cap = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + 4 * kMiB;
+    const rlimit limit{cap, cap};
+    if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(2);
+    try {
+      at::Tensor t = bytes_tensor(24 * kMiB);
+      _exit(3);
+    } catch (const c10::OutOfMemoryError& e) {
+      const std::string what = e.what();
+      _exit(what.find("zerotorch host cache: can't allocate memory: you tried to allocate "
+                      "25165824 bytes") != std::string::npos
+                ? 0
+                : 4);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no cap, 3: no error, 4: another message";
 }
 
 TEST_F(HostCache, AForkedChildAllocates) {

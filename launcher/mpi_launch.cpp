@@ -17,6 +17,7 @@
 #include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "base/remove_tree.h"
 #include "launcher/local_launch.h"
 #include "launcher/port.h"
 #include "launcher/rank_env.h"
@@ -98,10 +99,7 @@ class TempDir {
              std::strerror(errno));
     path_ = pattern;
   }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
+  ~TempDir() { remove_tree(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }

@@ -62,12 +62,20 @@ class AioHandle::Worker {
  public:
   explicit Worker(const AioOptions& o) : o_(o) {
 #if ZT_HAVE_LIBURING
-    const int r = io_uring_queue_init(static_cast<unsigned>(o_.queue_depth), &ring_, 0);
+    const int r = o_.use_io_uring
+                      ? io_uring_queue_init(static_cast<unsigned>(o_.queue_depth), &ring_, 0)
+                      : -ENOSYS;
 #else
     const int r = -ENOSYS;  // built without liburing
 #endif
     ring_ok_ = r == 0;
-    if (!ring_ok_) {
+    if (!o_.use_io_uring) {
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true)) {
+        ZT_LOG_INFO("aio.use_io_uring false: NVMe offload I/O runs as pread/pwrite on ",
+                    o_.thread_count, " thread(s)");
+      }
+    } else if (!ring_ok_) {
       static std::atomic<bool> said{false};
       if (!said.exchange(true)) {
         ZT_LOG_WARN("aio: io_uring is not available here (", std::strerror(-r),

@@ -11,6 +11,9 @@
 //   overlap_events  true: a completed request is replaced at once (the queue stays full);
 //                   false: a batch of queue_depth requests is submitted and all of it reaped
 //                   before the next batch (DeepSpeed's lock-step mode)
+//   use_io_uring    zerotorch's own key: false runs the same requests as pread/pwrite on the
+//                   threads, the path taken anyway where io_uring is unavailable (a sandbox, a
+//                   build without liburing), so a CPU machine can test it
 
 #include <cstdint>
 
@@ -30,6 +33,7 @@ struct AioOptions {
   int64_t thread_count = 1;
   bool single_submit = false;
   bool overlap_events = true;
+  bool use_io_uring = true;
 };
 
 }  // namespace zt::aio

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "base/remove_tree.h"
 #include "base/shape_str.h"
 #include "core/checkpoint/format.h"
 #include "core/checkpoint/save_parts.h"
@@ -389,9 +390,13 @@ void retain_last(const fs::path& dir, int64_t keep_last) {
   for (int64_t i = 0; i < drop; ++i) {
     // Metadata first: a crash mid-removal leaves an incomplete tag, never a half-valid one.
     fs::remove(complete[i].second / ckpt::kMetadataFile);
-    fs::remove_all(complete[i].second);
-    ZT_LOG_INFO("checkpoint: removed ", complete[i].second.string(), " (keep_last ", keep_last,
-                ")");
+    const std::string error = remove_tree(complete[i].second.string());
+    if (error.empty()) {
+      ZT_LOG_INFO("checkpoint: removed ", complete[i].second.string(), " (keep_last ", keep_last,
+                  ")");
+    } else {
+      ZT_LOG_WARN("checkpoint: keep_last ", keep_last, ": ", error);
+    }
   }
 }
 
@@ -595,6 +600,11 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
     c10::NoGradGuard no_grad;
     for (size_t b = 0; b < states.size(); ++b) {
       fill_store_buffer(c, idx, rank, exact, b, states[b], prepared[b], store);
+      // The state was read into host memory; it lives where the masters live (the GPU, unless
+      // offloaded), which every optimizer's step expects. "step" is a host counter.
+      for (auto& [name, t] : prepared[b].state) {
+        if (name != "step" && t.defined()) t = t.to(store.device());
+      }
       states[b].optimizer->load_state_dict(prepared[b].state);
     }
   }

@@ -147,6 +147,7 @@ void visit_aio(V& v, aio::AioOptions& c) {
   v.field("thread_count", c.thread_count, also_named("intra_op_parallelism"));
   v.field("single_submit", c.single_submit, {});
   v.field("overlap_events", c.overlap_events, {});
+  v.field("use_io_uring", c.use_io_uring, {});  // zerotorch's own (core/aio/aio_options.h)
   v.unknown_keys_warn();
   v.unsupported({{"use_gds", Unsupported::kFeature,
                   "no GPUDirect Storage: NVMe reads and writes go through host buffers"}});

@@ -406,10 +406,15 @@ void warn_inert_keys(const Config& c, ReadState& st) {
     if (z.offload_optimizer.pipeline_write) {
       warn(p + "offload_optimizer.pipeline_write", "it acts only with device nvme");
     }
-    for (const char* k :
-         {"block_size", "queue_depth", "thread_count", "single_submit", "overlap_events"}) {
+  }
+  // The aio block drives both NVMe swappers: the optimizer state's and the parameter shards'.
+  if (z.offload_optimizer.device != OffloadDevice::kNvme &&
+      !(z.stage == 3 && z.offload_param.device == OffloadDevice::kNvme)) {
+    for (const char* k : {"block_size", "queue_depth", "thread_count", "single_submit",
+                          "overlap_events", "use_io_uring"}) {
       warn(std::string("aio.") + k,
-           "it acts only with zero_optimization.offload_optimizer.device nvme");
+           "it acts only with zero_optimization.offload_optimizer.device nvme or, at stage 3, "
+           "offload_param.device nvme");
     }
   }
   if (z.offload_optimizer.device == OffloadDevice::kCpu && !z.offload_optimizer.pin_memory) {

@@ -395,6 +395,24 @@ TEST(ConfigLoad, NvmeOptimizerOffloadFillsEngineOptions) {
   EXPECT_FALSE(engine_options_from_config(cpu).optimizer_on_nvme());
 }
 
+// With only the parameter shards on NVMe (stage 3) the aio block drives their swapper: no
+// warning, and aio.use_io_uring false (the pread/pwrite path) reaches the engine.
+TEST(ConfigLoad, AioActsWithParametersOnNvmeAlone) {
+  ConfigReport r = check_config(R"({
+  "train_batch_size": 8,
+  "zero_optimization": {"stage": 3,
+    "offload_param": {"device": "nvme", "nvme_path": "/local_nvme"}},
+  "aio": {"queue_depth": 16, "use_io_uring": false}
+})",
+                                ConfigFormat::kJson, {}, 1);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  for (const auto& w : r.warnings) EXPECT_EQ(w.find("aio"), std::string::npos) << w;
+  const EngineOptions o = engine_options_from_config(*r.config);
+  EXPECT_FALSE(o.aio.use_io_uring);
+  EXPECT_EQ(o.aio.queue_depth, 16);
+  EXPECT_TRUE(aio::AioOptions{}.use_io_uring);  // io_uring where the machine has it, by default
+}
+
 // Without NVMe offload the aio block and the pipeline flags change nothing: one warning each.
 TEST(ConfigLoad, AioAndPipelineKeysWarnWithoutNvme) {
   ConfigReport r = check_config(R"({

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <utility>
 #include <cxxabi.h>
 #include <dlfcn.h>
 
@@ -37,12 +40,57 @@ std::string caller_name(void* address) {
   return paren == std::string::npos ? name : name.substr(0, paren);
 }
 
-// Marks the recorder's entry once a wait or poll sees the collective end; a timeout or a
-// failure also dumps the recorder.
+}  // namespace
+
+// Collectives whose wait() returned before they ended: under NCCL wait() only orders the compute
+// stream after the collective, so "waited" says nothing about "done". Each is polled when the
+// communicator issues its next collective (is_completed queries the collective's event, which
+// never blocks) and marked completed then; one still running when the recorder dumps shows as
+// started, as a hung collective must.
+class RecordingCommunicator::Unfinished {
+ public:
+  void add(WorkPtr work, uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Bounded: the oldest keeps its "started" mark (its slot is long reused by then anyway).
+    if (works_.size() >= kMax) works_.pop_front();
+    works_.emplace_back(std::move(work), ticket);
+  }
+  void poll(FlightRecorder& recorder) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = works_.begin(); it != works_.end();) {
+      FlightState state = FlightState::kCompleted;
+      try {
+        if (!it->first->is_completed()) {
+          ++it;
+          continue;
+        }
+      } catch (const std::exception&) {  // the backend's failure, raised again to its waiter
+        state = FlightState::kFailed;
+      }
+      recorder.mark(it->second, state);
+      it = works_.erase(it);
+    }
+  }
+
+ private:
+  static constexpr size_t kMax = 1024;
+  std::mutex mu_;
+  std::deque<std::pair<WorkPtr, uint64_t>> works_;
+};
+
+namespace {
+
+// Marks the recorder's entry once a wait or poll sees the collective end (a wait that returns
+// before the end, a stream-ordered one, leaves it to RecordingCommunicator::Unfinished); a
+// timeout or a failure also dumps the recorder.
 class RecordedWork : public Work {
  public:
-  RecordedWork(WorkPtr inner, std::shared_ptr<FlightRecorder> recorder, uint64_t ticket)
-      : inner_(std::move(inner)), recorder_(std::move(recorder)), ticket_(ticket) {}
+  RecordedWork(WorkPtr inner, std::shared_ptr<FlightRecorder> recorder, uint64_t ticket,
+               std::shared_ptr<RecordingCommunicator::Unfinished> unfinished)
+      : inner_(std::move(inner)),
+        recorder_(std::move(recorder)),
+        ticket_(ticket),
+        unfinished_(std::move(unfinished)) {}
 
   void wait(std::chrono::milliseconds timeout) override {
     if (done_.load(std::memory_order_acquire)) return inner_->wait(timeout);
@@ -58,7 +106,11 @@ class RecordedWork : public Work {
       recorder_->dump("collective failure");
       throw;
     }
-    finish();
+    if (inner_->is_completed()) {
+      finish();
+    } else if (!deferred_.exchange(true)) {
+      unfinished_->add(inner_, ticket_);
+    }
   }
 
   bool is_completed() override {
@@ -78,7 +130,9 @@ class RecordedWork : public Work {
   WorkPtr inner_;
   std::shared_ptr<FlightRecorder> recorder_;
   uint64_t ticket_;
+  std::shared_ptr<RecordingCommunicator::Unfinished> unfinished_;
   std::atomic<bool> done_{false};
+  std::atomic<bool> deferred_{false};
 };
 
 }  // namespace
@@ -91,7 +145,8 @@ RecordingCommunicator::RecordingCommunicator(std::shared_ptr<Communicator> inner
       recorder_(std::move(recorder)),
       logger_(std::move(logger)),
       group_(group),
-      world_ranks_(std::move(world_ranks)) {}
+      world_ranks_(std::move(world_ranks)),
+      unfinished_(std::make_shared<Unfinished>()) {}
 
 template <typename Issue>
 WorkPtr RecordingCommunicator::record(const char* op, const at::Tensor* sized,
@@ -101,6 +156,7 @@ WorkPtr RecordingCommunicator::record(const char* op, const at::Tensor* sized,
   const int64_t bytes = sized != nullptr ? numel * static_cast<int64_t>(sized->element_size()) : 0;
   uint64_t ticket = FlightRecorder::kNoSlot;
   if (recorder_) {
+    unfinished_->poll(*recorder_);
     FlightEntry e;
     e.seq = seq;
     e.group = group_;
@@ -125,7 +181,7 @@ WorkPtr RecordingCommunicator::record(const char* op, const at::Tensor* sized,
   }
   if (recorder_) {
     recorder_->mark(ticket, FlightState::kStarted);
-    work = std::make_shared<RecordedWork>(std::move(work), recorder_, ticket);
+    work = std::make_shared<RecordedWork>(std::move(work), recorder_, ticket, unfinished_);
   }
   if (profiled) {
     work->wait();

@@ -6,7 +6,9 @@
 //
 // Per collective, with the flight recorder on: one ring entry (enqueue time), marked started when
 // the backend returns its Work, and completed / failed / timed out when a wait() or
-// is_completed() on the returned Work first sees it. A wait() that times out or fails dumps the
+// is_completed() on the returned Work first sees it. A wait() that returns before the collective
+// ended (NCCL's, which only orders the compute stream) marks nothing: the collective is polled
+// when the next one is issued, so a hung NCCL collective stays "started" in a dump. A wait() that times out or fails dumps the
 // recorder (then rethrows the backend's error unchanged).
 // With the comms logger profiling the op: the call waits for the collective before returning
 // (comms_logger.h says why) and appends its latency.
@@ -50,6 +52,7 @@ class RecordingCommunicator : public Communicator {
   std::shared_ptr<Communicator> split(const std::vector<int>& ranks) override;
 
   Communicator& inner() { return *inner_; }
+  class Unfinished;  // collectives waited for but not yet seen complete (the .cpp)
   const std::shared_ptr<CommsLogger>& comms_logger() const { return logger_; }
   const std::shared_ptr<FlightRecorder>& recorder() const { return recorder_; }
 
@@ -65,6 +68,7 @@ class RecordingCommunicator : public Communicator {
   std::vector<int> world_ranks_;
   uint64_t seq_ = 0;
   int splits_ = 0;
+  std::shared_ptr<Unfinished> unfinished_;
 };
 
 // `comm` wrapped for the flight recorder (capacity > 0) and the comms logger (enabled), or

@@ -1,6 +1,7 @@
 #pragma once
 // A backend for the recording communicator's tests: its collectives complete at once, except the
-// ones from call `hang_from` on, whose wait raises the timeout error the real backends raise.
+// ones from call `hang_from` on, whose wait raises the timeout error the real backends raise, and,
+// with stream_ordered, the ones the "device" has not finished (device_done), as under NCCL.
 
 #include <memory>
 #include <string>
@@ -12,14 +13,17 @@ namespace zt::dist::fake {
 
 class FakeWork : public Work {
  public:
-  explicit FakeWork(bool hangs) : hangs_(hangs) {}
+  // device_done: null for a host backend (done once waited); else a stream-ordered backend's
+  // (NCCL's) work, whose wait() returns at once and which is done when *device_done is true.
+  FakeWork(bool hangs, const bool* device_done) : hangs_(hangs), device_done_(device_done) {}
   void wait(std::chrono::milliseconds) override {
     if (hangs_) ZT_THROW_KIND(ErrorKind::kTimeout, "fake all_gather #2 timed out");
   }
-  bool is_completed() override { return !hangs_; }
+  bool is_completed() override { return !hangs_ && (device_done_ == nullptr || *device_done_); }
 
  private:
   bool hangs_;
+  const bool* device_done_;
 };
 
 class FakeComm : public Communicator {
@@ -32,9 +36,15 @@ class FakeComm : public Communicator {
   WorkPtr reduce_scatter(const at::Tensor&, at::Tensor&, ReduceOp) override { return next(); }
   WorkPtr barrier() override { return next(); }
   int hang_from = 1 << 30;
+  // Stream-ordered works (as NCCL's): done only once device_done is set.
+  bool stream_ordered = false;
+  bool device_done = false;
 
  private:
-  WorkPtr next() { return std::make_shared<FakeWork>(++calls_ >= hang_from); }
+  WorkPtr next() {
+    return std::make_shared<FakeWork>(++calls_ >= hang_from,
+                                      stream_ordered ? &device_done : nullptr);
+  }
   std::string name_ = "fake";
   int calls_ = 0;
 };

@@ -113,6 +113,28 @@ TEST(FlightRecorder, RecordingCommunicatorRecordsAndDumpsOnTimeout) {
   EXPECT_NE(json.find("\"state\": \"timed-out\""), std::string::npos) << json;
 }
 
+// Under NCCL wait() returns once the compute stream is ordered after the collective, not when it
+// ended: the entry stays started (a hung collective must not read as completed), and is marked
+// completed when the next collective finds it done.
+TEST(FlightRecorder, AStreamOrderedWaitDoesNotMarkTheCollectiveCompleted) {
+  auto backend = std::make_shared<fake::FakeComm>();
+  backend->stream_ordered = true;
+  auto comm = record_collectives(backend, FlightOptions{.capacity = 8, .dir = ""}, {});
+  auto* rec = dynamic_cast<RecordingCommunicator*>(comm.get());
+  ASSERT_NE(rec, nullptr);
+  at::Tensor t = torch::zeros({4});
+  comm->all_reduce(t)->wait();
+  EXPECT_EQ(rec->recorder()->snapshot()[0].state, FlightState::kStarted);
+  comm->barrier();  // the device has not finished the all-reduce yet
+  EXPECT_EQ(rec->recorder()->snapshot()[0].state, FlightState::kStarted);
+  backend->device_done = true;
+  comm->barrier();
+  const auto entries = rec->recorder()->snapshot();
+  EXPECT_EQ(entries[0].state, FlightState::kCompleted);
+  EXPECT_GT(entries[0].end_us, 0);
+  EXPECT_EQ(entries[1].state, FlightState::kStarted);  // never waited for
+}
+
 TEST(FlightRecorder, BothOffReturnsTheBackendItself) {
   auto backend = std::make_shared<fake::FakeComm>();
   auto comm = record_collectives(backend, FlightOptions{.capacity = 0}, {});

@@ -44,6 +44,9 @@ inline constexpr const char* kLogLevel = "ZT_LOG_LEVEL";
 inline constexpr const char* kLogAllRanks = "ZT_LOG_ALL_RANKS";
 inline constexpr const char* kVenv = "ZT_VENV";
 inline constexpr const char* kCudaPlugin = "ZT_CUDA_PLUGIN";  // path of libzt_cuda.so
+// Path of libzt_testdevice.so, the host-backed test device (train/device.h loads it when a
+// program is given --device zttest); unset: beside libzt_train.so.
+inline constexpr const char* kTestDeviceLib = "ZT_TESTDEVICE_LIBRARY";
 // The flight recorder (parallel/flight_recorder.h): ring entries (0 = off) and dump directory.
 inline constexpr const char* kFlightBufferSize = "ZT_FLIGHT_BUFFER_SIZE";
 inline constexpr const char* kFlightDir = "ZT_FLIGHT_DIR";

@@ -149,9 +149,11 @@ OptimizerSpec resolve_for_device(OptimizerSpec spec, const c10::Device& where) {
   if (where.is_cuda()) {
     spec.type = OptimizerKind::kFusedAdam;
     spec.cuda_launcher = cuda::require_symbol(kFusedAdamSymbol, "Adam on a GPU shard");
-  } else {
+  } else if (where.is_cpu()) {
     spec.type = OptimizerKind::kCpuAdam;
   }
+  // Any other accelerator (the test device) has no fused kernel of ours: the ATen update
+  // (optim/adam.h), which runs wherever ATen's kernels do.
   return spec;
 }
 

@@ -5,6 +5,7 @@
 #include "parallel/job_store.h"
 #include "parallel/nccl_communicator.h"
 #include "parallel/recording_communicator.h"
+#include "parallel/staging_communicator.h"
 #ifdef ZT_HAVE_GLOO
 #include "parallel/gloo_communicator.h"
 #endif
@@ -18,8 +19,12 @@ std::string resolve_backend(const CommOptions& options, const Env& env) {
   const std::string& b = options.backend;
   ZT_CHECK(b == "auto" || b == "mpi" || b == "gloo" || b == "nccl",
            "communication backend must be auto, mpi, gloo or nccl, got '", b, "'");
+  const bool cuda = options.cuda || (options.device && options.device->is_cuda());
+  const bool other_accelerator = options.device && !options.device->is_cpu() && !cuda;
+  ZT_CHECK(!(other_accelerator && b == "nccl"), "communication backend nccl needs CUDA tensors, ",
+           "but the engine's device is ", *options.device, " (use auto, gloo or mpi)");
   if (b != "auto") return b;
-  if (options.cuda && cuda_device_count() > 0) return "nccl";
+  if (cuda && cuda_device_count() > 0) return "nccl";
   if (env.launcher == "mpi") return "mpi";
   return "gloo";
 }
@@ -53,7 +58,9 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
     args.store = job_store(env, options.timeout);
     args.rank = env.rank;
     args.size = env.world_size;
-    args.device = cuda_device_for_rank(env, cuda_device_count());
+    args.device = options.device && options.device->is_cuda() && options.device->has_index()
+                      ? options.device->index()
+                      : cuda_device_for_rank(env, cuda_device_count());
     args.timeout = options.timeout;
     comm = create_nccl_communicator(args);
   }
@@ -61,6 +68,9 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
            " communicator sees rank ", comm->rank(), " of ", comm->size(),
            " but the launch environment says ", env.describe());
   ZT_LOG_DEBUG("communicator ", backend, " ready: ", env.describe());
+  if (options.device && !options.device->is_cpu() && !options.device->is_cuda()) {
+    comm = std::make_shared<StagingCommunicator>(std::move(comm), *options.device);
+  }
   return record_collectives(std::move(comm), options.flight.value_or(FlightOptions::from_env()),
                             options.comms_logger);
 }

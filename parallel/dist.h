@@ -37,6 +37,12 @@ struct CommOptions {
   // The engine's tensors live on CUDA: "auto" then picks nccl (when the plugin and a device are
   // available), and nccl binds to cuda_device_for_rank (env.h), which becomes the current device.
   bool cuda = false;
+  // Where the engine's tensors live, when the program chose (train/device.h); unset or the CPU:
+  // decided by `cuda` alone. A CUDA device acts as `cuda` and, with an index, is the device nccl
+  // binds to. Any other accelerator (a PrivateUse1 backend such as the host-backed test device)
+  // has no collective library here: mpi or gloo as "auto" picks them for the host, wrapped in a
+  // StagingCommunicator (staging_communicator.h) that takes only that device's tensors.
+  std::optional<c10::Device> device;
   // mpi backend only: "auto" | "nonblocking" | "blocking" MPI collectives (mpi_communicator.h,
   // MpiMode: which OpenMPI algorithms run; all of them run off the caller's thread).
   std::string mpi_mode = "auto";

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     zt::CliOptionsSpec spec;
     spec.config_required = false;
     spec.world_size = true;
+    spec.device = false;  // it trains nothing
     zt::CliOptions cli(
         "zt-config",
         "COMMAND is validate: print FILE resolved as JSON (exit 0) or every error (exit 1)", spec);

@@ -9,7 +9,7 @@ namespace zt {
 
 BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, const Config& c,
                          const dist::Communicator& comm, BatchStreamOptions o)
-    : dataset_(std::move(dataset)), training_(o.training) {
+    : dataset_(std::move(dataset)), training_(o.training), device_(o.device) {
   ZT_CHECK(dataset_ != nullptr, "BatchStream: no dataset");
   const DataConfig& d = c.data;
   const int64_t max_len = o.max_length > 0 ? std::min(d.max_length, o.max_length) : d.max_length;
@@ -42,9 +42,17 @@ BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, cons
 
 std::optional<data::Batch> BatchStream::next() {
   auto b = loader_->next();
-  if (b || !training_) return b;
-  loader_->set_epoch(++epoch_);
-  return loader_->next();
+  if (!b && training_) {
+    loader_->set_epoch(++epoch_);
+    b = loader_->next();
+  }
+  if (b && device_ && !device_->is_cpu()) {
+    for (at::Tensor* t :
+         {&b->input_ids, &b->attention_mask, &b->labels, &b->sample_labels, &b->indices}) {
+      if (t->defined()) *t = t->to(*device_);
+    }
+  }
+  return b;
 }
 
 void BatchStream::restart() {

@@ -43,6 +43,9 @@ struct BatchStreamOptions {
   std::optional<bool> bucketing = {};           // training only; unset = data.bucketing
   std::optional<int64_t> pad_to_multiple = {};  // unset = data.pad_to_multiple
   int num_workers = 1;                          // loader threads (data/loader.h)
+  // Where next() puts the batch's tensors (Training::make_loader: the model's device); unset:
+  // the host.
+  std::optional<c10::Device> device = {};
 };
 
 class BatchStream {
@@ -75,6 +78,7 @@ class BatchStream {
   std::unique_ptr<data::BatchSampler> sampler_;
   std::unique_ptr<data::Loader> loader_;
   bool training_;
+  std::optional<c10::Device> device_;
   int64_t epoch_ = 0;
 };
 

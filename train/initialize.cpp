@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include "base/error.h"
@@ -9,6 +10,7 @@
 #include "core/config/engine_config.h"
 #include "core/zero/units.h"
 #include "parallel/dist.h"
+#include "train/device.h"
 #include "train/freeze.h"
 
 namespace zt {
@@ -30,7 +32,8 @@ std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
                              .world = group,
                              .reduce_bucket_size = z.reduce_bucket_size,
                              .persistence_threshold = z.stage3_param_persistence_threshold,
-                             .frozen = l.config.freeze});
+                             .frozen = l.config.freeze,
+                             .device = l.device});
 }
 
 }  // namespace
@@ -39,7 +42,13 @@ Launch launch(const LaunchOptions& options) {
   Launch l;
   l.env = dist::Env::discover();
   l.config = load_config(options.config_path, options.overrides, l.env.world_size, options.program);
-  l.comm = dist::create_communicator(comm_options_from_config(l.config), l.env);
+  l.device = resolve_device(options.device, l.env);
+  dist::CommOptions comm_options = comm_options_from_config(l.config);
+  comm_options.device = l.device;
+  l.comm = dist::create_communicator(comm_options, l.env);
+  check_one_rank_per_device(*l.comm, l.device);
+  if (!l.device.is_cpu()) c10::impl::VirtualGuardImpl(l.device.type()).setDevice(l.device);
+  if (l.env.rank == 0 || l.env.world_size == 1) ZT_LOG_INFO("device: ", l.device);
   l.program = options.program;
   l.partitioned = partitioned_init(l);
   torch::manual_seed(static_cast<uint64_t>(l.config.seed));
@@ -50,8 +59,8 @@ Launch launch(const CliOptions& cli, const ProgramValues& program) {
   ZT_CHECK(!cli.config_path().empty(), "no --config given");
   // The Trainer's flags (--per-device-train-batch-size, --learning-rate, ...) fill what the
   // program leaves open, as "auto" is resolved by the Hugging Face Trainer.
-  return launch(
-      LaunchOptions{cli.config_path(), cli.overrides(), cli.merged_program_values(program)});
+  return launch(LaunchOptions{cli.config_path(), cli.overrides(),
+                              cli.merged_program_values(program), cli.device()});
 }
 
 Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, InitOptions options) {
@@ -59,6 +68,11 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
   Training t;
   t.config = std::move(launch.config);
   t.comm = std::move(launch.comm);
+  t.device = launch.device;
+  // What construction left on the host (everything, unless it was partitioned onto the device:
+  // then module buffers and parameters kept whole) goes to the device before the engine lays
+  // the parameters out; a parameter already there stays as it is.
+  if (!t.device.is_cpu()) model->to(t.device);
   t.frozen = freeze_parameters(*model, t.config.freeze);
   if (!t.frozen.empty()) {
     std::string names;
@@ -106,6 +120,7 @@ Training initialize(std::shared_ptr<torch::nn::Module> model, const LaunchOption
 
 std::unique_ptr<BatchStream> Training::make_loader(
     std::shared_ptr<const data::TokenDataset> dataset, BatchStreamOptions options) const {
+  if (!options.device) options.device = device;
   return std::make_unique<BatchStream>(std::move(dataset), config, *comm, options);
 }
 

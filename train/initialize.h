@@ -20,8 +20,9 @@
 //
 // launch(): the launch environment (parallel/env.h: ztrun, torchrun, mpirun, srun or none) gives
 // the world size; the config file is read with the --set overrides and resolved for it
-// (core/config/config.h); the communicator is created from its `communication` block
-// (parallel/dist.h); torch's generator is seeded with the config's `seed`.
+// (core/config/config.h); the device is resolved (train/device.h, --device); the communicator is
+// created from the config's `communication` block for that device (parallel/dist.h), and no two
+// ranks of a machine may share the device; torch's generator is seeded with the config's `seed`.
 // initialize(): the config's `freeze` globs set requires_grad false (freeze.h), then the engine
 // is built from the config (core/config/engine_config.h: ZeRO stage, precision, optimizer,
 // parameter groups, LR schedule, accumulation, clipping), and, given a token dataset, the
@@ -48,6 +49,8 @@ struct LaunchOptions {
   std::string config_path = {};             // JSON or YAML
   std::vector<std::string> overrides = {};  // "a.b=value", applied in order
   ProgramValues program = {};               // what "auto" keys resolve from
+  // Where the model trains (train/device.h: "" or "auto", cpu, cuda, cuda:N, zttest, zttest:N).
+  std::string device = {};
 };
 
 // The job as launched: this process's place in it, the resolved config, the communicator.
@@ -55,6 +58,10 @@ struct Launch {
   dist::Env env;
   Config config;
   std::shared_ptr<dist::Communicator> comm;
+  // Where the model trains (LaunchOptions::device resolved for this rank): its current device,
+  // the device the communicator takes tensors on, where partitioned construction puts the shards;
+  // initialize() moves the rest of the model and the batches there.
+  c10::Device device = c10::Device(c10::kCPU);
   ProgramValues program;  // what the "auto" keys still pending resolve from in initialize
   // ZeRO stage 3: partitioned construction (core/zero/partitioned_init.h) laid out as the engine
   // will be (this rank, the world size, reduce_bucket_size, stage3_param_persistence_threshold,
@@ -87,6 +94,7 @@ struct InitOptions {
 struct Training {
   Config config;
   std::shared_ptr<dist::Communicator> comm;
+  c10::Device device = c10::Device(c10::kCPU);  // the model's and the batches' (Launch::device)
   std::unique_ptr<Engine> engine;
   std::unique_ptr<BatchStream> loader;  // null without InitOptions::train_data
   std::vector<std::string> frozen;      // parameter names the config's `freeze` matched

@@ -34,12 +34,12 @@ struct FnHolder : torch::CustomClassHolder {
   CheckpointFn fn;
 };
 
-// The generators the wrapped call may draw from: the CPU one, and the CUDA device's of the first
-// CUDA input.
+// The generators the wrapped call may draw from: the CPU one, and the device's of the first input
+// on an accelerator (a GPU, or the test device).
 std::vector<at::Generator> generators(at::TensorList inputs) {
   std::vector<at::Generator> gens = {at::detail::getDefaultCPUGenerator()};
   for (const at::Tensor& t : inputs) {
-    if (t.defined() && t.is_cuda()) {
+    if (t.defined() && !t.is_cpu()) {
       gens.push_back(at::globalContext().defaultGenerator(t.device()));
       break;
     }
@@ -59,15 +59,17 @@ class Checkpoint : public torch::autograd::Function<Checkpoint> {
     // What is kept: the inputs themselves, or (cpu_checkpointing) host copies of the device
     // ones, which go back to their device for the recompute.
     std::vector<at::Tensor> kept;
-    c10::List<int64_t> devices;
+    c10::List<int64_t> devices, device_types;
     c10::List<bool> needs_grad;
     for (const at::Tensor& t : inputs) {
       const bool host_copy = to_host && t.defined() && !t.is_cpu();
       kept.push_back(host_copy ? t.to(at::kCPU) : t);
       devices.push_back(host_copy ? static_cast<int64_t>(t.device().index()) : -1);
+      device_types.push_back(host_copy ? static_cast<int64_t>(t.device().type()) : -1);
       needs_grad.push_back(t.defined() && t.requires_grad());
     }
     ctx->saved_data["host_device"] = devices;
+    ctx->saved_data["host_device_type"] = device_types;
     ctx->saved_data["needs_grad"] = needs_grad;
     ctx->save_for_backward(kept);
     auto* h = static_cast<FnHolder*>(holder.toCapsule().get());
@@ -78,12 +80,16 @@ class Checkpoint : public torch::autograd::Function<Checkpoint> {
                                                  torch::autograd::variable_list grads) {
     auto* h = static_cast<FnHolder*>(ctx->saved_data["fn"].toCapsule().get());
     const c10::List<int64_t> devices = ctx->saved_data["host_device"].toIntList();
+    const c10::List<int64_t> device_types = ctx->saved_data["host_device_type"].toIntList();
     const c10::List<bool> needs_grad = ctx->saved_data["needs_grad"].toBoolList();
     std::vector<at::Tensor> inputs = ctx->get_saved_variables();
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].defined()) continue;
       at::Tensor t = inputs[i].detach();
-      if (devices[i] >= 0) t = t.to(at::Device(at::kCUDA, static_cast<int8_t>(devices[i])));
+      if (devices[i] >= 0) {
+        t = t.to(at::Device(static_cast<c10::DeviceType>(device_types[i]),
+                            static_cast<c10::DeviceIndex>(devices[i])));
+      }
       inputs[i] = needs_grad[i] ? t.requires_grad_(true) : t;
     }
     std::vector<at::Generator> gens = generators(inputs);

@@ -24,6 +24,11 @@ CliOptions::CliOptions(std::string program, std::string summary, CliOptionsSpec 
         "the device's peak TFLOP/s, for the MFU flops_profiler reports (sets "
         "flops_profiler.peak_tflops; needed where the device is not in its table, e.g. a CPU)");
   }
+  if (spec_.config && spec_.device) {
+    options_.add_options()("device", po::value<std::string>()->value_name("DEVICE"),
+                           "where to train: auto (this rank's GPU if any, else cpu), cpu, cuda, "
+                           "cuda:N, zttest or zttest:N (the host-backed test device)");
+  }
   if (spec_.config && spec_.trainer_args) {
     po::options_description trainer(
         "Values for \"auto\" config keys (the Hugging Face Trainer's arguments and defaults)");
@@ -90,6 +95,7 @@ bool CliOptions::parse(int argc, const char* const argv[]) {
       overrides_.push_back(
           detail::str("flops_profiler.peak_tflops=", values_["peak-tflops"].as<double>()));
     }
+    if (spec_.device && values_.count("device")) device_ = values_["device"].as<std::string>();
     ZT_CHECK(!spec_.config_required || !config_path_.empty(), "--config FILE is required (see ",
              program_, " --help)");
   }

@@ -5,6 +5,8 @@
 //   --set KEY=VALUE   a config override, repeatable, applied in order (zero_optimization.stage=3)
 //   --peak-tflops X   the device's peak for MFU: --set flops_profiler.peak_tflops=X after the rest
 //   --world-size N    only where enabled: the world size to resolve the batch triple for
+//   --device D        where the program trains: auto (default: this rank's GPU where one is
+//                     visible, else the CPU), cpu, cuda, cuda:N, zttest, zttest:N (train/device.h)
 //   --help            usage on stdout; parse() then returns false and the program exits 0
 // and, with --config, the Hugging Face Trainer's arguments that "auto" config values stand for,
 // with the Trainer's names and defaults (HfTrainerDeepSpeedConfig fills "auto" from them):
@@ -42,6 +44,7 @@ struct CliOptionsSpec {
   bool world_size = false;      // offer --world-size (tools that run outside a launch)
   int default_world_size = 1;
   bool trainer_args = true;  // with config: the Trainer's flags above
+  bool device = true;        // with config: --device, where the program trains (train/device.h)
 };
 
 class CliOptions {
@@ -62,6 +65,8 @@ class CliOptions {
   const std::string& config_path() const { return config_path_; }
   const std::vector<std::string>& overrides() const { return overrides_; }
   int world_size() const { return world_size_; }
+  // --device as given ("" when not: auto).
+  const std::string& device() const { return device_; }
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   // The value of a registered option that was given or has a default.
   template <typename T>
@@ -95,6 +100,7 @@ class CliOptions {
   std::string config_path_;
   std::vector<std::string> overrides_;
   int world_size_ = 1;
+  std::string device_;
 };
 
 }  // namespace zt

@@ -85,7 +85,9 @@ namespace {
 // copies can be asynchronous; exactly sized, pinned_host.h).
 at::Tensor shard_copy(const at::Tensor& shard, const at::Tensor& params, const BucketOptions& o,
                       at::ScalarType dtype) {
-  if (o.host_shard && params.is_cuda() && o.pin_shard) return pinned_host_copy(shard, dtype);
+  if (o.host_shard && !params.is_cpu() && o.pin_shard) {
+    return pinned_host_copy(shard, dtype, params.device().type());
+  }
   at::TensorOptions where = params.options().dtype(dtype);
   if (o.host_shard) where = where.device(at::kCPU);
   at::Tensor out = at::empty({shard.numel()}, where);
@@ -336,7 +338,7 @@ int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator*
   // finish_param_gather marks it used by the compute stream. (qwZ quantizes on the compute
   // stream.)
   std::optional<c10::StreamGuard> on_side;
-  if (offloaded && params_.is_cuda() && !options_.quantized_weights) {
+  if (offloaded && !params_.is_cpu() && !options_.quantized_weights) {
     on_side.emplace(copy_stream(params_.device()));
   }
   gather_on_side_ = on_side.has_value();

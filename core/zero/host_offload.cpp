@@ -14,8 +14,8 @@ c10::Stream current_stream(c10::Device device) {
   return c10::impl::VirtualGuardImpl(device.type()).getStream(device);
 }
 
-at::Tensor pinned(int64_t numel, at::ScalarType dtype) {
-  return zero::pinned_host_empty(numel, dtype);
+at::Tensor pinned(int64_t numel, at::ScalarType dtype, c10::DeviceType accelerator) {
+  return zero::pinned_host_empty(numel, dtype, accelerator);
 }
 
 }  // namespace
@@ -24,11 +24,12 @@ HostOffload::HostOffload(c10::Device device)
     : device_(device),
       side_(c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device)),
       params_done_(device.type()) {
-  ZT_CHECK(device.is_cuda(), "HostOffload is for parameters on a GPU, got ", device);
+  ZT_CHECK(!device.is_cpu(), "HostOffload is for parameters on a GPU or another accelerator, got ",
+           device);
 }
 
 HostOffload::Slot& HostOffload::slot(size_t i) {
-  while (slots_.size() <= i) slots_.emplace_back();
+  while (slots_.size() <= i) slots_.emplace_back(device_.type());
   return slots_[i];
 }
 
@@ -37,7 +38,7 @@ void HostOffload::start_grad_copy(size_t i, const at::Tensor& grad) {
            grad.device(), ", expected contiguous on ", device_);
   Slot& s = slot(i);
   if (!s.grad_host.defined() || s.grad_host.numel() != grad.numel()) {
-    s.grad_host = pinned(grad.numel(), at::kFloat);
+    s.grad_host = pinned(grad.numel(), at::kFloat, device_.type());
   }
   // The side stream starts after everything queued so far on the compute stream (the
   // reductions' waits, unscaling and clipping of this gradient).
@@ -64,7 +65,7 @@ at::Tensor HostOffload::param_staging(size_t i, int64_t numel, at::ScalarType dt
   Slot& s = slot(i);
   if (!s.param_host.defined() || s.param_host.numel() != numel ||
       s.param_host.scalar_type() != dtype) {
-    s.param_host = pinned(numel, dtype);
+    s.param_host = pinned(numel, dtype, device_.type());
   }
   return s.param_host;
 }

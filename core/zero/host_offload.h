@@ -45,9 +45,10 @@ class HostOffload {
 
  private:
   struct Slot {
+    explicit Slot(c10::DeviceType accelerator) : grad_ready(accelerator) {}
     at::Tensor grad_host;   // pinned fp32
     at::Tensor param_host;  // pinned fp16/bf16
-    c10::Event grad_ready{c10::DeviceType::CUDA};
+    c10::Event grad_ready;  // of the model's device type (an event records on its own kind)
   };
   Slot& slot(size_t i);
 

@@ -45,8 +45,9 @@ class ResidentMasters final : public MasterStore {
                             options_.optimizer_offloaded() ||
                             options_.offload_param.device == OffloadDevice::kNvme;
       if (!separate) continue;
-      if (device_.is_cpu() && model.is_cuda()) {
-        masters_[b] = pinned_host_copy(src, at::kFloat);  // asynchronous copies to the GPU
+      if (device_.is_cpu() && !model.is_cpu()) {
+        // Asynchronous copies to the GPU (or another accelerator).
+        masters_[b] = pinned_host_copy(src, at::kFloat, model.type());
       } else {
         masters_[b] = at::empty({src.numel()}, src.options().dtype(at::kFloat).device(device_));
         masters_[b].copy_(src);

@@ -102,7 +102,8 @@ void PartitionedInit::partition(const std::string& unit,
                e.param.scalar_type(), " on ", e.param.device(), ", ", layout.entries().front().name,
                " is ", first.scalar_type(), " on ", first.device());
     }
-    const at::TensorOptions o = first.options().requires_grad(false);
+    at::TensorOptions o = first.options().requires_grad(false);
+    if (options_.device) o = o.device(*options_.device);
     PartitionedBuffer b{.layout = layout,
                         .persistent = layout.numel() < options_.persistence_threshold,
                         .unit = unit};

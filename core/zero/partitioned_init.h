@@ -38,6 +38,7 @@
 // partitioned parameter's values cannot be read until the engine gathers its unit.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -59,6 +60,10 @@ struct PartitionOptions {
   int64_t reduce_bucket_size = 500000000;  // zero_optimization.reduce_bucket_size
   int64_t persistence_threshold = 0;       // stage3_param_persistence_threshold
   std::vector<std::string> frozen = {};    // the config's `freeze` globs: left whole
+  // Where the shards (and persistent buffers) are made; unset: each unit's parameters' device. A
+  // model built on the host for a GPU is then never whole on the GPU, nor in host memory beyond
+  // one unit.
+  std::optional<c10::Device> device = {};
 };
 
 // One flat buffer built at construction, until a bucket adopts it.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 
 #include "base/cuda_plugin.h"
 #include "base/error.h"
@@ -20,7 +21,12 @@ constexpr const char* kHostUnregister = "zt_cuda_host_unregister";
 
 }  // namespace
 
-at::Tensor pinned_host_empty(int64_t numel, at::ScalarType dtype) {
+at::Tensor pinned_host_empty(int64_t numel, at::ScalarType dtype, c10::DeviceType accelerator) {
+  if (accelerator != c10::DeviceType::CUDA) {
+    c10::Allocator* pinned = at::globalContext().getPinnedMemoryAllocator(accelerator);
+    return at::Tensor(at::detail::empty_generic(
+        {numel}, pinned, c10::DispatchKeySet(c10::DispatchKey::CPU), dtype, std::nullopt));
+  }
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(numel, 1)) * c10::elementSize(dtype);
   const size_t rounded = (bytes + page - 1) / page * page;  // whole pages: nothing shares them
@@ -43,8 +49,9 @@ at::Tensor pinned_host_empty(int64_t numel, at::ScalarType dtype) {
       at::TensorOptions().dtype(dtype).device(at::kCPU));
 }
 
-at::Tensor pinned_host_copy(const at::Tensor& src, at::ScalarType dtype) {
-  at::Tensor out = pinned_host_empty(src.numel(), dtype);
+at::Tensor pinned_host_copy(const at::Tensor& src, at::ScalarType dtype,
+                            c10::DeviceType accelerator) {
+  at::Tensor out = pinned_host_empty(src.numel(), dtype, accelerator);
   out.copy_(src.reshape({-1}));
   return out;
 }

@@ -14,11 +14,15 @@
 
 namespace zt::zero {
 
-// (numel,) of `dtype` in registered host memory; uninitialised. Needs the CUDA plugin and a GPU:
-// a zt::Error naming what failed otherwise.
-at::Tensor pinned_host_empty(int64_t numel, at::ScalarType dtype);
+// (numel,) of `dtype` in page-locked host memory for `accelerator`'s copies; uninitialised. For
+// CUDA: registered exactly as above, which needs the CUDA plugin and a GPU (a zt::Error naming
+// what failed otherwise). Any other accelerator (the test device): its own pinned allocator
+// (PrivateUse1's hooks), so its copies take the same pinned paths a GPU's take.
+at::Tensor pinned_host_empty(int64_t numel, at::ScalarType dtype,
+                             c10::DeviceType accelerator = c10::DeviceType::CUDA);
 
-// A copy of `src` in registered host memory.
-at::Tensor pinned_host_copy(const at::Tensor& src, at::ScalarType dtype);
+// A copy of `src` in page-locked host memory for `accelerator`.
+at::Tensor pinned_host_copy(const at::Tensor& src, at::ScalarType dtype,
+                            c10::DeviceType accelerator = c10::DeviceType::CUDA);
 
 }  // namespace zt::zero

@@ -77,7 +77,7 @@ ShardedStep::ShardedStep(const EngineOptions& options,
              "swa: not implemented with optimizer Muon (its momentum is folded outside the step)");
   }
   store_ = make_master_store(options_, buckets_, world_rank, std::move(store_states));
-  if (store_->device().is_cpu() && compute_device().is_cuda() && !store_->holds_state()) {
+  if (store_->device().is_cpu() && !compute_device().is_cpu() && !store_->holds_state()) {
     host_offload_ = std::make_unique<HostOffload>(compute_device());
   }
 }
@@ -438,7 +438,7 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, 
       in_place = slot.optimizer->adopt_state(state);
     }
     at::Tensor target = targets.of(c);
-    const bool to_gpu = host_offload_ && target.is_cuda();
+    const bool to_gpu = host_offload_ && !target.is_cpu();
     at::Tensor out =
         to_gpu ? host_offload_->param_staging(c.slot, c.numel, target.scalar_type()) : target;
     if (out.scalar_type() == at::kFloat && out.data_ptr() == c.master.data_ptr()) {

@@ -91,13 +91,14 @@ class PyEngine {
  public:
   PyEngine(const py::object& module, const std::string& config_path,
            const std::vector<std::string>& overrides, const py::dict& program,
-           const py::object& units_or_policy) {
+           const py::object& units_or_policy, const std::string& device) {
     std::set<const void*> seen;
     std::shared_ptr<torch::nn::Module> model = mirror(module, seen);
     LaunchOptions lo;
     lo.config_path = config_path;
     lo.overrides = overrides;
     lo.program = program_values(program);
+    lo.device = device;
     Launch launch = zt::launch(lo);
     InitOptions init;
     if (PyCallable_Check(units_or_policy.ptr())) {
@@ -160,9 +161,9 @@ void bind_engine(py::module_& m) {
       .def("close", &GatheredScope::close, py::call_guard<py::gil_scoped_release>());
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const py::object&, const std::string&, const std::vector<std::string>&,
-                    const py::dict&, const py::object&>(),
+                    const py::dict&, const py::object&, const std::string&>(),
            py::arg("module"), py::arg("config_path"), py::arg("overrides"), py::arg("program"),
-           py::arg("units"))
+           py::arg("units"), py::arg("device") = "")
       .def_property_readonly("gathers_units", &PyEngine::gathers_units)
       .def_property_readonly("units", &PyEngine::units)
       // A unit's forward pre- and post-hook (stage 3): gather (and prefetch), then release and

@@ -13,6 +13,7 @@
 #include "parallel/env.h"
 #include "parallel/job_store.h"
 #include "python/csrc/bindings.h"
+#include "train/device.h"
 
 namespace py = pybind11;
 
@@ -31,6 +32,12 @@ void bind_launch(py::module_& m) {
     d["master_port"] = env.master_port;
     return d;
   });
+  // Where this rank trains, as the programs' --device (train/device.h): "auto", "cpu", "cuda",
+  // "cuda:N", "zttest", "zttest:N" to a device name torch.device() takes.
+  m.def(
+      "resolve_device",
+      [](const std::string& spec) { return resolve_device(spec, dist::Env::discover()).str(); },
+      py::arg("spec"));
   // A fresh namespace of the job store (every rank must call it the same number of times, in
   // the same order relative to engine creation).
   m.def(

@@ -50,6 +50,10 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, timeout=None,
     if dist_init_required is False or dist.is_initialized():
         return
     backend = dist_backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    if backend == "nccl" and torch.cuda.is_available():
+        # As DeepSpeed's init_distributed: the rank's own GPU becomes its current device, so
+        # NCCL's communicators and the script's tensors land there.
+        torch.cuda.set_device(env["local_rank"] % torch.cuda.device_count())
     timeout = timeout or datetime.timedelta(minutes=30)
     store = _C.job_store(timeout.total_seconds())
     dist.init_process_group(backend=backend, store=store, rank=env["rank"],

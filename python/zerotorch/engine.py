@@ -1,5 +1,7 @@
 """DeepSpeed's engine API over the C++ engine, for a Python ``torch.nn.Module``."""
 
+import atexit
+import itertools
 import json
 import os
 import re
@@ -155,20 +157,56 @@ def _client_value(text):
         return text
 
 
+def _release_engines_at_exit():
+    """Frees every engine still alive when the interpreter starts to exit (a normal return,
+    ``sys.exit``, an uncaught exception), before finalization begins: its C++ side (the
+    communicator's worker threads, a background save's writer, NVMe I/O threads) is then torn down
+    while Python is whole. Left to finalization, those threads can outlive the objects they use
+    and end the process with an abort instead of the script's exit status. A background save in
+    flight is written out but not committed (committing is collective, and a rank leaving with an
+    error cannot count on its peers); its tag then stays incomplete."""
+    for engine in list(_zero._ENGINES):
+        for h in engine._hooks:
+            h.remove()
+        engine._hooks = []
+        engine._engine = None
+
+
+atexit.register(_release_engines_at_exit)
+
+
+def _device_kind(module):
+    """What ``ZeroEngine`` resolves when no device is given: "auto" (the local rank's GPU if one
+    is visible, else the CPU) for a module on the host, the kind of device it is on otherwise."""
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        if t.device.type == "cuda":
+            return "cuda"
+        if t.device.type != "cpu":
+            return t.device.type
+    return "auto"
+
+
 class ZeroEngine:
     """What ``zerotorch.initialize`` returns first: call it as the model, then ``backward(loss)``
     and ``step()`` every micro-step, as with DeepSpeed's engine. The parameters of ``module`` are
     the engine's (sharded, cast and stepped in place): ``engine.module`` is the model."""
 
-    def __init__(self, module, config_path, overrides=(), program=None, units=None):
+    def __init__(self, module, config_path, overrides=(), program=None, units=None, device=None):
         self.module = module
+        # DeepSpeed moves the module to the local rank's accelerator (cuda:LOCAL_RANK), whatever
+        # device it was built on; so does the engine here, and a module already on a device stays
+        # on that kind. The C++ side resolves the name (train/device.h) and creates the
+        # communicator for it: nccl for CUDA, a host backend staged for the test device.
+        self.device = torch.device(_C.resolve_device(device or _device_kind(module)))
+        self.local_rank = _C.launch_env()["local_rank"]
+        module.to(self.device)
         # By default the units follow the config's stage3_module_granularity_threshold, which
         # the engine reads from the config before it asks for them.
         choose = (lambda threshold: stage3_units(module, threshold)) if units is None \
             else list(units)
         try:
             self._engine = _C.Engine(module, os.fspath(config_path), list(overrides),
-                                     program or {}, choose)
+                                     program or {}, choose, str(self.device))
         except RuntimeError as e:
             if 'still "auto"' not in str(e):
                 raise
@@ -421,7 +459,7 @@ def _trainer_defaults(text, training_args):
 def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
                lr_scheduler=None, mpu=None, dist_init_required=None, collate_fn=None,
                config=None, config_params=None, *, overrides=(), units=None,
-               training_args=None, auto=None):
+               training_args=None, auto=None, device=None):
     """``engine, optimizer, training_dataloader, lr_scheduler``, as ``deepspeed.initialize``.
 
     ``config`` (or ``config_params``, or ``args.deepspeed_config``) is a path (JSON,
@@ -440,6 +478,11 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     ``training_args`` (a ``transformers.TrainingArguments``) and from ``auto`` (a dict by
     zerotorch's names), see ``auto_values``. ``units`` overrides the stage-3 units
     (``stage3_units``); ``overrides`` are "a.b=value" strings, as the programs' ``--set``.
+
+    The module is moved to the local rank's device, as DeepSpeed does: ``device`` (zerotorch's
+    own: "auto", "cpu", "cuda", "cuda:N", "zttest", "zttest:N", as the programs' ``--device``)
+    or, unset, the kind of device the module is on, a module on the host going to the local
+    rank's GPU where one is visible. ``engine.device`` and ``engine.local_rank`` say where.
     """
     if model is None:
         raise ValueError("zerotorch.initialize: model is required")
@@ -488,11 +531,11 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
             json.dump(config, f)
             path = f.name
         try:
-            engine = ZeroEngine(model, path, overrides, program, units)
+            engine = ZeroEngine(model, path, overrides, program, units, device)
         finally:
             os.unlink(path)
     else:
-        engine = ZeroEngine(model, config, overrides, program, units)
+        engine = ZeroEngine(model, config, overrides, program, units, device)
     loader = None
     if training_data is not None:
         resolved = json.loads(engine._engine.config_json)

@@ -450,3 +450,91 @@ def test_granularity_threshold_chooses_the_units(tmp_path):
         finally:
             engine.destroy()
     assert losses[0] == losses[300] == losses[350], losses
+
+
+def test_engine_device_and_local_rank_follow_deepspeed():
+    import argparse
+
+    import torch
+    config = {"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
+    engine, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(2, 2), config=config)
+    # No GPU here: "auto" is the CPU, as DeepSpeed's CPU accelerator.
+    assert engine.device == torch.device("cpu")
+    assert engine.local_rank == 0
+    acc = zerotorch.get_accelerator()
+    assert acc.device_name() == "cpu" and acc.communication_backend_name() == "gloo"
+    # DeepSpeed's core arguments (deepspeed/__init__.py, _add_core_arguments), in its group.
+    parser = zerotorch.add_config_arguments(argparse.ArgumentParser())
+    parser.add_argument("--local_rank", type=int, default=-1)
+    args = parser.parse_args(["--deepspeed", "--deepspeed_config", "ds.json", "--local_rank=1"])
+    assert args.deepspeed and args.deepspeed_config == "ds.json" and args.local_rank == 1
+    assert not args.deepscale and args.deepscale_config is None
+    assert [g.title for g in parser._action_groups if g.title == "DeepSpeed"] == ["DeepSpeed"]
+    with pytest.raises(RuntimeError, match="not a device"):
+        zerotorch.initialize(model=torch.nn.Linear(2, 2), config=config, device="gpu7")
+
+
+# The front door on the host-backed test device (testdevice/): a transformers GPT-2 at stage 3
+# with bf16 off and AdamW trains on zttest:0 as on the CPU. The module is moved there, and every
+# tensor the engine makes must be on it (a host tensor next to a device one fails there, as on
+# CUDA). Adam's update is CpuAdam on the CPU and ATen's on the device: within 1e-6 relative.
+def test_a_transformers_model_trains_on_the_test_device_as_on_the_cpu():
+    import copy
+
+    import torch
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    base = transformers.GPT2LMHeadModel(cfg)
+    config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "weight_decay": 0.01}},
+              "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
+    torch.manual_seed(1)
+    ids = torch.randint(0, 64, (3, 2, 12))
+    results = {}
+    for device in ("cpu", "zttest"):
+        model = copy.deepcopy(base)
+        engine, _, _, _ = zerotorch.initialize(model=model, config=config, device=device)
+        assert engine.device.type == device
+        assert all(p.device.type == device for p in model.parameters())
+        losses = []
+        for step in range(3):
+            batch = ids[step].to(engine.device)
+            loss = engine(input_ids=batch, labels=batch).loss
+            engine.backward(loss)
+            engine.step()
+            losses.append(loss.item())
+        with zerotorch.zero.GatheredParameters(list(model.parameters())):
+            params = {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
+        engine.destroy()
+        results[device] = (losses, params)
+    (cpu_losses, cpu_params), (dev_losses, dev_params) = results["cpu"], results["zttest"]
+    assert dev_losses == pytest.approx(cpu_losses, rel=1e-6)
+    for name, want in cpu_params.items():
+        assert torch.allclose(dev_params[name], want, rtol=1e-6, atol=1e-9), name
+
+
+# A rank ends with its script's own status however the script ends, also when it never tears the
+# engine down (zerotorch frees live engines before the interpreter finalizes): never an abort
+# ("terminate called without an active exception"), under ztrun and torchrun, two ranks, repeated.
+@pytest.mark.parametrize("launcher", ["ztrun", "torchrun"])
+def test_ranks_exit_with_the_scripts_status(launcher, tmp_path):
+    script = os.path.join(HERE, "exit_script.py")
+    if launcher == "ztrun":
+        base = [ZTRUN, "--standalone", "--nproc-per-node", "2", sys.executable, script]
+    else:
+        base = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", "2", script]
+    for how in ["return"] * 4 + ["exit", "raise"]:
+        r = subprocess.run(base + [how], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path)
+        out = r.stdout + r.stderr
+        assert "terminate called" not in out and "Aborted" not in out, (how, out[-3000:])
+        assert out.count(": trained") == 2, (how, out[-3000:])
+        if how == "return":
+            assert r.returncode == 0, (how, out[-3000:])
+        else:
+            assert r.returncode != 0, (how, out[-3000:])
+        if how == "raise":
+            assert "the script's own error" in out, out[-3000:]

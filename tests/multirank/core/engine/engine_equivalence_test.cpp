@@ -624,6 +624,15 @@ TEST(EngineNvmeOffload, ParametersOnNvmeAreBitIdenticalToInMemoryShards) {
          o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
        },
        true},
+      // The pread/pwrite path, as on a machine without io_uring (a GPU machine's sandbox), where
+      // the swap directory's removal at teardown once crashed.
+      {"params nvme through pread/pwrite (aio.use_io_uring false), 2 threads",
+       [&](zt::EngineOptions& o) {
+         params_on_nvme(0, 2)(o);
+         o.aio.use_io_uring = false;
+         o.aio.thread_count = 2;
+       },
+       true},
       {"params cpu", [&](zt::EngineOptions& o) { o.offload_param.device = Device::kCpu; }, false},
   };
   for (ModelKind kind : {ModelKind::kMlp, ModelKind::kTransformer}) {

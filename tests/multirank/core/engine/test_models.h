@@ -49,7 +49,8 @@ struct BlockImpl : torch::nn::Module {
     auto split = [&](const torch::Tensor& y) { return y.view({b, t, heads_, d}).transpose(1, 2); };
     torch::Tensor q = split(parts[0]), k = split(parts[1]), v = split(parts[2]);
     torch::Tensor att = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-    torch::Tensor mask = torch::ones({t, t}, torch::kBool).triu(1);
+    // On the input's device: a host mask next to device scores fails there, as on CUDA.
+    torch::Tensor mask = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
     // -inf, not a large negative number: it must fit fp16 and bf16 too.
     att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
     torch::Tensor y = torch::matmul(att, v).transpose(1, 2).reshape({b, t, c});

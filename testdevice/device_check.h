@@ -6,8 +6,9 @@
 // one device, with CUDA's exceptions:
 //   - a 0-dim CPU tensor (a scalar), anywhere;
 //   - CPU tensors in the `indices` argument of the advanced-indexing ops aten::index,
-//     index_put(_), _index_put_impl_, _unsafe_index and _unsafe_index_put: their CUDA kernels
-//     move the indices to the device themselves (AdvancedIndex in TensorAdvancedIndexing.cpp).
+//     index_put(_), _index_put_impl_, _unsafe_index and _unsafe_index_put: ATen moves the
+//     indices to the tensor's device itself (make_info -> expandTensors(ensure_same_device) in
+//     ATen/native/TensorAdvancedIndexingUtils.h). Their values must be on the device (or 0-dim).
 //     Other ops that take indices (index_select, gather, scatter, embedding, index_add_...) check
 //     that the indices are on the device, on CUDA and here.
 // A violation throws c10::Error with CUDA's wording: "Expected all tensors to be on the same

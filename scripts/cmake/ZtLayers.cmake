@@ -16,6 +16,8 @@
 #   launcher  ztrun
 #   tools     the installed programs zt-config, zt-consolidate and zt-from-deepspeed
 #   examples  the example models and their programs
+#   testdevice the zttest test device (testdevice/test_device.h), a PrivateUse1 backend over host
+#             memory for the tests; loaded with dlopen, so no area may use it
 # tests/ and bench/ sit above everything and are not checked.
 set(ZT_LAYERS
     "base:"
@@ -28,7 +30,8 @@ set(ZT_LAYERS
     "python:base parallel optim data weights core train"
     "launcher:base"
     "tools:base parallel optim data weights core train"
-    "examples:base parallel optim data weights core train examples")
+    "examples:base parallel optim data weights core train examples"
+    "testdevice:")
 
 # zt_layer_deps(<area> <out-var>): the areas <area> may use.
 function(zt_layer_deps area out)

@@ -1,0 +1,16 @@
+#pragma once
+// zttest's pinned host memory: what at::empty(..., pin_memory=true), Tensor::pin_memory() and
+// is_pinned() use while the device is the process's accelerator (hooks.cpp). Host memory like
+// any other, but every block is recorded, so is_pinned() is true for exactly the tensors whose
+// memory came from here (any address inside a block, as cudaPointerGetAttributes answers), and a
+// test can tell a pinned staging buffer from a pageable one.
+
+#include <c10/core/Allocator.h>
+
+namespace zt::testdevice {
+
+c10::Allocator* pinned_allocator();
+// Whether address p lies in a live block of pinned_allocator().
+bool is_pinned_pointer(const void* p);
+
+}  // namespace zt::testdevice

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
 #include <deque>
+#include <dlfcn.h>
 #include <mutex>
 #include <utility>
-#include <cxxabi.h>
-#include <dlfcn.h>
 
 #include <torch/cuda.h>
 

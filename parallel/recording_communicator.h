@@ -8,10 +8,10 @@
 // the backend returns its Work, and completed / failed / timed out when a wait() or
 // is_completed() on the returned Work first sees it. A wait() that returns before the collective
 // ended (NCCL's, which only orders the compute stream) marks nothing: the collective is polled
-// when the next one is issued, so a hung NCCL collective stays "started" in a dump. A wait() that times out or fails dumps the
-// recorder (then rethrows the backend's error unchanged).
-// With the comms logger profiling the op: the call waits for the collective before returning
-// (comms_logger.h says why) and appends its latency.
+// when the next one is issued, so a hung NCCL collective stays "started" in a dump. A wait() that
+// times out or fails dumps the recorder (then rethrows the backend's error unchanged). With the
+// comms logger profiling the op: the call waits for the collective before returning (comms_logger.h
+// says why) and appends its latency.
 //
 // Extending: every virtual of Communicator must be overridden here and forwarded through
 // record() (a collective) or directly (a query); a virtual missed here would reach the base

@@ -1,11 +1,10 @@
 #include "train/device.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <cstdlib>
+#include <dlfcn.h>
 #include <functional>
 #include <mutex>
+#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -38,8 +37,8 @@ int cuda_count_or_zero() {
 }
 
 c10::Device cuda_device(const dist::Env& env) {
-  return c10::Device(c10::kCUDA,
-                     static_cast<c10::DeviceIndex>(dist::cuda_device_for_rank(env, cuda_count_or_zero())));
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(
+                                     dist::cuda_device_for_rank(env, cuda_count_or_zero())));
 }
 
 }  // namespace
@@ -55,8 +54,8 @@ int load_test_device() {
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) == nullptr) {
       const char* why = dlerror();
       error = std::string("the test device's library ") + path + " cannot be loaded (" +
-              (why != nullptr ? why : "unknown reason") + "); build the tests (ZT_BUILD_TESTS) or set " +
-              env::kTestDeviceLib;
+              (why != nullptr ? why : "unknown reason") +
+              "); build the tests (ZT_BUILD_TESTS) or set " + env::kTestDeviceLib;
     }
   });
   ZT_CHECK(error.empty(), error);
@@ -118,7 +117,7 @@ void check_one_rank_per_device(dist::Communicator& comm, const c10::Device& devi
   // Hashes of (machine, device) from every rank; equal pairs are one device shared. std::hash
   // of a string is the same in every process of one build.
   const auto h = [](const std::string& s) {
-    return static_cast<int64_t>(std::hash<std::string>{}(s) & 0x7fffffffffffffffULL);
+    return static_cast<int64_t>(std::hash<std::string>{}(s)&0x7fffffffffffffffULL);
   };
   at::Tensor mine = at::tensor({h(host), h(identity)}, at::kLong).to(comm.device());
   at::Tensor all = at::empty({2 * comm.size()}, mine.options());
@@ -131,8 +130,8 @@ void check_one_rank_per_device(dist::Communicator& comm, const c10::Device& devi
       if (a[2 * r + 1] != a[2 * q + 1]) continue;
       const bool me = comm.rank() == r || comm.rank() == q;
       ZT_THROW("ranks ", r, " and ", q, " train on one device",
-               me ? " (" + device.str() + (visible.empty() ? "" : " with CUDA_VISIBLE_DEVICES=" +
-                                                                      visible) + ")"
+               me ? " (" + device.str() +
+                        (visible.empty() ? "" : " with CUDA_VISIBLE_DEVICES=" + visible) + ")"
                   : std::string(),
                ": give each rank its own device (one rank per GPU, or a CUDA_VISIBLE_DEVICES per "
                "rank)");

@@ -11,11 +11,11 @@ and the dynamic-padding collator that the C++ programs use.
 import torch  # noqa: F401  (loads LibTorch before the extension that links it)
 
 from . import _C  # noqa: F401
-from . import data, zero
+from . import data, devices, zero
 from .accelerator import get_accelerator
 from .arguments import add_config_arguments
 from .comm import init_distributed, launch_env
 from .engine import ZeroEngine, auto_values, initialize, stage3_units
 
-__all__ = ["data", "zero", "init_distributed", "launch_env", "initialize", "auto_values",
+__all__ = ["data", "devices", "zero", "init_distributed", "launch_env", "initialize", "auto_values",
            "stage3_units", "ZeroEngine", "get_accelerator", "add_config_arguments"]

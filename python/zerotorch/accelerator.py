@@ -8,7 +8,7 @@ is visible, else the CPU). Its methods answer as DeepSpeed's CUDA and CPU accele
 
 import torch
 
-from . import _C
+from .devices import resolve_device
 
 
 class Accelerator:
@@ -85,5 +85,5 @@ def get_accelerator():
     """This rank's default accelerator (module docstring)."""
     global _accelerator
     if _accelerator is None:
-        _accelerator = Accelerator(torch.device(_C.resolve_device("auto")).type)
+        _accelerator = Accelerator(resolve_device("auto").type)
     return _accelerator

@@ -13,6 +13,7 @@ import torch
 
 from . import _C
 from . import zero as _zero
+from .devices import resolve_device
 
 
 def _tensors(out):
@@ -197,7 +198,7 @@ class ZeroEngine:
         # device it was built on; so does the engine here, and a module already on a device stays
         # on that kind. The C++ side resolves the name (train/device.h) and creates the
         # communicator for it: nccl for CUDA, a host backend staged for the test device.
-        self.device = torch.device(_C.resolve_device(device or _device_kind(module)))
+        self.device = resolve_device(device or _device_kind(module))
         self.local_rank = _C.launch_env()["local_rank"]
         module.to(self.device)
         # By default the units follow the config's stage3_module_granularity_threshold, which

@@ -61,5 +61,8 @@ inline constexpr const char* kHostCache = "ZT_HOST_CACHE";
 // gradient's last bits differently on every machine, so tests that compare against a reference to
 // 1e-5 pin fp32.
 inline constexpr const char* kMuonNsDtype = "ZT_MUON_NS_DTYPE";
+// CPU bf16 matrix products on CPUs without bf16 GEMM support (core/precision/cpu_bf16_matmul.h):
+// unset or "fp32" multiplies through fp32; "torch" keeps LibTorch's kernels.
+inline constexpr const char* kCpuBf16Matmul = "ZT_CPU_BF16_MATMUL";
 
 }  // namespace zt::env

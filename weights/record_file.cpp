@@ -195,14 +195,17 @@ std::string RecordReader::str() {
   read(s.data(), n);
   return s;
 }
-void RecordReader::magic(const char* expected8, uint32_t expected_version) {
+uint32_t RecordReader::magic(const char* expected8, uint32_t oldest, uint32_t newest) {
   char m[8];
   read(m, 8);
   ZT_CHECK(std::memcmp(m, expected8, 8) == 0, "checkpoint file ", path_, " is not a zerotorch ",
            expected8, " file (bad magic)");
   const uint32_t version = u32();
-  ZT_CHECK(version == expected_version, "checkpoint file ", path_, " has format version ", version,
-           ", this build reads ", expected_version);
+  ZT_CHECK(version >= oldest && version <= newest, "checkpoint file ", path_,
+           " has format version ", version, ", this build reads ",
+           oldest == newest ? std::to_string(newest)
+                            : std::to_string(oldest) + " to " + std::to_string(newest));
+  return version;
 }
 
 TensorRef RecordReader::tensor_ref() {

@@ -69,8 +69,9 @@ class RecordReader {
   uint64_t u64();
   double f64();
   std::string str();
-  // The file's 8-byte magic and u32 format version, each checked against what this build reads.
-  void magic(const char* expected8, uint32_t expected_version);
+  // The file's 8-byte magic and u32 format version, each checked against what this build reads
+  // (versions oldest..newest); returns the version.
+  uint32_t magic(const char* expected8, uint32_t oldest, uint32_t newest);
   TensorRef tensor_ref();  // skips the data
   at::Tensor tensor();     // reads it
   // Reads `n` bytes at `offset` into dst (pread; the file position does not move).

@@ -158,7 +158,7 @@ struct AsyncCheckpointer::Snapshot {
   };
   std::vector<Buffer> buffers;
   std::vector<std::pair<std::string, at::Tensor>> frozen;
-  at::Tensor rng;
+  at::Tensor rng, device_rng;
   ClientState client;
   uint64_t bytes = 0;
 };
@@ -249,6 +249,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
     }
     snap.frozen = frozen_parameters(engine_, target.lead);
     snap.rng = cpu_rng_state();
+    snap.device_rng = device_rng_state(engine_.communicator().device());
     snap.client = client;
     const int pause_s = test_pause_seconds();
     std::shared_ptr<FileGate> gate;
@@ -291,7 +292,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
           if (gate) gate->read_through(b + 1);
         }
         if (gate) gate->open_all();
-        w.finish(snap.frozen, snap.rng, snap.client, pause_s);
+        w.finish(snap.frozen, snap.rng, snap.device_rng, snap.client, pause_s);
         fsync_dir(target.tag_dir);
         out.size = fs::file_size(target.shard_path());
         out.fnv64 = ckpt::fnv64_file(target.shard_path());

@@ -10,13 +10,13 @@
 //   saver.wait();                                             // before the program ends
 //
 // save() (collective, at a step boundary) first finishes the save in flight, if any (at most one
-// is), then copies what the shard holds (masters, optimizer state, frozen parameters, the CPU
-// generator, the client state) into host memory kept across saves, and hands it to a thread that
-// writes, fsyncs and renames this rank's shard and checksums it. poll() (collective; cheap: one
-// all-gather of four integers per rank while a save is in flight, nothing otherwise) commits the
-// save when every rank's write is complete: rank 0 writes metadata.ztm with every shard's size
-// and checksum, then `latest`, as the synchronous save does. Until then `latest` names the
-// previous tag, so a rank killed during a background write leaves it loadable; the half-written
+// is), then copies what the shard holds (masters, optimizer state, frozen parameters, the CPU and
+// device generators, the client state) into host memory kept across saves, and hands it to a
+// thread that writes, fsyncs and renames this rank's shard and checksums it. poll() (collective;
+// cheap: one all-gather of four integers per rank while a save is in flight, nothing otherwise)
+// commits the save when every rank's write is complete: rank 0 writes metadata.ztm with every
+// shard's size and checksum, then `latest`, as the synchronous save does. Until then `latest` names
+// the previous tag, so a rank killed during a background write leaves it loadable; the half-written
 // tag has no metadata and no load accepts it.
 //
 // A write that fails (disk full) makes the next poll() or wait() throw on every rank, naming the

@@ -441,7 +441,8 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
       write_buffer_state(w, store, b, s);
     }
     const auto frozen = frozen_parameters(engine, target.lead);
-    w.finish(frozen, cpu_rng_state(), client, test_pause_seconds());
+    w.finish(frozen, cpu_rng_state(), device_rng_state(engine.communicator().device()), client,
+             test_pause_seconds());
     fsync_dir(target.tag_dir);
   }
   barrier(engine);  // every shard is durable under its final name
@@ -515,6 +516,20 @@ at::Tensor cpu_rng_state() {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   return gen.get_state();
+}
+
+at::Tensor device_rng_state(c10::Device device) {
+  if (device.is_cpu()) return at::empty({0}, at::kByte);
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void restore_device_rng_state(c10::Device device, const at::Tensor& state) {
+  if (device.is_cpu() || state.numel() == 0) return;
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
 }
 
 int test_pause_seconds() {
@@ -594,6 +609,9 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
   std::map<std::string, at::Tensor> frozen;
   for (const auto& [name, ref] : c.shards[0].frozen) frozen.emplace(name, read_ref(c, 0, ref));
   at::Tensor rng = read_ref(c, rank < c.meta.world_size ? rank : 0, own.rng);
+  at::Tensor device_rng = own.device_rng
+                              ? read_ref(c, rank < c.meta.world_size ? rank : 0, *own.device_rng)
+                              : at::Tensor();
 
   // Commit.
   {
@@ -618,6 +636,7 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(rng);
   }
+  if (device_rng.defined()) restore_device_rng_state(engine.communicator().device(), device_rng);
   ZT_LOG_INFO("checkpoint: loaded ", c.tag_dir.string(),
               exact ? " (exact resume)" : " (resharded from ",
               exact ? ""

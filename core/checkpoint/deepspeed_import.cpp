@@ -70,7 +70,7 @@ std::string write_checkpoint(const std::string& out_dir, const std::string& tag,
   {
     ckpt::ShardWriter w(shard.string(), /*rank=*/0, /*world_size=*/1, params.size(), bytes);
     for (auto& p : params) fill(w, p);
-    w.finish({}, fresh_rng_state(), {{"imported_from", "deepspeed"}});
+    w.finish({}, fresh_rng_state(), at::empty({0}, at::kByte), {{"imported_from", "deepspeed"}});
   }
   ckpt::Metadata m;
   m.world_size = 1;

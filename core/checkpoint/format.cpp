@@ -42,7 +42,7 @@ ShardIndex read_shard_index(const std::string& path) {
   RecordReader r(path);
   ShardIndex s;
   s.path = path;
-  r.magic(kShardMagic, kFormatVersion);
+  const uint32_t version = r.magic(kShardMagic, kOldestFormatVersion, kFormatVersion);
   s.rank = static_cast<int>(r.u32());
   s.world_size = static_cast<int>(r.u32());
   const uint32_t nb = r.u32();
@@ -77,6 +77,7 @@ ShardIndex read_shard_index(const std::string& path) {
     s.frozen.emplace_back(name, r.tensor_ref());
   }
   s.rng = r.tensor_ref();
+  if (version >= 2) s.device_rng = r.tensor_ref();
   const uint32_t nc = r.u32();
   for (uint32_t i = 0; i < nc; ++i) {
     std::string k = r.str();
@@ -125,14 +126,15 @@ void ShardWriter::bytes(const void* p, size_t n) {
 }
 
 void ShardWriter::finish(const std::vector<std::pair<std::string, at::Tensor>>& frozen,
-                         const at::Tensor& rng, const std::map<std::string, std::string>& client,
-                         int pause_s) {
+                         const at::Tensor& rng, const at::Tensor& device_rng,
+                         const std::map<std::string, std::string>& client, int pause_s) {
   w_.u32(static_cast<uint32_t>(frozen.size()));
   for (const auto& [name, t] : frozen) {
     w_.str(name);
     w_.tensor(t);
   }
   w_.tensor(rng);
+  w_.tensor(device_rng);
   w_.u32(static_cast<uint32_t>(client.size()));
   for (const auto& [k, v] : client) {
     w_.str(k);
@@ -176,7 +178,7 @@ void write_metadata(const std::string& path, const Metadata& m) {
 Metadata read_metadata(const std::string& path) {
   RecordReader r(path);
   Metadata m;
-  r.magic(kMetadataMagic, kFormatVersion);
+  r.magic(kMetadataMagic, kOldestFormatVersion, kFormatVersion);
   m.world_size = static_cast<int>(r.u32());
   m.stage = static_cast<int>(r.u32());
   m.compute_dtype = static_cast<at::ScalarType>(r.u8());

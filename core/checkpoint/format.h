@@ -18,6 +18,8 @@
 //     u32 num_state, per state: str key, tensor value   (ShardOptimizer::state_dict())
 //   u32 num_frozen, per frozen parameter (rank 0 only): str name, tensor value
 //   tensor rng                          (this rank's default CPU generator state, uint8)
+//   tensor device_rng                   (version 2 on: the default generator state of the
+//                                        rank's accelerator, uint8; 0 elements on a CPU run)
 //   u32 num_client, per item: str key, str value       (this rank's ClientState)
 //
 // Metadata file:
@@ -29,6 +31,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +46,9 @@ using io::RecordReader;
 using io::RecordWriter;
 using io::TensorRef;
 
-constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the shard's device_rng; this build reads version 1 files too (no device_rng).
+constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kOldestFormatVersion = 1;
 constexpr const char* kMetadataFile = "metadata.ztm";
 constexpr const char* kLatestFile = "latest";
 
@@ -67,6 +72,7 @@ struct ShardIndex {
   std::vector<ShardBuffer> buffers;
   std::vector<std::pair<std::string, TensorRef>> frozen;
   TensorRef rng;
+  std::optional<TensorRef> device_rng;  // absent in version 1 files
   std::map<std::string, std::string> client;
 };
 ShardIndex read_shard_index(const std::string& path);
@@ -96,7 +102,8 @@ class ShardWriter {
   // Writes what follows the buffers and commits the file (RecordWriter::commit: fsync, then
   // rename onto the final path, sleeping pause_s seconds in between).
   void finish(const std::vector<std::pair<std::string, at::Tensor>>& frozen, const at::Tensor& rng,
-              const std::map<std::string, std::string>& client, int pause_s = 0);
+              const at::Tensor& device_rng, const std::map<std::string, std::string>& client,
+              int pause_s = 0);
 
  private:
   RecordWriter w_;

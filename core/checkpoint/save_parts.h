@@ -39,6 +39,12 @@ ckpt::Metadata metadata_now(Engine& engine, const CheckpointOptions& options);
 // are the values kept (copies on the CPU), otherwise the result is empty.
 std::vector<std::pair<std::string, at::Tensor>> frozen_parameters(Engine& engine, bool keep);
 at::Tensor cpu_rng_state();
+// The default generator state of `device` (an accelerator: CUDA or the test device), so dropout
+// on the device resumes identically; 0 elements for the CPU, whose state cpu_rng_state() holds.
+at::Tensor device_rng_state(c10::Device device);
+// Restores a state device_rng_state() saved; a 0-element state (a CPU run, or a version 1 file)
+// leaves the generator alone.
+void restore_device_rng_state(c10::Device device, const at::Tensor& state);
 
 // Bytes of tensor data the shard holds at least; throws naming the file when its directory has
 // less free space.

@@ -1,5 +1,9 @@
 #include "core/precision/cpu_bf16_matmul.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
 #include <ATen/ATen.h>
 #include <ATen/ops/addmm_cpu_dispatch.h>
 #include <ATen/ops/baddbmm_cpu_dispatch.h>
@@ -7,10 +11,6 @@
 #include <ATen/ops/mm_cpu_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <memory>
 
 #include "base/env_vars.h"
 
@@ -23,7 +23,13 @@ bool widen(const at::Tensor& a, const at::Tensor& b) {
   return a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16;
 }
 
-at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat); }
+// Contiguous, whatever the operand's strides: the fp32 GEMM's summation order depends on its
+// operands' layout, and the same product must round the same way whether it comes from a
+// transposed view (autograd's weight gradient) or from a contiguous copy of it (a device that
+// runs CPU kernels on copies, the test device).
+at::Tensor f32(const at::Tensor& t) {
+  return t.to(at::kFloat, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+}
 
 // Writes a product computed in fp32 into a caller's output, as LibTorch's out= kernels do:
 // resized to the product's shape, then one rounding into its dtype.
@@ -132,7 +138,9 @@ const bool installed = install();
 
 }  // namespace
 
-bool cpu_bf16_matmul_through_fp32() { return installed; }
+bool cpu_bf16_matmul_through_fp32() {
+  return installed;
+}
 
 bool cpu_has_native_bf16_matmul() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -8,8 +8,9 @@
 // slower than fp32, the opposite of what the config asked for.
 //
 // On such CPUs, loading zt_core replaces the CPU kernels of aten::mm, addmm, bmm and baddbmm
-// (and their out and in-place forms) for bf16 operands with: widen to fp32, multiply with
-// LibTorch's fp32 GEMM, round to bf16 once. That is what a bf16 GEMM computes (products summed
+// (and their out and in-place forms) for bf16 operands with: widen to contiguous fp32, multiply
+// with LibTorch's fp32 GEMM, round to bf16 once (a product rounds the same whatever its operands'
+// strides). That is what a bf16 GEMM computes (products summed
 // in fp32, one rounding of the result); only the order of the fp32 sums differs, as it differs
 // between LibTorch's own bf16 kernels. Every other dtype, and every CPU with native support,
 // keeps LibTorch's kernel. ZT_CPU_BF16_MATMUL=torch keeps LibTorch's kernels everywhere.

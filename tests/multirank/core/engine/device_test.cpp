@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,11 @@
 #include <torch/torch.h>
 
 #include "base/error.h"
+#include "core/activations/activation_checkpoint.h"
+#include "core/checkpoint/async_checkpoint.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/engine.h"
+#include "parallel/recording_communicator.h"
 #include "parallel/staging_communicator.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/full_parameters.h"
@@ -47,7 +51,8 @@ constexpr int64_t kGlobalBatch = 24;  // divisible by world * accumulation for 1
 constexpr int kSteps = 4;
 constexpr double kRtol = 1e-6;
 
-enum class ModelKind { kMlp, kTransformer };
+// kCheckpointed: the transformer with each block under zt::checkpoint_activations.
+enum class ModelKind { kMlp, kTransformer, kCheckpointed };
 
 c10::Device test_device() {
   static const int count = zt::load_test_device();
@@ -68,7 +73,17 @@ std::shared_ptr<torch::nn::Module> make_model(ModelKind kind) {
 
 torch::Tensor run_model(torch::nn::Module& m, ModelKind kind, const torch::Tensor& x) {
   if (kind == ModelKind::kMlp) return static_cast<zt::testing::MlpImpl&>(m).forward(x);
-  return static_cast<zt::testing::TinyTransformerImpl&>(m).forward(x);
+  auto& t = static_cast<zt::testing::TinyTransformerImpl&>(m);
+  if (kind == ModelKind::kTransformer) return t.forward(x);
+  // TinyTransformerImpl::forward with its blocks recomputed in backward; the recompute calls
+  // the blocks again, so the lambdas hold the module handles, not references to this frame.
+  torch::Tensor h = t.embed->forward(t.frozen->forward(x));
+  for (const std::shared_ptr<zt::testing::BlockImpl>& block : {t.block0.ptr(), t.block1.ptr()}) {
+    h = zt::checkpoint_activations(
+        [block](const std::vector<torch::Tensor>& in) { return zt::call_unit(*block, in[0]); },
+        {h});
+  }
+  return t.head->forward(t.ln_f->forward(h).mean(1));
 }
 
 std::pair<torch::Tensor, torch::Tensor> global_batch(ModelKind kind, int step) {
@@ -112,7 +127,7 @@ zt::EngineOptions options_of(const Case& c) {
   o.hyper.weight_decay = 0.01;
   o.hyper.momentum = c.optimizer == OptimizerKind::kSgd ? 0.9 : 0.0;
   o.param_groups.no_decay_patterns = {"bias", "ln"};
-  if (c.kind == ModelKind::kTransformer) o.units = {"block0", "block1"};
+  if (c.kind != ModelKind::kMlp) o.units = {"block0", "block1"};
   o.offload_optimizer.device = c.offload_optimizer;
   o.offload_param.device = c.offload_param;
   if (c.offload_optimizer == OffloadDevice::kNvme) {
@@ -250,8 +265,28 @@ const std::vector<Case>& cases() {
          o.optimizer.swa.enabled = true;
          o.optimizer.swa.swa_start = 1;
        }},
+      // Saved block inputs kept in host memory between forward and backward, and brought back
+      // to the device for the recompute.
+      {"s3_fp32_checkpointed_cpu_checkpointing_acc2", MK::kCheckpointed, 3, at::kFloat, 2, 0.0,
+       OffloadDevice::kNone, OffloadDevice::kNone, OptimizerKind::kSgd,
+       [](zt::EngineOptions& o) { o.activation_checkpointing.cpu_checkpointing = true; }},
+      // MiCS: shard groups of one rank, replicated across the world (split communicators of the
+      // device's communicator), gathered hierarchically.
+      {"s3_bf16_transformer_mics", MK::kTransformer, 3, at::kBFloat16, 1, 0.0, OffloadDevice::kNone,
+       OffloadDevice::kNone, OptimizerKind::kLion,
+       [](zt::EngineOptions& o) {
+         o.mics_shard_size = 1;
+         o.mics_hierarchical_params_gather = true;
+       }},
   };
   return all;
+}
+
+const Case& case_named(const std::string& name) {
+  for (const Case& c : cases()) {
+    if (c.name == name) return c;
+  }
+  throw std::runtime_error("no case " + name);
 }
 
 class DeviceEquivalence : public ::testing::TestWithParam<size_t> {};
@@ -264,7 +299,7 @@ TEST_P(DeviceEquivalence, TrainsAsOnTheCpu) {
   expect_same(got, want, exact(c), what);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pairwise, DeviceEquivalence, ::testing::Range<size_t>(0, 17),
+INSTANTIATE_TEST_SUITE_P(Pairwise, DeviceEquivalence, ::testing::Range<size_t>(0, 19),
                          [](const ::testing::TestParamInfo<size_t>& i) {
                            return cases()[i.param].name;
                          });
@@ -282,7 +317,7 @@ TEST(DeviceEquivalenceDesign, EveryValueOfEveryAxisAppears) {
     optimizers.insert(static_cast<int>(c.optimizer));
     (c.clip > 0 ? clip : no_clip) = true;
   }
-  EXPECT_EQ(cases().size(), 17u);
+  EXPECT_EQ(cases().size(), 19u);
   EXPECT_EQ(stages.size(), 4u);
   EXPECT_EQ(accumulations.size(), 2u);
   EXPECT_EQ(dtypes.size(), 3u);
@@ -329,6 +364,62 @@ TEST(DeviceResume, EveryOptimizerResumesOnTheDevice) {
   }
 }
 
+// The device's own generator (dropout on the device draws from it) is saved with the shard and
+// restored on load, as the CPU generator is: the draw after a resume equals the draw after the
+// save, synchronously and through the async writer.
+TEST(DeviceResume, TheDevicesRandomStateResumes) {
+  for (bool async : {false, true}) {
+    Case c{"rng", ModelKind::kTransformer, 2, at::kFloat, 1, 0.0};
+    const std::string dir = testing::TempDir() + "/zt_device_test_rng";
+    g_comm->barrier()->wait();
+    if (g_comm->rank() == 0) std::filesystem::remove_all(dir);
+    g_comm->barrier()->wait();
+    const auto on_device = torch::TensorOptions().device(test_device());
+    torch::Tensor after_save, after_load;
+    train(c, test_device(), device_comm(), 1, nullptr, [&](zt::Engine& e) {
+      if (async) {
+        zt::AsyncCheckpointer writer(e);
+        writer.save(dir, "step1");
+        writer.wait();
+      } else {
+        zt::save_checkpoint(e, dir, "step1");
+      }
+      after_save = torch::rand({256}, on_device).cpu();
+    });
+    torch::rand({1000}, on_device);  // the generator moves on, as training would move it
+    train(c, test_device(), device_comm(), 0, [&](zt::Engine& e) {
+      zt::load_checkpoint(e, dir, "step1");
+      after_load = torch::rand({256}, on_device).cpu();
+    });
+    EXPECT_TRUE(torch::equal(after_save, after_load)) << (async ? "async" : "sync") << " save";
+  }
+}
+
+// The flight recorder around the device's communicator: training is unchanged and every
+// collective of it is recorded as completed, with the device's dtypes.
+TEST(DeviceFlightRecorder, RecordsTheDevicesCollectivesAsCompleted) {
+  const Case& c = case_named("s3_bf16_transformer_param_cpu_offload_cpu");
+  zt::dist::FlightOptions flight;
+  flight.capacity = 4096;
+  flight.dir = testing::TempDir() + "/zt_device_flight";
+  auto recorded = zt::dist::record_collectives(device_comm(), flight, {});
+  auto* recording = dynamic_cast<zt::dist::RecordingCommunicator*>(recorded.get());
+  ASSERT_NE(recording, nullptr);
+  const Trace want = train(c, c10::Device(c10::kCPU), g_comm);
+  const Trace got = train(c, test_device(), recorded);
+  expect_same(got, want, exact(c), "flight recorder on " + c.name);
+  const std::vector<zt::dist::FlightEntry> entries = recording->recorder()->snapshot();
+  ASSERT_FALSE(entries.empty());
+  std::set<std::string> dtypes;
+  for (const auto& e : entries) {
+    if (std::string(e.op) == "barrier") continue;
+    EXPECT_EQ(e.state, zt::dist::FlightState::kCompleted)
+        << e.op << " #" << e.seq << " is " << zt::dist::to_string(e.state);
+    dtypes.insert(e.dtype);
+  }
+  EXPECT_TRUE(dtypes.count("BFloat16")) << "no bf16 collective recorded";
+}
+
 // Saved on the device at this world size, resumed at world 1 on the device and on the CPU: the
 // same two steps, bit for bit (stage 3, Lion, bf16: a reshard of every shard and its state).
 TEST(DeviceResume, ASavedCheckpointResumesAtAnotherWorldSize) {
@@ -357,6 +448,21 @@ TEST(DeviceResume, ASavedCheckpointResumesAtAnotherWorldSize) {
     expect_same(on_device, on_cpu, /*bitwise=*/true, "resumed at world 1");
   }
   g_comm->barrier()->wait();
+}
+
+// Two ranks on one device are refused on every rank, naming both; a device per rank passes.
+TEST(DeviceSharing, TwoRanksOnOneDeviceAreRefusedOnEveryRank) {
+  if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  EXPECT_NO_THROW(zt::check_one_rank_per_device(*device_comm(), test_device()));
+  const c10::Device shared(c10::DeviceType::PrivateUse1, 0);
+  auto on_shared = std::make_shared<zt::dist::StagingCommunicator>(g_comm, shared);
+  try {
+    zt::check_one_rank_per_device(*on_shared, shared);
+    ADD_FAILURE() << "rank " << g_comm->rank() << " accepted a device shared with another rank";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks 0 and 1 train on one device"), std::string::npos)
+        << e.what();
+  }
 }
 
 // The device is real where it matters: a host tensor next to a device tensor fails, as on CUDA,

@@ -17,7 +17,10 @@ torch::Tensor bf16(std::vector<int64_t> shape, int seed) {
   return torch::randn(shape).to(torch::kBFloat16);
 }
 
-torch::Tensor f32(const torch::Tensor& t) { return t.to(torch::kFloat); }
+// As the replacement widens: contiguous fp32.
+torch::Tensor f32(const torch::Tensor& t) {
+  return t.to(torch::kFloat, false, false, torch::MemoryFormat::Contiguous);
+}
 
 void expect_bitwise(const torch::Tensor& got, const torch::Tensor& want) {
   ASSERT_EQ(got.scalar_type(), want.scalar_type());
@@ -42,8 +45,8 @@ TEST(CpuBf16Matmul, EveryFormIsTheRoundedFp32Product) {
   torch::mm_out(out, a, b);
   expect_bitwise(out, expected(at::cpu::mm(f32(a), f32(b)), at::cpu::mm(a, b)));
 
-  auto want_addmm = expected(at::cpu::addmm(f32(c), f32(a), f32(b), 0.5, 2.0),
-                             at::cpu::addmm(c, a, b, 0.5, 2.0));
+  auto want_addmm =
+      expected(at::cpu::addmm(f32(c), f32(a), f32(b), 0.5, 2.0), at::cpu::addmm(c, a, b, 0.5, 2.0));
   expect_bitwise(torch::addmm(c, a, b, 0.5, 2.0), want_addmm);
   auto out2 = torch::empty({37, 29}, torch::kBFloat16);
   torch::addmm_out(out2, c, a, b, 0.5, 2.0);
@@ -100,8 +103,19 @@ TEST(CpuBf16Matmul, GradientsFlowThroughTheReplacedKernels) {
   auto g = bf16({8, 5}, 13);
   torch::nn::functional::linear(x, w).backward(g);
   expect_bitwise(x.grad(), expected(at::cpu::mm(f32(g), f32(w)), at::cpu::mm(g, w)));
-  expect_bitwise(w.grad(),
-                 expected(at::cpu::mm(f32(g).t(), f32(x.detach())), at::cpu::mm(g.t(), x.detach())));
+  expect_bitwise(
+      w.grad(), expected(at::cpu::mm(f32(g.t()), f32(x.detach())), at::cpu::mm(g.t(), x.detach())));
+}
+
+TEST(CpuBf16Matmul, AProductRoundsTheSameWhateverTheOperandsStrides) {
+  // A transposed view and its contiguous copy hold the same matrix: the product is the same bits
+  // (the test device runs CPU kernels on contiguous copies of device tensors).
+  auto a = bf16({40, 96}, 14), b = bf16({96, 24}, 15);
+  auto a_view = a.t().contiguous().t(), b_view = b.t().contiguous().t();
+  ASSERT_FALSE(a_view.is_contiguous());
+  expect_bitwise(torch::mm(a_view, b_view), torch::mm(a, b));
+  auto x = bf16({2, 96, 40}, 16).transpose(1, 2), y = bf16({2, 96, 24}, 17);
+  expect_bitwise(torch::bmm(x, y), torch::bmm(x.contiguous(), y));
 }
 
 }  // namespace

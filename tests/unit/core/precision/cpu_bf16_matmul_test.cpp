@@ -109,7 +109,9 @@ TEST(CpuBf16Matmul, GradientsFlowThroughTheReplacedKernels) {
 
 TEST(CpuBf16Matmul, AProductRoundsTheSameWhateverTheOperandsStrides) {
   // A transposed view and its contiguous copy hold the same matrix: the product is the same bits
-  // (the test device runs CPU kernels on contiguous copies of device tensors).
+  // (the test device runs CPU kernels on contiguous copies of device tensors). LibTorch's own
+  // kernels promise no such thing.
+  if (!zt::cpu_bf16_matmul_through_fp32()) GTEST_SKIP() << "this CPU keeps LibTorch's kernels";
   auto a = bf16({40, 96}, 14), b = bf16({96, 24}, 15);
   auto a_view = a.t().contiguous().t(), b_view = b.t().contiguous().t();
   ASSERT_FALSE(a_view.is_contiguous());

@@ -1,5 +1,6 @@
 #include "core/precision/cpu_bf16_matmul.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -114,6 +115,11 @@ bool install() {
   if (cpu_has_native_bf16_matmul()) return false;
   const char* choice = std::getenv(env::kCpuBf16Matmul);
   if (choice != nullptr && std::strcmp(choice, "torch") == 0) return false;
+  // Runs while the library loads, before zerotorch's logging exists: stderr, once per process.
+  if (choice != nullptr && *choice != '\0' && std::strcmp(choice, "fp32") != 0) {
+    std::fprintf(stderr, "[zt W] %s=%s is not fp32 or torch; bf16 products go through fp32\n",
+                 env::kCpuBf16Matmul, choice);
+  }
   Quiet quiet;
   c10::WarningUtils::WarningHandlerGuard guard(&quiet);
   // Kept for the life of the process: destroying it would unregister the kernels.

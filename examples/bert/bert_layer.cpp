@@ -3,13 +3,10 @@
 #include "core/activations/activation_checkpoint.h"
 
 namespace zt::examples {
-namespace {
 
 torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
   return training && p > 0 ? torch::dropout(x, p, true) : x;
 }
-
-}  // namespace
 
 BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
     : heads_(c.num_attention_heads), dropout_(c.attention_probs_dropout_prob) {

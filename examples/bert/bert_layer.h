@@ -13,6 +13,10 @@
 
 namespace zt::examples {
 
+// Dropout with probability p while training; x itself otherwise (BERT's hidden and attention
+// dropouts, 0.1 by default, are off in evaluation).
+torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training);
+
 // query, key, value (C, C) with biases; heads split as view(B, T, H, C/H), scores scaled by
 // 1/sqrt(C/H), attention-probability dropout.
 class BertSelfAttentionImpl : public torch::nn::Module {

@@ -10,10 +10,6 @@ torch::nn::LayerNorm layer_norm_of(const BertConfig& c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
 }
 
-torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
-  return training && p > 0 ? torch::dropout(x, p, true) : x;
-}
-
 // transformers' _init_weights for what `module` holds: Linear and Embedding weights
 // N(0, initializer_range), biases zero, an Embedding's padding row zero, LayerNorm ones and
 // zeros (as constructed).

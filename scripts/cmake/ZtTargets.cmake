@@ -108,6 +108,7 @@ function(zt_unit_test name)
     set(A_TIMEOUT 300)
   endif()
   zt_executable(${name} SOURCES ${A_SOURCES} LIBS ${A_LIBS} GTest::gtest GTest::gtest_main)
+  zt_unity(${name})
   target_compile_definitions(${name} PRIVATE ZT_SOURCE_DIR="${ZT_SOURCE_DIR}"
                                              ZT_BINARY_DIR="${ZT_BINARY_DIR}")
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${A_AREA}.${A_PREFIX}"
@@ -129,6 +130,7 @@ function(zt_mpi_test name)
   endif()
   if(NOT TARGET ${name})
     zt_executable(${name} SOURCES ${A_SOURCES} LIBS ${A_LIBS} GTest::gtest)
+    zt_unity(${name})
     target_compile_definitions(${name} PRIVATE ZT_SOURCE_DIR="${ZT_SOURCE_DIR}"
                                                ZT_BINARY_DIR="${ZT_BINARY_DIR}")
   endif()

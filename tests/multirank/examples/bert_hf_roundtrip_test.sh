@@ -17,14 +17,16 @@ bin="$1"; work="$2"; python="$3"; config="$4"; type="$5"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="$work/roundtrip_$type"
 rm -rf "$out"; mkdir -p "$out"
-check="$python $here/check_hf_bert.py"
+# Every step takes seconds: one still running after 150 s is stuck, and run_bounded.sh shows where.
+bounded="bash $here/../../support/run_bounded.sh 150"
+check="$bounded $python $here/check_hf_bert.py"
 max_len=32
 positions=$max_len; [ "$type" = roberta ] && positions=$((max_len + 2))
 # 1: import. The shard's tokenizer has 256 ids; the model's vocabulary is larger.
 $check make "$type" "$out/in" "$out/in_sharded" 300 "$positions"
 $check inputs "$out/in" "$out/inputs.safetensors" "$max_len"
 for d in in in_sharded; do
-  "$bin/zt_bert_logits" "$out/$d" "$out/inputs.safetensors" "$out/$d.logits.safetensors"
+  $bounded "$bin/zt_bert_logits" "$out/$d" "$out/inputs.safetensors" "$out/$d.logits.safetensors"
   $check logits "$out/$d" "$out/inputs.safetensors" "$out/$d.logits.safetensors"
 done
 # Pre-trained directories without the task head: the head is new, the pre-training head and
@@ -32,7 +34,8 @@ done
 $check pretrained "$out/in" "$out/base" "$out/mlm"
 expect_new() {  # expect_new DIR NEW...
   local dir="$1"; shift
-  "$bin/zt_bert_logits" "$out/$dir" "$out/inputs.safetensors" "$out/$dir.logits" > "$out/$dir.log"
+  $bounded "$bin/zt_bert_logits" "$out/$dir" "$out/inputs.safetensors" "$out/$dir.logits" \
+    > "$out/$dir.log"
   cat "$out/$dir.log"
   local names; names="$(echo "$@" | sed 's/ /, /g')"
   grep -q "; new $# ($names)" "$out/$dir.log" || { echo "$dir: not new: $names"; exit 1; }
@@ -47,21 +50,22 @@ else
   done
 fi
 # 2: train, with activation checkpointing (the config's) and, to compare losses, without.
-train() {  # train NAME [args...]
+train() {  # train NAME [args...]: its output in NAME.log, and on the terminal when it fails
   local name="$1"; shift
-  "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_bert" --config "$config" \
+  $bounded "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_bert" --config "$config" \
     --init-from "$out/in_sharded" --train-shard "$work/shard/fk_train.ztt" \
     --valid-shard "$work/shard/fk_valid.ztt" --steps 5 --out-dir "$out/$name" \
     --checkpoint-dir "$out/$name/ckpt" --set data.max_length=$max_len \
     --set optimizer.params.lr=1e-3 --set scheduler.params.total_num_steps=5 \
-    --set scheduler.params.warmup_num_steps=1 --set steps_per_print=1 "$@" 2>&1 |
-    tee "$out/$name.log"
+    --set scheduler.params.warmup_num_steps=1 --set steps_per_print=1 "$@" \
+    > "$out/$name.log" 2>&1 || { cat "$out/$name.log"; echo "train $name failed"; exit 1; }
 }
 train train
-train plain --set model.activation_checkpointing=false > /dev/null
+cat "$out/train.log"
+train plain --set model.activation_checkpointing=false
 # The same import whole at stage 0: every rank of the stage-3 run read its own shards' values, so
 # the validation loss before training is the same.
-train z0 --set zero_optimization.stage=0 --set model.activation_checkpointing=false > /dev/null
+train z0 --set zero_optimization.stage=0 --set model.activation_checkpointing=false
 "$python" - "$out"/{train,z0} <<'PY'
 import json, sys
 a, b = (json.load(open(f"{d}/summary.json"))["valid_loss_before"] for d in sys.argv[1:])
@@ -84,7 +88,8 @@ assert len(a) == 5 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (
 print("losses with and without activation checkpointing agree:", a)
 PY
 # 3: export, reload.
-"$bin/zt-export-hf-bert" "$out/train/ckpt" "$out/hf"
-"$bin/zt_bert_logits" "$out/train/ckpt" "$out/inputs.safetensors" "$out/trained.logits.safetensors"
+$bounded "$bin/zt-export-hf-bert" "$out/train/ckpt" "$out/hf"
+$bounded "$bin/zt_bert_logits" "$out/train/ckpt" "$out/inputs.safetensors" \
+  "$out/trained.logits.safetensors"
 $check logits "$out/hf" "$out/inputs.safetensors" "$out/trained.logits.safetensors"
 $check moved "$out/in" "$out/hf" "$out/inputs.safetensors"

@@ -18,7 +18,7 @@ using zt::optim::GroupHyper;
 using zt::optim::GroupRange;
 using zt::optim::SimdPath;
 
-constexpr int kSteps = 20;
+constexpr int kAdamSteps = 20;
 
 std::string path_name(const testing::TestParamInfo<SimdPath>& info) {
   return zt::optim::simd_path_name(info.param);
@@ -42,7 +42,7 @@ class CpuAdamPath : public testing::TestWithParam<SimdPath> {
 };
 
 // Runs CpuAdam and torch::optim::<Opt> side by side on three groups (sizes chosen so every
-// SIMD tail length shows up) over kSteps random gradients; returns the worst relative error.
+// SIMD tail length shows up) over kAdamSteps random gradients; returns the worst relative error.
 template <typename Options, typename Opt>
 void compare_with_torch(zt::optim::ShardOptimizer& opt, torch::ScalarType half_dtype) {
   torch::manual_seed(11);
@@ -71,7 +71,7 @@ void compare_with_torch(zt::optim::ShardOptimizer& opt, torch::ScalarType half_d
   }
   Opt ref_opt(pg, Options(1e-3));
   torch::Tensor half = torch::zeros({n}, half_dtype);
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < kAdamSteps; ++s) {
     torch::Tensor grad = torch::randn({n}) * (s % 2 ? 1e-3 : 10.0);
     for (size_t i = 0; i < ref.size(); ++i) {
       ref[i].mutable_grad() = grad.narrow(0, groups[i].begin, groups[i].end - groups[i].begin);

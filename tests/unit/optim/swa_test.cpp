@@ -15,7 +15,7 @@ using zt::optim::OptimizerSpec;
 using zt::optim::SwaShardOptimizer;
 
 constexpr int64_t kNumel = 203;
-constexpr int kSteps = 12;
+constexpr int kSwaSteps = 12;
 
 std::vector<GroupRange> groups() {
   GroupRange a{3, 100, {}}, b{110, 200, {}};
@@ -31,7 +31,7 @@ OptimizerSpec spec(const std::string& type, int64_t start, int64_t freq) {
   return s;
 }
 
-// Runs kSteps steps of random gradients; returns the snapshots of master after each step.
+// Runs kSwaSteps steps of random gradients; returns the snapshots of master after each step.
 std::vector<at::Tensor> run(zt::optim::ShardOptimizer& opt, at::Tensor& master, int from, int to) {
   std::vector<at::Tensor> snaps;
   for (int t = from; t <= to; ++t) {
@@ -65,13 +65,13 @@ TEST_P(SwaTest, EqualsPlainAverageOfSnapshots) {
   torch::manual_seed(1);
   at::Tensor master = torch::randn({kNumel});
   const at::Tensor initial = master.clone();
-  std::vector<at::Tensor> snaps = run(*opt, master, 1, kSteps);
+  std::vector<at::Tensor> snaps = run(*opt, master, 1, kSwaSteps);
   const auto& swa = dynamic_cast<SwaShardOptimizer&>(*opt);
   const at::Tensor expected = plain_average(snaps, start, freq);
   EXPECT_TRUE(torch::allclose(swa.average(), expected, 1e-6, 1e-6))
       << (swa.average() - expected).abs().max().item<float>();
   int64_t n = 0;
-  for (int64_t t = 1; t <= kSteps; ++t) n += t > start && t % freq == 0;
+  for (int64_t t = 1; t <= kSwaSteps; ++t) n += t > start && t % freq == 0;
   EXPECT_EQ(swa.averaged_steps(), n);
   // Not the last master: the average really mixes several steps.
   EXPECT_GT((swa.average() - master).abs().max().item<float>(), 1e-4);
@@ -94,7 +94,7 @@ TEST(Swa, StateDictRoundTripContinuesTheAverage) {
   torch::manual_seed(1);
   at::Tensor m1 = torch::randn({kNumel});
   at::Tensor m2 = m1.clone();
-  run(*whole, m1, 1, kSteps);
+  run(*whole, m1, 1, kSwaSteps);
   // The same run, interrupted at step 7 (inside the window) and resumed from its state_dict.
   auto first = zt::optim::make_shard_optimizer(spec("AdamW", 4, 1));
   run(*first, m2, 1, 7);
@@ -103,7 +103,7 @@ TEST(Swa, StateDictRoundTripContinuesTheAverage) {
   auto second = zt::optim::make_shard_optimizer(spec("AdamW", 4, 1));
   second->load_state_dict(saved);
   EXPECT_EQ(second->step_count(), 7);
-  run(*second, m2, 8, kSteps);
+  run(*second, m2, 8, kSwaSteps);
   EXPECT_TRUE(m1.equal(m2));
   EXPECT_TRUE(dynamic_cast<SwaShardOptimizer&>(*whole).average().equal(
       dynamic_cast<SwaShardOptimizer&>(*second).average()));

@@ -604,6 +604,7 @@ TEST(AsyncCheckpoint, FailedWriteThrowsEverywhereAndKeepsLatest) {
 // NVMe as well: a load writes them back to their files). Resuming gives the same losses and
 // parameters bit for bit; the checkpoint is the same format as CPU offload's, so it loads there
 // (and CPU offload's loads with NVMe); another bucket layout takes the resharding path.
+namespace {
 namespace nvme_resume {
 
 zt::EngineOptions nvme_options(ModelKind kind, int stage, torch::ScalarType dtype, bool nvme) {
@@ -745,3 +746,4 @@ TEST(AsyncNvme, WriteStreamsTheSwapFilesAndHoldsTheNextStep) {
 }
 
 }  // namespace nvme_resume
+}  // namespace

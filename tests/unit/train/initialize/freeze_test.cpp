@@ -10,8 +10,8 @@
 namespace zt {
 namespace {
 
-struct TwoLayerImpl : torch::nn::Module {
-  TwoLayerImpl() {
+struct EmbedAndLinear : torch::nn::Module {
+  EmbedAndLinear() {
     embed = register_module("embed", torch::nn::Embedding(10, 4));
     fc = register_module("fc", torch::nn::Linear(4, 2));
   }
@@ -20,7 +20,7 @@ struct TwoLayerImpl : torch::nn::Module {
 };
 
 TEST(FreezeParameters, GlobsOverFullNames) {
-  TwoLayerImpl m;
+  EmbedAndLinear m;
   EXPECT_EQ(freeze_parameters(m, {"embed.*", "fc.b?as"}),
             (std::vector<std::string>{"embed.weight", "fc.bias"}));
   EXPECT_FALSE(m.embed->weight.requires_grad());
@@ -30,7 +30,7 @@ TEST(FreezeParameters, GlobsOverFullNames) {
 }
 
 TEST(FreezeParameters, PatternMatchingNothingIsAnError) {
-  TwoLayerImpl m;
+  EmbedAndLinear m;
   try {
     freeze_parameters(m, {"fc.*", "wte.*"});
     FAIL() << "no error";

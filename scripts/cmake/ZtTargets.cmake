@@ -16,13 +16,14 @@ function(zt_warnings target)
   endif()
 endfunction()
 
-# Unity builds of the libraries: their sources compile in batches of up to ZT_UNITY_BATCH files, so
-# LibTorch's headers (even precompiled, ZtPch.cmake) are loaded and its templates instantiated
-# once per batch rather than once per file, which is most of a first build's time on a few cores.
+# Unity builds of the libraries and test programs: their sources compile in batches of up to
+# ZT_UNITY_BATCH files, so LibTorch's headers (even precompiled, ZtPch.cmake) are loaded and its
+# templates instantiated once per batch rather than once per file, which is most of a first
+# build's time on a few cores (the test programs' objects: about half the compile time batched).
 # Sources with their own flags (the SIMD kernels of optim/) compile alone, as CMake never batches
-# a file with per-source options. File-local names must therefore be unique within a library.
+# a file with per-source options. File-local names must therefore be unique within a target.
 # ZT_UNITY=OFF compiles every file on its own (e.g. to find which file a diagnostic belongs to).
-option(ZT_UNITY "Compile each library's sources in batches (unity build)" ON)
+option(ZT_UNITY "Compile each library's and test program's sources in batches (unity build)" ON)
 set(ZT_UNITY_BATCH 8 CACHE STRING "Sources per unity batch")
 function(zt_unity target)
   if(ZT_UNITY)

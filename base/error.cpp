@@ -45,6 +45,18 @@ std::string first_line(const std::string& message) {
   return message.substr(0, message.find('\n'));
 }
 
+std::string error_headline(const std::string& message) {
+  const std::string first = first_line(message);
+  if (first.rfind("The following operation failed in the TorchScript interpreter", 0) != 0) {
+    return first;
+  }
+  size_t end = message.find_last_not_of(" \n");
+  if (end == std::string::npos) return first;
+  const size_t newline = message.rfind('\n', end);
+  const size_t start = newline == std::string::npos ? 0 : newline + 1;
+  return message.substr(start, end + 1 - start);
+}
+
 Error::Error(ErrorKind kind, std::string message, const char* file, int line)
     : std::runtime_error(located(message, file, line, process_rank())),
       kind_(kind),

@@ -46,6 +46,10 @@ void set_process_rank(int rank);
 // The first line of a message: a LibTorch error's what() goes on with its backtrace, which a
 // one-line error leaves out.
 std::string first_line(const std::string& message);
+// The line of an exception's message that names what went wrong: its first line, except for an
+// error raised inside TorchScript code, whose first line only says so and whose last line holds
+// the error itself ("RuntimeError: ...").
+std::string error_headline(const std::string& message);
 
 namespace detail {
 

@@ -1,13 +1,15 @@
 #pragma once
 // zt::run_main: the catch-all every zerotorch program wraps its main in. Any exception becomes
 // one line on stderr (`<program>: error: <message>`) and exit code 1; a LibTorch error's
-// backtrace is cut to its first line, since users need the culprit, not our stack. In a job whose
+// backtrace is cut to its headline (error_headline, base/error.h), since users need the culprit,
+// not our stack. In a job whose
 // backend can stop every rank at once (MPI_Abort), it then does so (fatal_exit.h).
 
 #include <cstdio>
 #include <exception>
 #include <string>
 
+#include "base/error.h"
 #include "base/fatal_exit.h"
 
 namespace zt {
@@ -17,9 +19,7 @@ int run_main(const char* program, Fn&& body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    auto nl = what.find('\n');
-    if (nl != std::string::npos) what.resize(nl);
+    const std::string what = error_headline(e.what());
     std::fprintf(stderr, "%s: error: %s\n", program, what.c_str());
     std::fflush(stderr);
     call_fatal_exit_hook(1);

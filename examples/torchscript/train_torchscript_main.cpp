@@ -44,13 +44,15 @@ Dataset load_dataset(const std::string& path) {
 }
 
 // Mean loss over the whole dataset (every rank computes the same value; under stage 3 the
-// forward runs inside engine.forward, which gathers the parameters).
-double full_loss(Engine& engine, JitModuleAdapter& model, const Dataset& d) {
+// forward runs inside engine.forward, which gathers the parameters). The dataset stays on the
+// host; what a forward reads goes to the model's device.
+double full_loss(Engine& engine, JitModuleAdapter& model, const Dataset& d,
+                 const c10::Device& device) {
   engine.eval();
   torch::NoGradGuard no_grad;
   double loss = 0;
   engine.forward([&] {
-    loss = model->call("loss", {d.x, d.y}).item<double>();
+    loss = model->call("loss", {d.x.to(device), d.y.to(device)}).item<double>();
     return torch::Tensor();
   });
   engine.train();
@@ -80,7 +82,7 @@ int train(int argc, char** argv) {
   // No units: at stage 3 the whole module is the root unit, gathered inside engine.forward.
   Training t = initialize(std::move(launch), model.ptr());
   TrainingRun run(t, a);
-  const double before = full_loss(*t.engine, model, data);
+  const double before = full_loss(*t.engine, model, data, t.device);
   ZT_LOG_INFO("loss on the whole dataset before training: ", before);
   const int64_t micro = t.config.train_micro_batch_size_per_gpu;
   const int64_t per_step = micro * t.config.gradient_accumulation_steps * t.comm->size();
@@ -96,7 +98,8 @@ int train(int argc, char** argv) {
       const int64_t begin = (m * t.comm->size() + t.comm->rank()) * micro;
       torch::Tensor idx = order.narrow(0, begin, micro);
       torch::Tensor loss = t.engine->forward([&] {
-        return model->call("loss", {data.x.index_select(0, idx), data.y.index_select(0, idx)});
+        return model->call("loss", {data.x.index_select(0, idx).to(t.device),
+                                    data.y.index_select(0, idx).to(t.device)});
       });
       t.engine->backward(loss);
       t.engine->step();
@@ -107,12 +110,17 @@ int train(int argc, char** argv) {
                          t.engine->memory().model_state_bytes(), " B/rank");
     });
   }
-  const double after = full_loss(*t.engine, model, data);
+  const double after = full_loss(*t.engine, model, data, t.device);
   ZT_LOG_INFO("loss on the whole dataset after training: ", after, " (before: ", before, ")");
   {
-    // Full values on every rank (a collective at stage 3); rank 0 writes them.
+    // Full values on every rank (a collective at stage 3); rank 0 writes them, from the host so
+    // that the file loads anywhere, as the fixture it was made from.
     Engine::GatheredParameters full(*t.engine);
-    if (t.comm->rank() == 0) model->jit().save(a.out_dir + "/trained.pt");
+    if (t.comm->rank() == 0) {
+      torch::jit::Module host = model->jit().clone();
+      host.to(torch::kCPU);
+      host.save(a.out_dir + "/trained.pt");
+    }
   }
   run.write_summary({{"stage", double(t.config.zero_optimization.stage)},
                      {"loss_before", before},

@@ -66,6 +66,14 @@ train plain --set model.activation_checkpointing=false
 # The same import whole at stage 0: every rank of the stage-3 run read its own shards' values, so
 # the validation loss before training is the same.
 train z0 --set zero_optimization.stage=0 --set model.activation_checkpointing=false
+# On the test device (ZT_TEST_DEVICE, set where it is built): the same stage-3 run, the same
+# losses (the device runs the CPU's kernels on the same operands: only their order of operations
+# may differ).
+if [ -n "${ZT_TEST_DEVICE:-}" ] && [ "$type" = bert ]; then
+  train device --device "$ZT_TEST_DEVICE"
+  grep -q "device: $ZT_TEST_DEVICE:0" "$out/device.log" || { echo "no device line"; exit 1; }
+  "$python" "$here/same_losses.py" "$out/train" "$out/device" 1e-5
+fi
 "$python" - "$out"/{train,z0} <<'PY'
 import json, sys
 a, b = (json.load(open(f"{d}/summary.json"))["valid_loss_before"] for d in sys.argv[1:])

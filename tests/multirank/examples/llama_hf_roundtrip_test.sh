@@ -43,6 +43,17 @@ grep -q '"checkpointed_calls_per_forward": *2[,}]' "$out/z3/summary.json" ||
 "$bin/zt-export-hf-llama" "$out/z3/ckpt" "$out/z3/hf"
 "$tools/zt_llama_logits" "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 $check logits "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
+# On the test device (ZT_TEST_DEVICE, set where it is built; one architecture suffices): the same
+# run exports the same weights (attention there takes PyTorch's math path, the CPU a fused
+# kernel, so the last bits may differ).
+if [ -n "${ZT_TEST_DEVICE:-}" ] && [ "$arch" = llama ]; then
+  train 2 device --set model.activation_checkpointing=true --device "$ZT_TEST_DEVICE" 2>&1 |
+    tee "$out/device.log"
+  grep -q "device: $ZT_TEST_DEVICE:0" "$out/device.log" || { echo "no device line"; exit 1; }
+  "$python" "$here/same_losses.py" "$out/z3" "$out/device" 1e-5
+  "$bin/zt-export-hf-llama" "$out/device/ckpt" "$out/device/hf"
+  $check same "$out/device/hf" "$out/z3/hf" 2e-5
+fi
 # The same from pytorch_model.bin (read whole, then into the shards): the same weights.
 init="$out/in_bin" train 2 z3bin --set model.activation_checkpointing=true
 "$bin/zt-export-hf-llama" "$out/z3bin/ckpt" "$out/z3bin/hf"

@@ -1,5 +1,7 @@
 #include "base/error.h"
 
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "base/main_guard.h"
@@ -49,6 +51,26 @@ TEST(Error, RunMainTurnsExceptionsIntoOneLineAndExitOne) {
   EXPECT_EQ(err.rfind("prog: error: bad shard file x.bin", 0), 0u) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_EQ(zt::run_main("prog", [] { return 0; }), 0);
+}
+
+// What torch::jit::Module::forward throws for an error inside scripted code (LibTorch 2.11): the
+// headline is the error itself, not the interpreter's preamble.
+TEST(Error, TorchScriptErrorsAreHeadedByTheirLastLine) {
+  const std::string scripted =
+      "The following operation failed in the TorchScript interpreter.\n"
+      "Traceback of TorchScript, serialized code (most recent call last):\n"
+      "  File \"code/__torch__.py\", line 9, in forward\n"
+      "    return torch.sum(torch.mm(x, y))\n"
+      "                     ~~~~~~~~ <--- HERE\n"
+      "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)\n";
+  EXPECT_EQ(zt::error_headline(scripted),
+            "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)");
+  EXPECT_EQ(zt::error_headline("bad shard file x.bin\nsecond line"), "bad shard file x.bin");
+  EXPECT_EQ(zt::error_headline("one line"), "one line");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(zt::run_main("prog", [&]() -> int { throw std::runtime_error(scripted); }), 1);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "prog: error: RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)\n");
 }
 
 }  // namespace

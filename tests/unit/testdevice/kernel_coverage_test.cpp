@@ -6,8 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Reduction.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "device_fixture.h"
 
@@ -73,6 +76,31 @@ TEST_F(KernelCoverage, EveryOpWithACpuKernelRunsItOnTheDevice) {
     }
   }
   EXPECT_TRUE(decomposed.empty()) << "add to testdevice/host_kernels.cpp:" << join(decomposed);
+}
+
+// Collects the warnings LibTorch raises while it is installed.
+class Warnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { messages.push_back(warning.msg()); }
+  std::vector<std::string> messages;
+};
+
+// The regression losses the example programs train with: the device's value is the CPU kernel's,
+// bit for bit, and computing it raises no warning (LibTorch's own wrapper for the device called
+// the out= form, whose CPU kernel warned of a resized output on every call).
+TEST_F(KernelCoverage, LossesEqualTheCpusWithoutWarnings) {
+  torch::manual_seed(0);
+  const at::Tensor input = torch::randn({16}), target = torch::randn({16});
+  Warnings warnings;
+  {
+    c10::WarningUtils::WarningHandlerGuard guard(&warnings);
+    for (int64_t reduction : {at::Reduction::Mean, at::Reduction::Sum, at::Reduction::None}) {
+      const at::Tensor on_device = at::mse_loss(input.to(dev()), target.to(dev()), reduction);
+      EXPECT_TRUE(torch::equal(on_device.cpu(), at::mse_loss(input, target, reduction)))
+          << "reduction " << reduction;
+    }
+  }
+  EXPECT_TRUE(warnings.messages.empty()) << warnings.messages.front();
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ std::string error_headline(const std::string& message) {
   if (first.rfind("The following operation failed in the TorchScript interpreter", 0) != 0) {
     return first;
   }
-  size_t end = message.find_last_not_of(" \n");
+  const size_t end = message.find_last_not_of(" \n");
   if (end == std::string::npos) return first;
   const size_t newline = message.rfind('\n', end);
   const size_t start = newline == std::string::npos ? 0 : newline + 1;

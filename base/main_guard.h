@@ -2,8 +2,8 @@
 // zt::run_main: the catch-all every zerotorch program wraps its main in. Any exception becomes
 // one line on stderr (`<program>: error: <message>`) and exit code 1; a LibTorch error's
 // backtrace is cut to its headline (error_headline, base/error.h), since users need the culprit,
-// not our stack. In a job whose
-// backend can stop every rank at once (MPI_Abort), it then does so (fatal_exit.h).
+// not our stack. In a job whose backend can stop every rank at once (MPI_Abort), it then does so
+// (fatal_exit.h).
 
 #include <cstdio>
 #include <exception>

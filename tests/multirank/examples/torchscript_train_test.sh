@@ -8,21 +8,20 @@ bin="$1"; work="$2"; python="$3"; config="$4"; stage="$5"
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 out="$work/stage$stage"
 steps=15
-rm -rf "$out"
-"$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_torchscript" --config "$config" \
-  --model "$work/model.pt" --data "$work/data.pt" --steps $steps --out-dir "$out" \
-  --set zero_optimization.stage="$stage" --set steps_per_print=5
+run() {  # run OUT [args...]
+  rm -rf "$1"
+  "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_torchscript" --config "$config" \
+    --model "$work/model.pt" --data "$work/data.pt" --steps $steps --out-dir "$1" \
+    --set zero_optimization.stage="$stage" --set steps_per_print=5 "${@:2}"
+}
+run "$out"
 "$python" "$src/examples/torchscript/check_trained.py" "$work" "$out"
 # At stage 3, the same run on the test device (ZT_TEST_DEVICE, set where it is built): the same
 # losses.
 if [ -n "${ZT_TEST_DEVICE:-}" ] && [ "$stage" = 3 ]; then
-  rm -rf "$out.device"
-  "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_torchscript" --config "$config" \
-    --model "$work/model.pt" --data "$work/data.pt" --steps $steps --out-dir "$out.device" \
-    --set zero_optimization.stage="$stage" --set steps_per_print=5 \
-    --device "$ZT_TEST_DEVICE" 2>&1 | tee "$work/device.log"
-  grep -q "device: $ZT_TEST_DEVICE:0" "$work/device.log" || { echo "no device line"; exit 1; }
-  "$python" "$src/tests/multirank/examples/same_losses.py" "$out" "$out.device" 1e-5
+  run "$out.device" --device "$ZT_TEST_DEVICE" 2>&1 | tee "$work/device.log"
+  "$python" "$src/tests/multirank/examples/same_losses.py" "$out" "$out.device" 1e-5 \
+    "$work/device.log" "$ZT_TEST_DEVICE"
   "$python" "$src/examples/torchscript/check_trained.py" "$work" "$out.device"
 fi
 "$python" - "$out/metrics.jsonl" $steps <<'PY'

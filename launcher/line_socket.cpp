@@ -47,6 +47,15 @@ int try_connect(const std::string& host, int port, int timeout_ms) {
       if (::poll(&p, 1, timeout_ms) == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
       rc = err == 0 ? 0 : -1;
     }
+    // With nobody listening on a local port, the kernel can pick that very port as the source and
+    // "connect" the socket to itself (TCP simultaneous open); the socket then holds the port that
+    // node 0 is about to listen on. It counts as not yet connected, and a reset (linger 0) rather
+    // than a FIN handshake frees the port at once.
+    if (rc == 0 && is_self_connection(fd)) {
+      const linger reset{1, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+      rc = -1;
+    }
     if (rc != 0) {
       ::close(fd);
       fd = -1;
@@ -54,6 +63,18 @@ int try_connect(const std::string& host, int port, int timeout_ms) {
   }
   ::freeaddrinfo(res);
   return fd;
+}
+
+bool is_self_connection(int fd) {
+  sockaddr_storage local{};
+  sockaddr_storage peer{};
+  socklen_t local_len = sizeof(local);
+  socklen_t peer_len = sizeof(peer);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return false;
+  }
+  return local_len == peer_len && std::memcmp(&local, &peer, local_len) == 0;
 }
 
 namespace {

@@ -15,6 +15,9 @@ void send_line(int fd, const std::string& line);
 // or -1.
 int try_connect(const std::string& host, int port, int timeout_ms);
 
+// Whether the connected socket `fd` is connected to itself (same local and peer address and port).
+bool is_self_connection(int fd);
+
 // A listening socket on `port` of every local address (the wildcard), or -1 with errno set.
 int listen_on(int port, int backlog);
 

@@ -176,6 +176,23 @@ def _release_engines_at_exit():
 atexit.register(_release_engines_at_exit)
 
 
+def _stop_the_job_on_an_uncaught_error(kind, value, traceback):
+    """An exception nobody caught ends the job, as a failed rank of the C++ programs does
+    (base/main_guard.h): after the traceback is printed, the job-wide stop runs (MPI_Abort under
+    the MPI runtime, with the flight recorder's dump first). Without it, this rank would wait in
+    MPI_Finalize at exit for peers that wait for it in a collective: the job would hang instead
+    of failing. With a backend that needs no such stop (gloo, NCCL), the process exits as usual
+    and the launcher stops the others."""
+    _previous_excepthook(kind, value, traceback)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    _C.stop_job(1)
+
+
+_previous_excepthook = sys.excepthook
+sys.excepthook = _stop_the_job_on_an_uncaught_error
+
+
 def _device_kind(module):
     """What ``ZeroEngine`` resolves when no device is given: "auto" (the local rank's GPU if one
     is visible, else the CPU) for a module on the host, the kind of device it is on otherwise."""

@@ -4,19 +4,21 @@ single-process torch.optim.AdamW training on the same global batches (fp32, atol
 config leaves parameter groups to DeepSpeed's default: torch.optim.AdamW over model.parameters()
 decays every parameter, biases and norms included, and so must the engine.
 
-usage: engine_equivalence.py STAGE ACCUMULATION CLIP CHECKPOINT_DIR [decoupled]
+usage: engine_equivalence.py STAGE ACCUMULATION CLIP CHECKPOINT_DIR [decoupled] [+ STAGE ...]
+Several cases separated by "+" run in the same ranks (case_list.py); each prints its own "equal"
+line.
 
 decoupled: the checkpoint is saved in the background (checkpoint.writer.decoupled) while the
 next step trains; it must resume the same way, and be `latest` once committed.
 """
 
 import copy
-import sys
 
 import torch
 import torch.nn.functional as F
 
 import zerotorch
+from case_list import run_each
 
 STEPS, MICRO, LR, WD = 4, 3, 1e-2, 0.01
 
@@ -49,9 +51,9 @@ def config(stage, acc, clip, world, decoupled=False):
     }
 
 
-def main():
-    stage, acc, clip, ckpt = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-    decoupled = sys.argv[5:] == ["decoupled"]
+def run_case(argv):
+    stage, acc, clip, ckpt = int(argv[0]), int(argv[1]), float(argv[2]), argv[3]
+    decoupled = argv[4:] == ["decoupled"]
     torch.manual_seed(0)
     model = Net()
     reference = copy.deepcopy(model)
@@ -106,8 +108,9 @@ def main():
     second = one_step()
     for a, b in zip(first, second):
         assert torch.equal(a, b)
-    print(f"rank {rank}: stage {stage} accumulation {acc} clip {clip}: equal", flush=True)
+    engine.destroy()
+    print(f"rank {rank}: {' '.join(argv)}: equal", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    run_each(run_case)

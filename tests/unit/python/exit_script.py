@@ -1,7 +1,8 @@
 """A DeepSpeed-style script (``import zerotorch as deepspeed``) that trains one step at ZeRO
-stage 3 and then ends as argv[1] says: "return" (falls off the end), "exit" (sys.exit(3)) or
-"raise" (an uncaught exception). It never tears the engine down itself: the package must, so
-that the rank ends with the script's own status, never an abort."""
+stage 3 and then ends as argv[1] says: "return" (falls off the end), "exit" (sys.exit(3)),
+"raise" (an uncaught exception) or "raise_one" (rank 1 raises while the others go on to a step
+that waits for it). It never tears the engine down itself: the package must, so that the rank
+ends with the script's own status, never an abort."""
 
 import sys
 
@@ -25,3 +26,8 @@ if how == "exit":
     sys.exit(3)
 if how == "raise":
     raise RuntimeError("the script's own error")
+if how == "raise_one":
+    if engine.global_rank == 1:
+        raise RuntimeError("the script's own error")
+    engine.backward(engine(torch.randn(2, 8)).square().mean())
+    engine.step()

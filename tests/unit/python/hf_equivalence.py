@@ -9,7 +9,9 @@ backward rounding allows, stated below. Then, when asked: a checkpoint resumes b
 the 16-bit model reloads with ``from_pretrained``; ``GatheredParameters(modifier_rank=0)``
 changes a weight on every rank.
 
-usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...]
+usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...] [+ MODEL STAGE ...]
+  Several cases separated by "+" run in the same ranks (case_list.py); each prints its own
+  "equal" line.
   MODEL llama|gpt2, DTYPE fp32|bf16|fp16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
   GC none|nonreentrant|reentrant (gradient_checkpointing_enable), OUT a scratch directory,
   checks: resume, save16, modify; decoupled: the resume check saves in the background
@@ -24,12 +26,12 @@ usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...]
 
 import copy
 import os
-import sys
 import types
 
 import torch
 
 import zerotorch
+from case_list import run_each
 
 STEPS, MICRO, SEQ, VOCAB, LR, WD = 4, 2, 12, 96, 2e-3, 0.01
 
@@ -85,10 +87,10 @@ def ds_config(stage, dtype, offload, nvme_dir, decoupled=False, qfrozen=False):
     }
 
 
-def main():
-    kind, stage, acc, dtype, offload, gc, out = sys.argv[1:8]
+def run_case(argv):
+    kind, stage, acc, dtype, offload, gc, out = argv[:7]
     stage, acc = int(stage), int(acc)
-    checks = set(sys.argv[8:])
+    checks = set(argv[7:])
     world = int(os.environ.get("WORLD_SIZE", "1"))
     os.makedirs(os.path.join(out, "nvme"), exist_ok=True)
     model = tiny(kind)
@@ -242,8 +244,9 @@ def main():
         engine.backward(engine(input_ids=ids, labels=ids).loss)
         with zerotorch.zero.GatheredParameters([p]):
             assert bool((p.detach() == 0.25).all()), name
-    print(f"rank {rank}: {' '.join(sys.argv[1:8])}: equal", flush=True)
+    engine.destroy()
+    print(f"rank {rank}: {' '.join(argv)}: equal", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    run_each(run_case)

@@ -9,6 +9,7 @@ error."""
 import os
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
 
@@ -18,96 +19,160 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ZTRUN = os.path.join(os.environ.get("ZT_BINARY_DIR", ""), "bin", "ztrun")
 
 
-def run_ranks(world, *args, tmp_path, script="engine_equivalence.py", tail=("ckpt",), extra=()):
+def run_ranks(world, script, *args):
     """Runs `script` on `world` ranks under ztrun; each rank prints ": equal" when its checks
     held."""
     cmd = [ZTRUN, "--standalone", "--nproc-per-node", str(world), sys.executable,
-           os.path.join(HERE, script), *map(str, args), *[str(tmp_path / t) for t in tail],
-           *extra]
+           os.path.join(HERE, script), *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.count(": equal") == world, r.stdout[-2000:]
 
 
-def run_hf(world, model, stage, acc, dtype="fp32", offload="none", gc="none", checks=(),
-           tmp_path=None):
-    import shutil
-    if shutil.which("ztrun") is None and not os.path.exists(ZTRUN):
+class EqCase(NamedTuple):
+    """One engine_equivalence.py case."""
+    world: int
+    stage: int
+    acc: int = 1
+    clip: float = 0.0
+    decoupled: bool = False
+    script = "engine_equivalence.py"
+
+    def argv(self, out):
+        return [str(self.stage), str(self.acc), str(self.clip), str(out / "ckpt"),
+                *(["decoupled"] if self.decoupled else [])]
+
+    def __str__(self):
+        return f"s{self.stage}-w{self.world}-a{self.acc}-c{self.clip}" + (
+            "-decoupled" if self.decoupled else "")
+
+
+class HfCase(NamedTuple):
+    """One hf_equivalence.py case."""
+    world: int
+    model: str
+    stage: int
+    acc: int
+    dtype: str = "fp32"
+    offload: str = "none"
+    gc: str = "none"
+    checks: tuple = ()
+    script = "hf_equivalence.py"
+
+    def argv(self, out):
+        return [self.model, str(self.stage), str(self.acc), self.dtype, self.offload, self.gc,
+                str(out), *self.checks]
+
+    def __str__(self):
+        return "-".join([self.model, f"s{self.stage}", f"w{self.world}", f"a{self.acc}",
+                         self.dtype, self.offload, self.gc, *self.checks])
+
+
+class Launches:
+    """Runs the selected cases of one script and rank count in a single ztrun launch, the first
+    time a test asks for one of them (case_list.py): each launch starts an interpreter and imports
+    torch (and transformers) in every rank, most of a case's time. A case passes when each rank
+    printed its "equal" line; a case that fails ends its launch, and the cases after it in that
+    launch fail as not run, with the launch's output."""
+
+    def __init__(self, session, tmp_path_factory):
+        self.selected = [item.callspec.params["case"] for item in session.items
+                         if "case" in getattr(getattr(item, "callspec", None), "params", {})]
+        self.factory = tmp_path_factory
+        self.results = {}  # (script, world) -> (returncode, output, {case: scratch dir})
+
+    def check(self, case):
+        key = (case.script, case.world)
+        if key not in self.results:
+            cases = [c for c in self.selected if (c.script, c.world) == key] or [case]
+            dirs = {c: self.factory.mktemp(str(c)) for c in cases}
+            argv = []
+            for c in cases:
+                argv += ["+", *c.argv(dirs[c])]
+            cmd = [ZTRUN, "--standalone", "--nproc-per-node", str(case.world), sys.executable,
+                   os.path.join(HERE, case.script), *argv[1:]]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=150 * len(cases))
+            self.results[key] = (r.returncode, r.stdout + r.stderr, dirs)
+        returncode, output, dirs = self.results[key]
+        line = f"{' '.join(case.argv(dirs[case]))}: equal"
+        assert output.count(line) == case.world, (
+            f"{case}: no \"equal\" line from every rank; its launch exited {returncode}:\n"
+            f"{output[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def launches(request, tmp_path_factory):
+    if not os.path.exists(ZTRUN):
         pytest.fail("ztrun not built")
-    cmd = [ZTRUN, "--standalone", "--nproc-per-node", str(world), sys.executable,
-           os.path.join(HERE, "hf_equivalence.py"), model, str(stage), str(acc), dtype, offload,
-           gc, str(tmp_path), *checks]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert r.stdout.count(": equal") == world, r.stdout[-2000:]
+    return Launches(request.session, tmp_path_factory)
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2, 3])
-@pytest.mark.parametrize("world", [1, 2])
-def test_stages_train_like_torch_adamw(stage, world, tmp_path):
-    run_ranks(world, stage, 1, 0.0, tmp_path=tmp_path)
+def cases(kind, *args):
+    return pytest.mark.parametrize("case", [kind(*a) for a in args], ids=str)
 
 
-@pytest.mark.parametrize("stage", [0, 2, 3])
-def test_accumulation_and_clipping(stage, tmp_path):
-    run_ranks(2, stage, 3, 0.05, tmp_path=tmp_path)
+@cases(EqCase, *[(world, stage) for world in [1, 2] for stage in [0, 1, 2, 3]])
+def test_stages_train_like_torch_adamw(case, launches):
+    launches.check(case)
+
+
+@cases(EqCase, *[(2, stage, 3, 0.05) for stage in [0, 2, 3]])
+def test_accumulation_and_clipping(case, launches):
+    launches.check(case)
 
 
 # checkpoint.writer.decoupled: a background save resumes bit-identically and becomes `latest`.
-@pytest.mark.parametrize("stage", [1, 3])
-def test_async_checkpoint_resumes(stage, tmp_path):
-    run_ranks(2, stage, 1, 0.0, tmp_path=tmp_path, extra=("decoupled",))
+@cases(EqCase, *[(2, stage, 1, 0.0, True) for stage in [1, 3]])
+def test_async_checkpoint_resumes(case, launches):
+    launches.check(case)
 
 
-# Hugging Face models: (model, stage, world, accumulation), fp32 within 1e-5 of torch's AdamW.
-@pytest.mark.parametrize("model,stage,world,acc", [
-    ("llama", 0, 2, 1), ("llama", 1, 1, 3), ("llama", 2, 3, 3), ("llama", 3, 1, 1),
-    ("llama", 3, 3, 1), ("gpt2", 0, 1, 3), ("gpt2", 2, 2, 1), ("gpt2", 3, 2, 3)])
-def test_hf_models_train_like_torch_adamw(model, stage, world, acc, tmp_path):
-    run_hf(world, model, stage, acc, tmp_path=tmp_path)
+# Hugging Face models: (world, model, stage, accumulation), fp32 within 1e-5 of torch's AdamW.
+@cases(HfCase, (2, "llama", 0, 1), (1, "llama", 1, 3), (3, "llama", 2, 3), (1, "llama", 3, 1),
+               (3, "llama", 3, 1), (1, "gpt2", 0, 3), (2, "gpt2", 2, 1), (2, "gpt2", 3, 3))
+def test_hf_models_train_like_torch_adamw(case, launches):
+    launches.check(case)
 
 
-def test_hf_stage3_resumes_saves_16bit_and_modifies(tmp_path):
-    run_hf(2, "llama", 3, 3, checks=("resume", "save16", "modify"), tmp_path=tmp_path)
+@cases(HfCase, (2, "llama", 3, 3, "fp32", "none", "none", ("resume", "save16", "modify")),
+               (2, "gpt2", 2, 1, "fp32", "none", "none", ("resume", "save16", "modify")))
+def test_hf_resumes_saves_16bit_and_modifies(case, launches):
+    launches.check(case)
 
 
-def test_hf_stage2_saves_16bit_and_resumes(tmp_path):
-    run_hf(2, "gpt2", 2, 1, checks=("resume", "save16", "modify"), tmp_path=tmp_path)
+@cases(HfCase, (2, "llama", 3, 1, "bf16", "none", "none", ("resume", "save16")),
+               (2, "gpt2", 2, 3, "fp16", "none", "none", ("resume",)))
+def test_hf_half_precision(case, launches):
+    launches.check(case)
 
 
-def test_hf_bf16(tmp_path):
-    run_hf(2, "llama", 3, 1, dtype="bf16", checks=("resume", "save16"), tmp_path=tmp_path)
-
-
-def test_hf_fp16(tmp_path):
-    run_hf(2, "gpt2", 2, 3, dtype="fp16", checks=("resume",), tmp_path=tmp_path)
-
-
-@pytest.mark.parametrize("stage,offload", [(2, "cpu"), (3, "cpu_all"), (3, "nvme"),
-                                           (3, "nvme_all")])
-def test_hf_offload(stage, offload, tmp_path):
-    run_hf(2, "llama", stage, 1, offload=offload, checks=("resume",), tmp_path=tmp_path)
+@cases(HfCase, *[(2, "llama", stage, 1, "fp32", offload, "none", ("resume",)) for stage, offload
+                 in [(2, "cpu"), (3, "cpu_all"), (3, "nvme"), (3, "nvme_all")]])
+def test_hf_offload(case, launches):
+    launches.check(case)
 
 
 # A background save with the optimizer state in NVMe swap files: the write streams the files
 # while the next step runs, and the checkpoint still resumes bit-identically.
-def test_hf_nvme_async_checkpoint(tmp_path):
-    run_hf(2, "llama", 3, 1, offload="nvme", checks=("resume", "decoupled"), tmp_path=tmp_path)
+@cases(HfCase, (2, "llama", 3, 1, "fp32", "nvme", "none", ("resume", "decoupled")))
+def test_hf_nvme_async_checkpoint(case, launches):
+    launches.check(case)
 
 
-@pytest.mark.parametrize("model,gc", [("llama", "nonreentrant"), ("gpt2", "reentrant")])
-def test_hf_stage3_gradient_checkpointing(model, gc, tmp_path):
-    run_hf(2, model, 3, 3, gc=gc, tmp_path=tmp_path)
+@cases(HfCase, (2, "llama", 3, 3, "fp32", "none", "nonreentrant"),
+               (2, "gpt2", 3, 3, "fp32", "none", "reentrant"))
+def test_hf_stage3_gradient_checkpointing(case, launches):
+    launches.check(case)
 
 
 # LoRA-shaped freezing at stage 3: frozen shards gathered and released with their units (some
 # units frozen whole); with zero_quantized_nontrainable_weights, int8 shards within their bound,
 # and a checkpoint still resumes bit-identically.
-@pytest.mark.parametrize("model,checks", [("llama", ("lora", "resume")),
-                                          ("gpt2", ("lora",)),
-                                          ("llama", ("lora", "qfrozen", "resume"))])
-def test_hf_stage3_frozen(model, checks, tmp_path):
-    run_hf(2, model, 3, 1, checks=checks, tmp_path=tmp_path)
+@cases(HfCase, (2, "llama", 3, 1, "fp32", "none", "none", ("lora", "resume")),
+               (2, "gpt2", 3, 1, "fp32", "none", "none", ("lora",)),
+               (2, "llama", 3, 1, "fp32", "none", "none", ("lora", "qfrozen", "resume")))
+def test_hf_stage3_frozen(case, launches):
+    launches.check(case)
 
 
 def test_client_optimizer_is_refused():
@@ -287,7 +352,7 @@ def test_checkpoints_move_between_train_gpt_and_python(tmp_path):
 
 
 def test_init_distributed_under_ztrun_and_plain_mpirun():
-    run_ranks(2, tmp_path=None, script="dist_interop.py", tail=())
+    run_ranks(2, "dist_interop.py")
     import shutil
     mpirun = shutil.which("mpirun")
     if mpirun is None:
@@ -488,6 +553,8 @@ def test_a_transformers_model_trains_on_the_test_device_as_on_the_cpu():
 # A rank ends with its script's own status however the script ends, also when it never tears the
 # engine down (zerotorch frees live engines before the interpreter finalizes): never an abort
 # ("terminate called without an active exception"), under ztrun and torchrun, two ranks, repeated.
+# An uncaught error on one rank ends the job while the other waits for it in a collective (the
+# MPI runtime's exit would otherwise wait in MPI_Finalize for that rank: a hang).
 @pytest.mark.parametrize("launcher", ["ztrun", "torchrun"])
 def test_ranks_exit_with_the_scripts_status(launcher, tmp_path):
     script = os.path.join(HERE, "exit_script.py")
@@ -496,7 +563,7 @@ def test_ranks_exit_with_the_scripts_status(launcher, tmp_path):
     else:
         base = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", "2", script]
-    for how in ["return"] * 4 + ["exit", "raise"]:
+    for how in ["return"] * 4 + ["exit", "raise", "raise_one"]:
         r = subprocess.run(base + [how], capture_output=True, text=True, timeout=120,
                            cwd=tmp_path)
         out = r.stdout + r.stderr
@@ -506,5 +573,5 @@ def test_ranks_exit_with_the_scripts_status(launcher, tmp_path):
             assert r.returncode == 0, (how, out[-3000:])
         else:
             assert r.returncode != 0, (how, out[-3000:])
-        if how == "raise":
+        if how.startswith("raise"):
             assert "the script's own error" in out, out[-3000:]

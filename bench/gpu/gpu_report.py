@@ -52,7 +52,7 @@ def print_checks(checks, unreadable):
     for c in checks:
         name = str(c.get("check", "?"))
         if check_passed(c):
-            print(f"  {name:<22} PASS")
+            print(f"  {name:<22} {'SKIP' if c.get('skipped') else 'PASS'}")
             continue
         error = str(c.get("error", "")) or "failed without a message"
         head, sep, cases = error.partition(" cases failed: ")

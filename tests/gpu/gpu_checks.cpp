@@ -11,6 +11,7 @@
 #include <system_error>
 #include <vector>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include "base/cuda_plugin.h"
@@ -25,7 +26,10 @@
 namespace zt::gpu_checks {
 namespace {
 
-const torch::Device kGpu(torch::kCUDA, 0);
+c10::Device& target() {
+  static c10::Device d(c10::kCUDA, 0);
+  return d;
+}
 
 // The cases of one check. The device window is short and rare, so a check reports every failing
 // case of a run, not the first: each case runs until its own first error, and finish() then throws
@@ -80,10 +84,12 @@ void expect_close(const std::string& what, const torch::Tensor& a, const torch::
            y.view({-1})[worst].item<double>(), " (rtol ", rtol, ", atol ", atol, ")");
 }
 
-std::shared_ptr<dist::Communicator> nccl_one_rank() {
+// The device's own backend ("auto": nccl on CUDA; gloo or MPI behind a StagingCommunicator on
+// another accelerator).
+std::shared_ptr<dist::Communicator> one_rank_comm() {
   dist::CommOptions o;
-  o.backend = "nccl";
-  o.cuda = true;
+  o.cuda = device().is_cuda();
+  o.device = device();
   // Short: a hung NCCL initialisation must fail the check well inside the GPU window.
   o.timeout = std::chrono::seconds(30);
   return dist::create_communicator(o, dist::Env{});
@@ -92,16 +98,18 @@ std::shared_ptr<dist::Communicator> nccl_one_rank() {
 // ---- nccl_one_rank ---------------------------------------------------------------------------
 
 void check_nccl() {
-  auto comm = nccl_one_rank();
-  ZT_CHECK(comm->size() == 1 && comm->rank() == 0 && comm->backend() == "nccl",
-           "nccl communicator is rank ", comm->rank(), " of ", comm->size());
+  auto comm = one_rank_comm();
+  ZT_CHECK(comm->size() == 1 && comm->rank() == 0, comm->backend(), " communicator is rank ",
+           comm->rank(), " of ", comm->size());
+  ZT_CHECK(!device().is_cuda() || comm->backend() == "nccl", "the backend on CUDA is ",
+           comm->backend(), ", not nccl");
   Cases cases;
   for (auto type : {torch::kFloat, torch::kHalf, torch::kBFloat16, torch::kInt, torch::kLong}) {
     const std::string name = c10::toString(type);
     cases.run(name, [&] {
       const int64_t n = 1 << 20;
       torch::Tensor ref = (torch::arange(n, torch::kLong) % 7 + 1).to(type);
-      torch::Tensor t = ref.to(kGpu);
+      torch::Tensor t = ref.to(device());
       comm->all_reduce(t, dist::ReduceOp::kSum)->wait();
       ZT_CHECK(torch::equal(t.cpu(), ref), "all_reduce of one rank changed values");
       torch::Tensor out = torch::empty({n}, t.options());
@@ -117,7 +125,7 @@ void check_nccl() {
   // Stream order: the collective runs on the communicator's stream; after wait(), a kernel on
   // the current stream must see its result, with no host synchronisation in between.
   cases.run("stream order", [&] {
-    torch::Tensor big = torch::ones({1 << 24}, torch::TensorOptions().device(kGpu));
+    torch::Tensor big = torch::ones({1 << 24}, torch::TensorOptions().device(device()));
     big.mul_(3);
     auto work = comm->all_reduce(big, dist::ReduceOp::kSum);
     work->wait();
@@ -177,9 +185,9 @@ void check_fused_adam() {
   auto groups = test_groups(n);
   const torch::Tensor in_group = grouped_mask(groups, n);
   torch::Tensor master = torch::randn({n});
-  torch::Tensor cpu_master = master.clone(), gpu_master = master.to(kGpu);
+  torch::Tensor cpu_master = master.clone(), gpu_master = master.to(device());
   torch::Tensor cpu_half = torch::zeros({n}, torch::kBFloat16);
-  torch::Tensor gpu_half = cpu_half.to(kGpu);
+  torch::Tensor gpu_half = cpu_half.to(device());
   // CpuAdam's AVX2/AVX-512 builds round as the kernel does (optim/adam_formula.h, fused form), so
   // with one of them the two agree bit for bit; the scalar build rounds unfused (~1 ulp a step).
   const optim::SimdPath path = optim::best_simd_path();
@@ -195,7 +203,7 @@ void check_fused_adam() {
   for (int step = 0; step < 5; ++step) {
     torch::Tensor grad = torch::randn({n});
     cpu->step(cpu_master, grad, groups, &cpu_half);
-    gpu->step(gpu_master, grad.to(kGpu), groups, &gpu_half);
+    gpu->step(gpu_master, grad.to(device()), groups, &gpu_half);
   }
   // Every comparison is a case: a wrong moment and a wrong master copy show up in one run.
   const std::string ref = std::string("vs CpuAdam (") + cpu_spec.simd + ")";
@@ -242,13 +250,13 @@ void adam8bit_case(int64_t block, int64_t n) {
   spec.cuda_launcher = cuda::require_symbol(optim::kAdam8bitSymbol, "8-bit Adam check");
   optim::Adam8bit gpu(spec);
   torch::Tensor master = torch::randn({n});
-  torch::Tensor cpu_master = master.clone(), gpu_master = master.to(kGpu);
+  torch::Tensor cpu_master = master.clone(), gpu_master = master.to(device());
   torch::Tensor cpu_half = torch::zeros({n}, torch::kHalf);
-  torch::Tensor gpu_half = cpu_half.to(kGpu);
+  torch::Tensor gpu_half = cpu_half.to(device());
   for (int step = 0; step < 5; ++step) {
     torch::Tensor grad = torch::randn({n}) * (step + 1);
     cpu.step(cpu_master, grad, groups, &cpu_half);
-    gpu.step(gpu_master, grad.to(kGpu), groups, &gpu_half);
+    gpu.step(gpu_master, grad.to(device()), groups, &gpu_half);
   }
   ZT_CHECK(cpu.quantized() == gpu.quantized() && cpu.quantized() == (n >= spec.min_8bit_size),
            "quantized state ", gpu.quantized(), " vs CPU ", cpu.quantized());
@@ -355,7 +363,8 @@ Batches batches(int count) {
   torch::manual_seed(5);
   Batches out;
   for (int i = 0; i < count; ++i) {
-    out.emplace_back(torch::randn({16, 33}).to(kGpu), torch::randint(0, 5, {16}).to(kGpu));
+    out.emplace_back(torch::randn({16, 33}).to(device()),
+                     torch::randint(0, 5, {16}).to(device()));
   }
   return out;
 }
@@ -406,7 +415,7 @@ struct Trace {
 Trace adamw_trace(const Batches& data) {
   torch::manual_seed(4);
   Mlp model;
-  model->to(kGpu);
+  model->to(device());
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
   Trace t;
   for (const auto& [x, y] : data) {
@@ -424,10 +433,10 @@ Trace engine_trace(const EngineCase& c, const Batches& data) {
   ScratchDir scratch;
   torch::manual_seed(4);
   Mlp model;
-  model->to(kGpu);
+  model->to(device());
   Trace t;
   {
-    Engine engine(model.ptr(), case_options(c, scratch.path()), nccl_one_rank());
+    Engine engine(model.ptr(), case_options(c, scratch.path()), one_rank_comm());
     for (const auto& batch : data) {
       const torch::Tensor& x = batch.first;
       const torch::Tensor& y = batch.second;
@@ -524,8 +533,8 @@ void check_engine_nvme_optimizer() {
 void engine_half_case(at::ScalarType dtype, int stage, const Batches& data) {
   torch::manual_seed(4);
   Mlp model;
-  model->to(kGpu);
-  Engine engine(model.ptr(), engine_options(stage, false, dtype), nccl_one_rank());
+  model->to(device());
+  Engine engine(model.ptr(), engine_options(stage, false, dtype), one_rank_comm());
   double first = 0, last = 0;
   for (int epoch = 0; epoch < 5; ++epoch) {
     for (const auto& batch : data) {
@@ -559,7 +568,20 @@ void check_engine_half() {
 
 }  // namespace
 
-std::string cuda_unavailable() {
+void set_device(const c10::Device& device) {
+  target() = device;
+}
+
+const c10::Device& device() {
+  return target();
+}
+
+std::string device_unavailable() {
+  if (!device().is_cuda()) {
+    const c10::impl::VirtualGuardImpl guard(device().type());
+    return guard.deviceCount() > device().index() ? ""
+                                                  : "no " + device().str() + " in this process";
+  }
   const cuda::Kernels* k = cuda::kernels();
   if (k == nullptr) return cuda::load_error();
   if (k->device_count() == 0) return "the CUDA plugin loaded but sees no GPU";
@@ -569,8 +591,8 @@ std::string cuda_unavailable() {
 const std::vector<Check>& all_checks() {
   static const std::vector<Check> checks = {
       {"nccl_one_rank", check_nccl},
-      {"fused_adam", check_fused_adam},
-      {"adam8bit", check_adam8bit},
+      {"fused_adam", check_fused_adam, /*cuda_kernels=*/true},
+      {"adam8bit", check_adam8bit, /*cuda_kernels=*/true},
       {"engine_equivalence", check_engine_equivalence},
       {"engine_param_offload", check_engine_param_offload},
       {"engine_nvme_optimizer", check_engine_nvme_optimizer},

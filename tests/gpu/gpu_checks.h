@@ -6,7 +6,14 @@
 // zt-gpu-checks (gpu_checks_main.cpp), which bench/gpu_check.sh runs, one process per check, on
 // machines without GTest.
 //
-//   nccl_one_rank          the nccl backend, one rank: every collective and dtype, stream order
+// They run on cuda:0, or on another accelerator a driver chose with set_device (the host-backed
+// test device, testdevice/test_device.h, whose library the driver loaded): there the same
+// placement, copy and stream branches run against the same references, but with the device's
+// collectives (gloo or MPI behind a StagingCommunicator) and without the CUDA kernels, so the two
+// checks of CUDA kernels (cuda_kernels) are skipped.
+//
+//   nccl_one_rank          the device's backend (nccl on CUDA), one rank: every collective and
+//                          dtype, stream order
 //   fused_adam             optim/fused_adam.cu vs CpuAdam (bit for bit with its AVX2/AVX-512
 //                          build; groups with gaps, bf16 copy, untouched gaps)
 //   adam8bit               optim/adam8bit.cu vs Adam8bit's CPU pass (codes, absmax, params)
@@ -23,15 +30,23 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
+
 namespace zt::gpu_checks {
 
 struct Check {
   std::string name;
   std::function<void()> run;  // throws zt::Error on a mismatch
+  bool cuda_kernels = false;  // checks a CUDA kernel: runs on CUDA only
 };
 
-// Why the checks cannot run here ("" when the CUDA plugin loads and sees a GPU).
-std::string cuda_unavailable();
+// The device the checks run on (cuda:0 unless set); set it before the first check runs.
+void set_device(const c10::Device& device);
+const c10::Device& device();
+
+// Why the checks cannot run on device() ("" when they can: for CUDA, when the plugin loads and
+// sees a GPU).
+std::string device_unavailable();
 // Every check, in the order the drivers run them; building the list needs no GPU.
 const std::vector<Check>& all_checks();
 

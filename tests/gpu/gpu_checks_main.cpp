@@ -1,13 +1,16 @@
 // zt-gpu-checks: runs the GPU checks (gpu_checks.h) and prints one line per check; with
 // --json FILE also one JSON object per check, written as soon as the check ends.
 //
-//   zt-gpu-checks [--json FILE] [NAME...]   the named checks (all without a name), in list order
-//   zt-gpu-checks --list                    the check names, one per line (needs no GPU)
+//   zt-gpu-checks [--json FILE] [--device zttest] [NAME...]
+//                                 the named checks (all without a name), in list order, on cuda:0
+//                                 or on the host-backed test device (a build with zt_train and
+//                                 the test device; the checks of CUDA kernels then SKIP)
+//   zt-gpu-checks --list          the check names, one per line (needs no GPU)
 //
 // bench/gpu_check.sh runs each check in a process of its own (a CUDA fault that leaves a sticky
 // error, or a crash, ends only that check) and asks --list for the names.
 // Exit status: 0 when all pass, 1 when one fails, 2 on a usage error (an unknown check name or
-// option) or when no GPU is usable (nothing ran).
+// option) or when the device is not usable (nothing ran).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +21,10 @@
 #include "base/error.h"
 #include "base/main_guard.h"
 #include "tests/gpu/gpu_checks.h"
+#ifdef ZT_GPU_CHECKS_TEST_DEVICE
+#include "parallel/env.h"
+#include "train/device.h"
+#endif
 
 namespace {
 
@@ -55,6 +62,24 @@ int run(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--list") {
       list = true;
+    } else if (a == "--device") {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "zt-gpu-checks: --device needs a device (zttest)\n");
+        return kUsageError;
+      }
+      const std::string spec = argv[++i];
+#ifdef ZT_GPU_CHECKS_TEST_DEVICE
+      if (spec.rfind(zt::kTestDeviceName, 0) != 0) {
+        std::fprintf(stderr, "zt-gpu-checks: --device %s: only %s (the checks run on cuda:0 "
+                     "without --device)\n", spec.c_str(), zt::kTestDeviceName);
+        return kUsageError;
+      }
+      zt::gpu_checks::set_device(zt::resolve_device(spec, zt::dist::Env{}));
+#else
+      std::fprintf(stderr, "zt-gpu-checks: --device %s: this build has no test device (it needs "
+                   "the full dependencies and ZT_BUILD_TESTS)\n", spec.c_str());
+      return kUsageError;
+#endif
     } else if (a == "--json") {
       if (i + 1 == argc) {
         std::fprintf(stderr, "zt-gpu-checks: --json needs a file name\n");
@@ -62,7 +87,9 @@ int run(int argc, char** argv) {
       }
       json_path = argv[++i];
     } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "zt-gpu-checks: unknown option %s (options: --list, --json FILE)\n",
+      std::fprintf(stderr,
+                   "zt-gpu-checks: unknown option %s (options: --list, --json FILE, --device "
+                   "zttest)\n",
                    a.c_str());
       return kUsageError;
     } else if (!is_known(a)) {
@@ -77,9 +104,10 @@ int run(int argc, char** argv) {
     for (const auto& check : zt::gpu_checks::all_checks()) std::printf("%s\n", check.name.c_str());
     return 0;
   }
-  const std::string why = zt::gpu_checks::cuda_unavailable();
+  const std::string why = zt::gpu_checks::device_unavailable();
   if (!why.empty()) {
-    std::printf("zt-gpu-checks: no usable GPU (%s); nothing ran\n", why.c_str());
+    std::printf("zt-gpu-checks: no usable %s (%s); nothing ran\n",
+                zt::gpu_checks::device().str().c_str(), why.c_str());
     return kNoGpu;
   }
   std::ofstream json;
@@ -94,6 +122,16 @@ int run(int argc, char** argv) {
   for (const auto& check : zt::gpu_checks::all_checks()) {
     if (!only.empty() && std::find(only.begin(), only.end(), check.name) == only.end()) continue;
     auto start = std::chrono::steady_clock::now();
+    if (check.cuda_kernels && !zt::gpu_checks::device().is_cuda()) {
+      std::printf("%-22s SKIP  checks CUDA kernels; the device is %s\n", check.name.c_str(),
+                  zt::gpu_checks::device().str().c_str());
+      if (json.is_open()) {
+        json << "{\"check\":\"" << check.name << "\",\"pass\":true,\"skipped\":true,"
+             << "\"seconds\":0,\"error\":\"\"}\n"
+             << std::flush;
+      }
+      continue;
+    }
     std::string error;
     try {
       check.run();

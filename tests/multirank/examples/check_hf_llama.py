@@ -19,6 +19,8 @@
                                   train_llama's valid_loss_before/after, and must have fallen
   same A B TOL                    the weights of two directories agree within TOL (max |diff|)
   same_logits A B                 two logits files of zt_llama_logits are identical
+
+Several commands separated by "+" run in one process (tests/support/case_list.py).
 """
 import json
 import os
@@ -84,8 +86,8 @@ def without_feature(d):
     return m.eval()
 
 
-def main():
-    cmd, args = sys.argv[1], sys.argv[2:]
+def main(argv):
+    cmd, args = argv[0], argv[1:]
     if cmd == "make":
         torch.manual_seed(5)
         m = make(args[0], int(args[3]))
@@ -155,4 +157,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "support"))
+    from case_list import run_each
+    run_each(main)

@@ -29,20 +29,23 @@ train() {  # [init=DIR] train() NPROC NAME [args...]
     --set scheduler.params.warmup_num_steps=1 --set optimizer.params.lr=1e-2 \
     --set steps_per_print=1 "$@"
 }
-$check make "$arch" "$out/in" "$out/in_sharded" 128
-$check ids "$out/ids.safetensors" 128 32
+# Each Python start imports torch and transformers (seconds): the checks are collected in
+# `checks` and run in one process at the end (check_hf_llama.py takes commands separated by "+").
+checks=()
+later() { checks+=(+ "$@"); }
+$check make "$arch" "$out/in" "$out/in_sharded" 128 + ids "$out/ids.safetensors" 128 32
 for d in in in_sharded; do
   "$tools/zt_llama_logits" "$out/$d" "$out/ids.safetensors" "$out/$d.logits.safetensors"
-  $check logits "$out/$d" "$out/ids.safetensors" "$out/$d.logits.safetensors" --sensitive
+  later logits "$out/$d" "$out/ids.safetensors" "$out/$d.logits.safetensors" --sensitive
 done
 "$tools/zt_llama_logits" "$out/in_bin" "$out/ids.safetensors" "$out/in_bin.logits.safetensors"
-$check same_logits "$out/in.logits.safetensors" "$out/in_bin.logits.safetensors"
+later same_logits "$out/in.logits.safetensors" "$out/in_bin.logits.safetensors"
 train 2 z3 --set model.activation_checkpointing=true
 grep -q '"checkpointed_calls_per_forward": *2[,}]' "$out/z3/summary.json" ||
   { echo "z3 did not checkpoint both layers: $(cat "$out/z3/summary.json")"; exit 1; }
 "$bin/zt-export-hf-llama" "$out/z3/ckpt" "$out/z3/hf"
 "$tools/zt_llama_logits" "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
-$check logits "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
+later logits "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 # On the test device (ZT_TEST_DEVICE, set where it is built; one architecture suffices): the same
 # run exports the same weights (attention there takes PyTorch's math path, the CPU a fused
 # kernel, so the last bits may differ).
@@ -52,22 +55,23 @@ if [ -n "${ZT_TEST_DEVICE:-}" ] && [ "$arch" = llama ]; then
   "$python" "$here/same_losses.py" "$out/z3" "$out/device" 1e-5 "$out/device.log" \
     "$ZT_TEST_DEVICE"
   "$bin/zt-export-hf-llama" "$out/device/ckpt" "$out/device/hf"
-  $check same "$out/device/hf" "$out/z3/hf" 2e-5
+  later same "$out/device/hf" "$out/z3/hf" 2e-5
 fi
 # The same from pytorch_model.bin (read whole, then into the shards): the same weights.
 init="$out/in_bin" train 2 z3bin --set model.activation_checkpointing=true
 "$bin/zt-export-hf-llama" "$out/z3bin/ckpt" "$out/z3bin/hf"
-$check same "$out/z3bin/hf" "$out/z3/hf" 0
+later same "$out/z3bin/hf" "$out/z3/hf" 0
 # The same 2 ranks at stage 0 (whole model, plain data parallel), without checkpointing, train
 # on the same batches: the same weights.
 train 2 z0 --set zero_optimization.stage=0 --set model.activation_checkpointing=false
 grep -q '"checkpointed_calls_per_forward": *0[,}]' "$out/z0/summary.json" ||
   { echo "z0 checkpointed: $(cat "$out/z0/summary.json")"; exit 1; }
 "$bin/zt-export-hf-llama" "$out/z0/ckpt" "$out/z0/hf"
-$check same "$out/z0/hf" "$out/z3/hf" 2e-5
+later same "$out/z0/hf" "$out/z3/hf" 2e-5
 # One process: its validation pass covers each sample once (at 2 ranks the sampler repeats
 # samples to even out the ranks), so Python's loss must equal the logged one.
 train 1 one
 "$bin/zt-export-hf-llama" "$out/one/ckpt" "$out/one/hf"
-$check moved "$out/in" "$out/one/hf" "$work/tiny_valid.ztt" 32 "$out/one/summary.json"
+later moved "$out/in" "$out/one/hf" "$work/tiny_valid.ztt" 32 "$out/one/summary.json"
+$check "${checks[@]:1}"
 echo "llama_hf_roundtrip $arch: ok"

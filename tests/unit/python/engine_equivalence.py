@@ -5,20 +5,24 @@ config leaves parameter groups to DeepSpeed's default: torch.optim.AdamW over mo
 decays every parameter, biases and norms included, and so must the engine.
 
 usage: engine_equivalence.py STAGE ACCUMULATION CLIP CHECKPOINT_DIR [decoupled] [+ STAGE ...]
-Several cases separated by "+" run in the same ranks (case_list.py); each prints its own "equal"
-line.
+Several cases separated by "+" run in the same ranks (tests/support/case_list.py); each prints
+its own "equal" line.
 
 decoupled: the checkpoint is saved in the background (checkpoint.writer.decoupled) while the
 next step trains; it must resume the same way, and be `latest` once committed.
 """
 
 import copy
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 
 import zerotorch
-from case_list import run_each
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
+from case_list import run_each  # noqa: E402
 
 STEPS, MICRO, LR, WD = 4, 3, 1e-2, 0.01
 
@@ -57,7 +61,7 @@ def run_case(argv):
     torch.manual_seed(0)
     model = Net()
     reference = copy.deepcopy(model)
-    world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     data = [(torch.randn(MICRO * world, 6), torch.randn(MICRO * world, 3))
             for _ in range(STEPS * acc)]
 

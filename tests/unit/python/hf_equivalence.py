@@ -10,8 +10,8 @@ the 16-bit model reloads with ``from_pretrained``; ``GatheredParameters(modifier
 changes a weight on every rank.
 
 usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...] [+ MODEL STAGE ...]
-  Several cases separated by "+" run in the same ranks (case_list.py); each prints its own
-  "equal" line.
+  Several cases separated by "+" run in the same ranks (tests/support/case_list.py); each
+  prints its own "equal" line.
   MODEL llama|gpt2, DTYPE fp32|bf16|fp16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
   GC none|nonreentrant|reentrant (gradient_checkpointing_enable), OUT a scratch directory,
   checks: resume, save16, modify; decoupled: the resume check saves in the background
@@ -26,12 +26,15 @@ usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...] [+ MOD
 
 import copy
 import os
+import sys
 import types
 
 import torch
 
 import zerotorch
-from case_list import run_each
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
+from case_list import run_each  # noqa: E402
 
 STEPS, MICRO, SEQ, VOCAB, LR, WD = 4, 2, 12, 96, 2e-3, 0.01
 

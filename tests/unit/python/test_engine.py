@@ -70,10 +70,10 @@ class HfCase(NamedTuple):
 
 class Launches:
     """Runs the selected cases of one script and rank count in a single ztrun launch, the first
-    time a test asks for one of them (case_list.py): each launch starts an interpreter and imports
-    torch (and transformers) in every rank, most of a case's time. A case passes when each rank
-    printed its "equal" line; a case that fails ends its launch, and the cases after it in that
-    launch fail as not run, with the launch's output."""
+    time a test asks for one of them (tests/support/case_list.py): each launch starts an
+    interpreter and imports torch (and transformers) in every rank, most of a case's time. A case
+    passes when each rank printed its "equal" line; a case that fails ends its launch, and the
+    cases after it in that launch fail as not run, with the launch's output."""
 
     def __init__(self, session, tmp_path_factory):
         self.selected = [item.callspec.params["case"] for item in session.items

@@ -22,16 +22,21 @@ bounded="bash $here/../../support/run_bounded.sh 150"
 check="$bounded $python $here/check_hf_bert.py"
 max_len=32
 positions=$max_len; [ "$type" = roberta ] && positions=$((max_len + 2))
-# 1: import. The shard's tokenizer has 256 ids; the model's vocabulary is larger.
-$check make "$type" "$out/in" "$out/in_sharded" 300 "$positions"
-$check inputs "$out/in" "$out/inputs.safetensors" "$max_len"
+# Each Python start imports torch and transformers (seconds): the checks are collected in
+# `checks` and run in one process at the end (check_hf_bert.py takes commands separated by "+").
+checks=()
+later() { checks+=(+ "$@"); }
+# 1: import. The shard's tokenizer has 256 ids; the model's vocabulary is larger. Pre-trained
+# directories without the task head (made here, checked below): the head is new, the
+# pre-training head and (RoBERTa) the pooler are not loaded, the base model's unprefixed names
+# are found.
+$check make "$type" "$out/in" "$out/in_sharded" 300 "$positions" \
+  + inputs "$out/in" "$out/inputs.safetensors" "$max_len" \
+  + pretrained "$out/in" "$out/base" "$out/mlm"
 for d in in in_sharded; do
   $bounded "$bin/zt_bert_logits" "$out/$d" "$out/inputs.safetensors" "$out/$d.logits.safetensors"
-  $check logits "$out/$d" "$out/inputs.safetensors" "$out/$d.logits.safetensors"
+  later logits "$out/$d" "$out/inputs.safetensors" "$out/$d.logits.safetensors"
 done
-# Pre-trained directories without the task head: the head is new, the pre-training head and
-# (RoBERTa) the pooler are not loaded, the base model's unprefixed names are found.
-$check pretrained "$out/in" "$out/base" "$out/mlm"
 expect_new() {  # expect_new DIR NEW...
   local dir="$1"; shift
   $bounded "$bin/zt_bert_logits" "$out/$dir" "$out/inputs.safetensors" "$out/$dir.logits" \
@@ -99,5 +104,6 @@ PY
 $bounded "$bin/zt-export-hf-bert" "$out/train/ckpt" "$out/hf"
 $bounded "$bin/zt_bert_logits" "$out/train/ckpt" "$out/inputs.safetensors" \
   "$out/trained.logits.safetensors"
-$check logits "$out/hf" "$out/inputs.safetensors" "$out/trained.logits.safetensors"
-$check moved "$out/in" "$out/hf" "$out/inputs.safetensors"
+later logits "$out/hf" "$out/inputs.safetensors" "$out/trained.logits.safetensors"
+later moved "$out/in" "$out/hf" "$out/inputs.safetensors"
+$check "${checks[@]:1}"

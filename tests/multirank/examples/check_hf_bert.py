@@ -41,8 +41,8 @@ def logits_of(model, inputs):
         return model(**inputs).logits
 
 
-def main():
-    cmd, args = sys.argv[1], sys.argv[2:]
+def main(argv):
+    cmd, args = argv[0], argv[1:]
     if cmd == "make":
         kind, out, sharded, vocab, positions = args[0], args[1], args[2], int(args[3]), int(args[4])
         torch.manual_seed(5)
@@ -109,4 +109,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    # Several commands separated by "+" run in one process (tests/support/case_list.py).
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "support"))
+    from case_list import run_each
+    run_each(main)

@@ -58,8 +58,8 @@ def valid_loss(model, samples, max_len):
     return total / count
 
 
-def main():
-    cmd, args = sys.argv[1], sys.argv[2:]
+def main(argv):
+    cmd, args = argv[0], argv[1:]
     if cmd == "ids":
         g = torch.Generator().manual_seed(7)
         save_file({"input_ids": torch.randint(0, int(args[1]), (3, int(args[2])), generator=g)},
@@ -114,4 +114,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    # Several commands separated by "+" run in one process (tests/support/case_list.py).
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "support"))
+    from case_list import run_each
+    run_each(main)

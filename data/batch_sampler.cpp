@@ -248,15 +248,30 @@ void BatchSampler::build(int64_t epoch, std::vector<SamplerSegment> history) {
   ZT_INTERNAL_ASSERT(static_cast<int64_t>(all.size()) % w == 0);
   steps_.assign(all.size() / static_cast<size_t>(w), {});
   rank_batches_.clear();
+  rank_repeats_.clear();
+  std::vector<char> seen(lengths_.size(), 0);
   for (size_t s = 0; s < steps_.size(); ++s) {
     for (int64_t r = 0; r < w; ++r) {
       steps_[s].push_back(std::move(all[s * static_cast<size_t>(w) + static_cast<size_t>(r)]));
+      const std::vector<int64_t>& batch = steps_[s].back();
+      std::vector<int64_t> repeats;
+      for (size_t j = 0; j < batch.size(); ++j) {
+        char& was = seen[static_cast<size_t>(batch[j])];
+        if (was) repeats.push_back(static_cast<int64_t>(j));
+        was = 1;
+      }
+      if (r == options_.rank) rank_repeats_.push_back(std::move(repeats));
     }
     rank_batches_.push_back(steps_[s][static_cast<size_t>(options_.rank)]);
   }
   epoch_ = epoch;
   next_batch_ = 0;
   history_ = std::move(history);
+}
+
+const std::vector<int64_t>& BatchSampler::repeated_slots(int64_t batch) const {
+  ZT_CHECK(batch >= 0 && batch < num_batches(), "sampler: batch ", batch, " of ", num_batches());
+  return rank_repeats_[static_cast<size_t>(batch)];
 }
 
 const std::vector<int64_t>& BatchSampler::next() {

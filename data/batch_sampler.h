@@ -20,7 +20,8 @@
 //   no communication, and two runs with the same inputs give the same batches.
 // - Tail: samples that do not fill the last step are dropped (TailPolicy::kDrop) or the step is
 //   filled with samples repeated from the start of the epoch's order (kPadByRepeat). coverage()
-//   tells which.
+//   tells which, and repeated_slots() which slots of this rank's batches hold such a repeat, so
+//   that an evaluation counts each sample once.
 // - Batches are sized by sample count (batch_size) or by a token budget (max_tokens): then
 //   B * T_padded <= max_tokens for every batch, T_padded being the length the collator pads to
 //   (longest sample, capped at max_length, rounded up to pad_to_multiple): give the sampler the
@@ -105,6 +106,10 @@ class BatchSampler {
   const std::vector<std::vector<int64_t>>& batches() const { return rank_batches_; }
   int64_t num_batches() const { return static_cast<int64_t>(rank_batches_.size()); }
   bool has_next() const { return next_batch_ < num_batches(); }
+  // The slots (positions in the batch) of this rank's batch `batch` that hold a sample some slot
+  // before them in the current layout's plan already holds, in plan order (step, then rank, then
+  // slot): the tail's repeats. Empty for most batches, and always with TailPolicy::kDrop.
+  const std::vector<int64_t>& repeated_slots(int64_t batch) const;
   // The next batch of this rank; throws when the epoch is exhausted.
   const std::vector<int64_t>& next();
   int64_t position() const { return next_batch_; }
@@ -166,6 +171,7 @@ class BatchSampler {
   std::vector<SamplerSegment> history_;
   std::vector<std::vector<std::vector<int64_t>>> steps_;
   std::vector<std::vector<int64_t>> rank_batches_;
+  std::vector<std::vector<int64_t>> rank_repeats_;  // repeated_slots() of each rank batch
 };
 
 // Smart batching, distributed (Hugging Face's LengthGroupedSampler, extended to ranks):

@@ -22,6 +22,10 @@ int64_t Collator::padded_length(int64_t longest) const {
   return t;
 }
 
+at::Tensor Batch::without_repeats(const at::Tensor& rows) const {
+  return repeated.defined() ? rows.index({repeated.logical_not()}) : rows;
+}
+
 Batch Collator::collate(const SampleSource& source, const std::vector<int64_t>& indices) const {
   std::vector<std::vector<int64_t>> samples(indices.size());
   std::vector<std::vector<int64_t>> labels;

@@ -40,9 +40,15 @@ struct Batch {
   at::Tensor labels;              // (B, T) int64
   at::Tensor sample_labels;       // (B, num_label_fields) int64 or undefined
   at::Tensor indices;             // (B,) int64
+  // (B,) bool, true where the sample repeats one an earlier batch of the epoch holds (the
+  // sampler's tail fills the last step so), undefined when none does (data/loader.h).
+  at::Tensor repeated;
   int64_t num_tokens = 0;         // real (unpadded) input tokens = attention_mask.sum()
   int64_t num_padded_tokens = 0;  // B * T: what the model computes on
   int64_t batch_size() const { return input_ids.defined() ? input_ids.size(0) : 0; }
+  // `rows` (B, ...) without the rows of the tail's repeats: what a per-sample evaluation metric
+  // sums over, so that each sample counts once.
+  at::Tensor without_repeats(const at::Tensor& rows) const;
   double padding_fraction() const {
     return num_padded_tokens ? 1.0 - static_cast<double>(num_tokens) / num_padded_tokens : 0.0;
   }

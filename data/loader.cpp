@@ -62,6 +62,14 @@ void Loader::stop_workers() {
 
 Batch Loader::build(int64_t j) const {
   Batch b = collator_.collate(source_, sampler_.batches()[static_cast<size_t>(j)]);
+  const std::vector<int64_t>& repeats = sampler_.repeated_slots(j);
+  if (!repeats.empty()) {
+    b.repeated = at::zeros({b.batch_size()}, at::kBool);
+    b.repeated.index_fill_(0, at::tensor(repeats, at::kLong), true);
+    if (options_.ignore_repeats) {
+      b.labels.index_fill_(0, at::tensor(repeats, at::kLong), collator_.options().ignore_index);
+    }
+  }
   if (pin_) {
     b.input_ids = b.input_ids.pin_memory();
     b.attention_mask = b.attention_mask.pin_memory();

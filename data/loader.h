@@ -39,6 +39,10 @@ struct LoaderOptions {
   int num_workers = 2;       // 0: collate on the caller's thread in next()
   int prefetch_batches = 8;  // batches built ahead of the consumer, at most
   bool pin_memory = false;   // only honoured when CUDA is available
+  // Evaluation: the rows of the tail's repeats (Batch::repeated) get the ignore index as every
+  // label, so a token-level loss counts each sample once; sample-level metrics read
+  // Batch::repeated themselves.
+  bool ignore_repeats = false;
 };
 
 class Loader {

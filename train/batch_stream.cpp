@@ -36,7 +36,8 @@ BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, cons
   co.max_length = max_len;
   co.causal_lm_shift = o.causal_lm_shift;
   loader_ = std::make_unique<data::Loader>(*dataset_, *sampler_, data::Collator(co),
-                                           data::LoaderOptions{.num_workers = o.num_workers});
+                                           data::LoaderOptions{.num_workers = o.num_workers,
+                                                               .ignore_repeats = !o.training});
   loader_->set_epoch(0);
 }
 
@@ -48,7 +49,8 @@ std::optional<data::Batch> BatchStream::next() {
   }
   if (b && device_ && !device_->is_cpu()) {
     for (at::Tensor* t :
-         {&b->input_ids, &b->attention_mask, &b->labels, &b->sample_labels, &b->indices}) {
+         {&b->input_ids, &b->attention_mask, &b->labels, &b->sample_labels, &b->indices,
+          &b->repeated}) {
       if (t->defined()) *t = t->to(*device_);
     }
   }

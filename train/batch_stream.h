@@ -17,7 +17,9 @@
 // Every rank computes the same plan and takes its own batch of every step (data/batch_sampler.h),
 // so every rank gets the same number of batches: a stage-3 forward, a collective, never waits on
 // a rank that ran out. A training stream never ends (next() starts the next epoch); an evaluation
-// stream (training = false: seed + 1, always length-bucketed, no drop) ends with its epoch.
+// stream (training = false: seed + 1, always length-bucketed, no drop) ends with its epoch. Its
+// last step's batches are filled with repeats of earlier samples; those rows carry the ignore
+// index as labels and are marked in Batch::repeated, so an evaluation counts every sample once.
 
 #include <cstdint>
 #include <memory>

@@ -83,8 +83,12 @@ Task task_of(const data::TokenDataset& ds, const std::string& field, int64_t num
 }
 
 // The batch's loss (fp32): MSE on the standardized target, or cross-entropy on the class.
-torch::Tensor loss_of(const torch::Tensor& logits, const data::Batch& b, const Task& t) {
-  torch::Tensor y = b.sample_labels.select(1, t.field);
+// The batch's labels of the task's field.
+torch::Tensor targets_of(const data::Batch& b, const Task& t) {
+  return b.sample_labels.select(1, t.field);
+}
+
+torch::Tensor loss_of(const torch::Tensor& logits, const torch::Tensor& y, const Task& t) {
   if (t.regression()) {
     torch::Tensor target = (y.to(torch::kFloat) - t.mean) / t.stddev;
     return torch::mse_loss(logits.squeeze(-1).to(torch::kFloat), target);
@@ -102,8 +106,11 @@ Validation validate(TrainingRun& run, BatchStream& valid, BertForSequenceClassif
                     const Task& t) {
   std::vector<double> total = run.evaluate(valid, 0, 2, [&](const data::Batch& b, double* sums) {
     torch::Tensor logits = model->forward(b.input_ids, b.attention_mask);
-    sums[0] += loss_of(logits, b, t).item<double>() * static_cast<double>(b.batch_size());
-    sums[1] += static_cast<double>(b.batch_size());
+    // Each sample once: the rows of the sampler's tail repeats do not count.
+    torch::Tensor y = b.without_repeats(targets_of(b, t));
+    const auto n = static_cast<double>(y.size(0));
+    if (n > 0) sums[0] += loss_of(b.without_repeats(logits), y, t).item<double>() * n;
+    sums[1] += n;
   });
   ZT_CHECK(total[1] > 0, "validation shard ", valid.dataset().path(), " gave no samples");
   Validation v;
@@ -174,8 +181,9 @@ int train(int argc, char** argv) {
     run.begin_step();
     for (int m = 0; m < t.config.gradient_accumulation_steps; ++m) {
       data::Batch b = *t.loader->next();
-      torch::Tensor loss = t.engine->forward(
-          [&] { return loss_of(model->forward(b.input_ids, b.attention_mask), b, task); });
+      torch::Tensor loss = t.engine->forward([&] {
+        return loss_of(model->forward(b.input_ids, b.attention_mask), targets_of(b, task), task);
+      });
       t.engine->backward(loss);
       t.engine->step();
       run.add(loss, &b);

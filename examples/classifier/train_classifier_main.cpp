@@ -112,12 +112,13 @@ struct Rmse {
 };
 
 // RMSE over the validation batches, totalled over ranks. The sampler's tail repeats a few
-// samples so every rank gets the same batch count; they count twice.
+// samples so every rank gets the same batch count; those rows do not count.
 Rmse validation_rmse(TrainingRun& run, BatchStream& valid, ReadabilityRegressor& model,
                      const Targets& t) {
   std::vector<double> total = run.evaluate(valid, 0, 3, [&](const data::Batch& b, double* sums) {
-    torch::Tensor y = grades(b, t);
-    torch::Tensor pred = model->forward(b.input_ids, b.attention_mask) * t.stddev + t.mean;
+    torch::Tensor y = b.without_repeats(grades(b, t));
+    torch::Tensor pred =
+        b.without_repeats(model->forward(b.input_ids, b.attention_mask)) * t.stddev + t.mean;
     sums[0] += (pred - y).pow(2).sum().item<double>();
     sums[1] += (y - t.mean).pow(2).sum().item<double>();
     sums[2] += static_cast<double>(y.numel());

@@ -11,7 +11,8 @@
 #   3. the same 5 steps on 2 ranks at stage 0 without checkpointing export the same weights
 #      within 2e-5;
 #   4. in one process, from_pretrained's validation loss of the import and of the export is the
-#      C++ run's logged one before and after training, and has fallen.
+#      C++ run's logged one before and after training, and has fallen; at 2 ranks the logged
+#      validation loss before training is the same (the sampler tail's repeats left out).
 #   llama_hf_roundtrip_test.sh ARCH BIN_DIR TOOL_DIR WORK_DIR PYTHON CONFIG
 set -euo pipefail
 arch="$1"; bin="$2"; tools="$3"; work="$4"; python="$5"; config="$6"
@@ -71,6 +72,16 @@ later same "$out/z0/hf" "$out/z3/hf" 2e-5
 # One process: its validation pass covers each sample once (at 2 ranks the sampler repeats
 # samples to even out the ranks), so Python's loss must equal the logged one.
 train 1 one
+# Validation counts each sample once at any rank count: the 2-rank runs leave the sampler tail's
+# repeats out, so their loss before training is the 1-rank run's (only the summation order
+# differs).
+"$python" - "$out/one/summary.json" "$out/z3/summary.json" "$out/z0/summary.json" <<'PY'
+import json, sys
+one, *others = [json.load(open(p))["valid_loss_before"] for p in sys.argv[1:]]
+for other in others:
+    assert abs(other - one) <= 1e-6 * abs(one), f"validation loss {other} at 2 ranks vs {one} at 1"
+print(f"validation loss before training: {one} at 1 rank, {others} at 2")
+PY
 "$bin/zt-export-hf-llama" "$out/one/ckpt" "$out/one/hf"
 later moved "$out/in" "$out/one/hf" "$work/tiny_valid.ztt" 32 "$out/one/summary.json"
 $check "${checks[@]:1}"

@@ -100,6 +100,42 @@ TEST_P(SamplerSweep, ResumesMidEpochToTheIdenticalSequence) {
   }
 }
 
+// An evaluation over every rank's batches counts each sample once when it leaves out the slots
+// repeated_slots() names: together they are exactly the tail's extra copies (coverage()), and
+// what is left holds every sample of the epoch that was not dropped, once. 1003 samples: the
+// last step is never full, so with kPadByRepeat there are repeats to leave out.
+TEST_P(SamplerSweep, ValidationLeavesOutTheTailsRepeats) {
+  for (const Mode& mode : kModes) {
+    SCOPED_TRACE(mode_name(mode));
+    std::map<int64_t, int64_t> counted;
+    int64_t left_out = 0;
+    EpochCoverage coverage;
+    for (int64_t r = 0; r < world(); ++r) {
+      auto s = make(kind(), lengths_, options(r, mode));
+      s->set_epoch(0);
+      if (r == 0) coverage = s->coverage();
+      for (int64_t j = 0; j < s->num_batches(); ++j) {
+        const std::vector<int64_t>& batch = s->batches()[static_cast<size_t>(j)];
+        const std::vector<int64_t>& repeats = s->repeated_slots(j);
+        left_out += static_cast<int64_t>(repeats.size());
+        for (size_t slot = 0; slot < batch.size(); ++slot) {
+          if (std::find(repeats.begin(), repeats.end(), static_cast<int64_t>(slot)) ==
+              repeats.end()) {
+            ++counted[batch[slot]];
+          }
+        }
+      }
+    }
+    EXPECT_EQ(left_out, static_cast<int64_t>(coverage.repeated.size()));
+    if (mode.tail == TailPolicy::kPadByRepeat && mode.by_count) {
+      EXPECT_GT(left_out, 0);
+    }
+    EXPECT_EQ(static_cast<int64_t>(counted.size()) + static_cast<int64_t>(coverage.dropped.size()),
+              static_cast<int64_t>(lengths_.size()));
+    for (const auto& [sample, times] : counted) ASSERT_EQ(times, 1) << "sample " << sample;
+  }
+}
+
 // An elastic job: the epoch starts at world(), goes on at another world size and micro batch from
 // one rank's saved state, then ends at a third; every sample of the epoch is taken once, apart
 // from what the tail policy drops or repeats.

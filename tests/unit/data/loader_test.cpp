@@ -62,6 +62,37 @@ TEST(Loader, DeliversTheSamplerOrderWhateverTheWorkerCount) {
   }
 }
 
+// An evaluation loader (ignore_repeats): the rows of the tail's repeats are marked and carry the
+// ignore index as every label, so a token-level loss counts each sample once; a training loader
+// marks them and trains on them.
+TEST(Loader, ValidationRowsOfTheTailsRepeatsAreMarkedAndIgnored) {
+  FakeSource src(1001);  // 125 batches of 8 and one of 1 + 7 repeats
+  for (bool ignore : {true, false}) {
+    LengthBucketedSampler s(src.lengths(), opts());
+    Loader loader(src, s, Collator({.pad_to_multiple = 8}),
+                  {.num_workers = 1, .ignore_repeats = ignore});
+    loader.set_epoch(0);
+    int64_t marked = 0, ignored_rows = 0, batches = 0;
+    while (auto b = loader.next()) {
+      const std::vector<int64_t>& repeats = s.repeated_slots(batches++);
+      if (repeats.empty()) {
+        EXPECT_FALSE(b->repeated.defined());
+        continue;
+      }
+      ASSERT_TRUE(b->repeated.defined());
+      marked += b->repeated.sum().item<int64_t>();
+      for (int64_t slot : repeats) EXPECT_TRUE(b->repeated[slot].item<bool>());
+      for (int64_t row = 0; row < b->batch_size(); ++row) {
+        ignored_rows += b->labels[row].eq(-100).all().item<bool>() ? 1 : 0;
+      }
+      EXPECT_EQ(b->without_repeats(b->indices).numel(),
+                b->batch_size() - static_cast<int64_t>(repeats.size()));
+    }
+    EXPECT_EQ(marked, 7);
+    EXPECT_EQ(ignored_rows, ignore ? 7 : 0) << "ignore_repeats " << ignore;
+  }
+}
+
 TEST(Loader, PrefetchIsBounded) {
   FakeSource src(1000);
   LengthBucketedSampler s(src.lengths(), opts());

@@ -340,7 +340,7 @@ def targets(summary):
     s = summary
     out = []
     if "ddp" in s:
-        # Issue #21: every stage at or above 1.25x DDP, stage 3 at or above 1.0x.
+        # The targets: every stage at or above 1.25x DDP, stage 3 at or above 1.0x.
         for n in ("zt stage 0", "zt stage 1", "zt stage 2", "zt stage 2 + offload", "zt stage 3"):
             if n in s:
                 r = s[n]["tokens_per_s"] / s["ddp"]["tokens_per_s"]

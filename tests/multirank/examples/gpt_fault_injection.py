@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fault injection, end to end (issue 20's acceptance test).
+"""Fault injection, end to end.
 
 `ztrun --standalone --nproc-per-node 2 --max-restarts 2` trains the GPT example for 40 steps in
 fp32, saving every 10 (checkpoint.save_interval). This script watches metrics.jsonl and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Storage faults around checkpoints (issue 20), with the GPT example under ztrun (2 ranks):
+"""Storage faults around checkpoints, with the GPT example under ztrun (2 ranks):
 
 disk full   checkpoint.save_dir on a 600 KiB tmpfs that holds one checkpoint (about 390 KB) but
             not two: the save of step 20 fails with a line naming the shard file and the bytes it

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Training across two nodes (issue 20): two network namespaces joined by a veth pair, 2 ranks
+# Training across two nodes: two network namespaces joined by a veth pair, 2 ranks
 # each, train the GPT example for 20 steps in fp32, with gloo (one ztrun per node) and with MPI
 # (mpirun from node 0, an ssh stand-in entering node 1's namespace, OpenMPI told the subnet to
 # use). Each run's per-step losses must equal a 4-rank single-node run of the same backend within

@@ -35,11 +35,11 @@ struct CollatorOptions {
 };
 
 struct Batch {
-  at::Tensor input_ids;           // (B, T) int64
-  at::Tensor attention_mask;      // (B, T) int64
-  at::Tensor labels;              // (B, T) int64
-  at::Tensor sample_labels;       // (B, num_label_fields) int64 or undefined
-  at::Tensor indices;             // (B,) int64
+  at::Tensor input_ids;       // (B, T) int64
+  at::Tensor attention_mask;  // (B, T) int64
+  at::Tensor labels;          // (B, T) int64
+  at::Tensor sample_labels;   // (B, num_label_fields) int64 or undefined
+  at::Tensor indices;         // (B,) int64
   // (B,) bool, true where the sample repeats one an earlier batch of the epoch holds (the
   // sampler's tail fills the last step so), undefined when none does (data/loader.h).
   at::Tensor repeated;

@@ -35,9 +35,9 @@ BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, cons
   co.pad_to_multiple = pad_multiple;
   co.max_length = max_len;
   co.causal_lm_shift = o.causal_lm_shift;
-  loader_ = std::make_unique<data::Loader>(*dataset_, *sampler_, data::Collator(co),
-                                           data::LoaderOptions{.num_workers = o.num_workers,
-                                                               .ignore_repeats = !o.training});
+  loader_ = std::make_unique<data::Loader>(
+      *dataset_, *sampler_, data::Collator(co),
+      data::LoaderOptions{.num_workers = o.num_workers, .ignore_repeats = !o.training});
   loader_->set_epoch(0);
 }
 
@@ -48,9 +48,8 @@ std::optional<data::Batch> BatchStream::next() {
     b = loader_->next();
   }
   if (b && device_ && !device_->is_cpu()) {
-    for (at::Tensor* t :
-         {&b->input_ids, &b->attention_mask, &b->labels, &b->sample_labels, &b->indices,
-          &b->repeated}) {
+    for (at::Tensor* t : {&b->input_ids, &b->attention_mask, &b->labels, &b->sample_labels,
+                          &b->indices, &b->repeated}) {
       if (t->defined()) *t = t->to(*device_);
     }
   }

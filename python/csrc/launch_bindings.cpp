@@ -41,7 +41,8 @@ void bind_launch(py::module_& m) {
       py::arg("spec"));
   // The job-wide stop a failed rank calls for (base/fatal_exit.h): under the MPI runtime,
   // MPI_Abort, which does not return; with no backend that registered one, nothing.
-  m.def("stop_job", [](int exit_code) { call_fatal_exit_hook(exit_code); }, py::arg("exit_code"));
+  m.def(
+      "stop_job", [](int exit_code) { call_fatal_exit_hook(exit_code); }, py::arg("exit_code"));
   // A fresh namespace of the job store (every rank must call it the same number of times, in
   // the same order relative to engine creation).
   m.def(

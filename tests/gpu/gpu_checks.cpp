@@ -363,8 +363,7 @@ Batches batches(int count) {
   torch::manual_seed(5);
   Batches out;
   for (int i = 0; i < count; ++i) {
-    out.emplace_back(torch::randn({16, 33}).to(device()),
-                     torch::randint(0, 5, {16}).to(device()));
+    out.emplace_back(torch::randn({16, 33}).to(device()), torch::randint(0, 5, {16}).to(device()));
   }
   return out;
 }

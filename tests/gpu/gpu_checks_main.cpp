@@ -70,14 +70,18 @@ int run(int argc, char** argv) {
       const std::string spec = argv[++i];
 #ifdef ZT_GPU_CHECKS_TEST_DEVICE
       if (spec.rfind(zt::kTestDeviceName, 0) != 0) {
-        std::fprintf(stderr, "zt-gpu-checks: --device %s: only %s (the checks run on cuda:0 "
-                     "without --device)\n", spec.c_str(), zt::kTestDeviceName);
+        std::fprintf(stderr,
+                     "zt-gpu-checks: --device %s: only %s (the checks run on cuda:0 "
+                     "without --device)\n",
+                     spec.c_str(), zt::kTestDeviceName);
         return kUsageError;
       }
       zt::gpu_checks::set_device(zt::resolve_device(spec, zt::dist::Env{}));
 #else
-      std::fprintf(stderr, "zt-gpu-checks: --device %s: this build has no test device (it needs "
-                   "the full dependencies and ZT_BUILD_TESTS)\n", spec.c_str());
+      std::fprintf(stderr,
+                   "zt-gpu-checks: --device %s: this build has no test device (it needs "
+                   "the full dependencies and ZT_BUILD_TESTS)\n",
+                   spec.c_str());
       return kUsageError;
 #endif
     } else if (a == "--json") {

@@ -2,17 +2,16 @@
 #include "launcher/line_socket.h"
 
 #include <arpa/inet.h>
+#include <cstring>
 #include <fstream>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <string>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstring>
-#include <string>
 
 #include <gtest/gtest.h>
 
@@ -70,8 +69,7 @@ TEST(LineSocket, DiallingAnUnheardPortNeverHoldsIt) {
     lo.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
     if (s < 0 || ::ioctl(s, SIOCSIFFLAGS, &lo) != 0) ::_exit(77);
     const int port = 40001;
-    std::ofstream("/proc/sys/net/ipv4/ip_local_port_range")
-        << port << " " << port << "\n";
+    std::ofstream("/proc/sys/net/ipv4/ip_local_port_range") << port << " " << port << "\n";
     for (int attempt = 0; attempt < 20; ++attempt) {
       const int fd = try_connect("127.0.0.1", port, 200);
       if (fd >= 0) ::_exit(1);  // "connected" with nobody listening: to itself

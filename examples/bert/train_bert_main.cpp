@@ -82,12 +82,13 @@ Task task_of(const data::TokenDataset& ds, const std::string& field, int64_t num
   return t;
 }
 
-// The batch's loss (fp32): MSE on the standardized target, or cross-entropy on the class.
 // The batch's labels of the task's field.
 torch::Tensor targets_of(const data::Batch& b, const Task& t) {
   return b.sample_labels.select(1, t.field);
 }
 
+// The loss (fp32) of logits against labels y: MSE on the standardized target, or cross-entropy
+// on the class.
 torch::Tensor loss_of(const torch::Tensor& logits, const torch::Tensor& y, const Task& t) {
   if (t.regression()) {
     torch::Tensor target = (y.to(torch::kFloat) - t.mean) / t.stddev;

@@ -64,11 +64,9 @@ Batch Loader::build(int64_t j) const {
   Batch b = collator_.collate(source_, sampler_.batches()[static_cast<size_t>(j)]);
   const std::vector<int64_t>& repeats = sampler_.repeated_slots(j);
   if (!repeats.empty()) {
-    b.repeated = at::zeros({b.batch_size()}, at::kBool);
-    b.repeated.index_fill_(0, at::tensor(repeats, at::kLong), true);
-    if (options_.ignore_repeats) {
-      b.labels.index_fill_(0, at::tensor(repeats, at::kLong), collator_.options().ignore_index);
-    }
+    const at::Tensor rows = at::tensor(repeats, at::kLong);
+    b.repeated = at::zeros({b.batch_size()}, at::kBool).index_fill_(0, rows, true);
+    if (options_.ignore_repeats) b.labels.index_fill_(0, rows, collator_.options().ignore_index);
   }
   if (pin_) {
     b.input_ids = b.input_ids.pin_memory();

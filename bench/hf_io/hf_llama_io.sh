@@ -5,7 +5,7 @@
 #   - import: train_llama --init-from on 2 ranks, whole (stage 0: load by name) and into ZeRO-3
 #     shards (each rank copies its ranges from the mapped file), from the log's timestamps
 #     around the load (the page cache is warm: the file was just written);
-#   - export: zt-export-hf-llama of the 2-rank stage-3 checkpoint (fp32, consolidated parameter by
+#   - export: zt-export-hf of the 2-rank stage-3 checkpoint (fp32, consolidated parameter by
 #     parameter), wall time and peak RSS;
 #   - transformers' from_pretrained of the same directories, for reference.
 #   bash bench/hf_io/hf_llama_io.sh [BUILD_DIR]    (needs a built tree and a token shard, made here)
@@ -43,8 +43,8 @@ for stage in 0 3; do
   a="$(stamp "llama:" "$work/run$stage.log")"; b="$(stamp "init from" "$work/run$stage.log")"
   echo "import, stage $stage, 2 ranks: $(secs "$a" "$b") s"
 done
-/usr/bin/time -f "export (zt-export-hf-llama, fp32 %e s wall, peak RSS %M KB)" \
-  "$bin/zt-export-hf-llama" "$work/ckpt3" "$work/out" > /dev/null
+/usr/bin/time -f "export (zt-export-hf, fp32 %e s wall, peak RSS %M KB)" \
+  "$bin/zt-export-hf" "$work/ckpt3" "$work/out" > /dev/null
 ls -l "$work/out/model.safetensors" | awk '{print "exported model.safetensors: " $5 " bytes"}'
 "$py" - "$work" <<'PY'
 import sys, time, torch

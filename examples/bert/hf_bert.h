@@ -32,7 +32,7 @@ namespace zt::examples {
 using BertTensors = std::map<std::string, at::Tensor>;
 
 // The config.json of a checkpoint directory (written by train_bert at its start, read by
-// zt-export-hf-bert and read_bert_checkpoint).
+// zt-export-hf and read_bert_checkpoint).
 inline constexpr const char* kCheckpointHfConfig = "hf_config.json";
 
 // DIR/config.json as a BertConfig.

@@ -5,7 +5,7 @@
 //   ztrun --standalone --nproc-per-node 2 build/bin/train_bert
 //       --config configs/bert_classifier_zero3.yaml --init-from HF_DIR
 //       --train-shard fk_train.ztt --valid-shard fk_valid.ztt --checkpoint-dir out/ckpt
-//   zt-export-hf-bert out/ckpt out/hf        # a directory transformers loads
+//   zt-export-hf out/ckpt out/hf        # a directory transformers loads
 //
 // --init-from HF_DIR (required): config.json (model_type bert or roberta) and its safetensors, one
 // file or a sharded index; at ZeRO stage 3 each rank reads only its shards' ranges from the mapped
@@ -19,7 +19,7 @@
 // tunes it, core/activations/activation_checkpoint.h).
 // Rank 0 writes <out-dir>/metrics.jsonl and summary.json (validation loss before and after, and
 // for regression the RMSE in label units), and keeps config.json with the checkpoints
-// (<checkpoint-dir>/hf_config.json) for zt-export-hf-bert.
+// (<checkpoint-dir>/hf_config.json) for zt-export-hf.
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 //
 // At stage 3 the model is built partitioned and the Hugging Face weights go straight from the
 // mapped files into each rank's shards; otherwise it is built whole and loaded by name. The
-// checkpoint directory gets the model's config.json, so zt-export-hf-llama turns any checkpoint
+// checkpoint directory gets the model's config.json, so zt-export-hf turns any checkpoint
 // (any stage, any world size) back into a directory transformers loads. Rank 0 writes
 // <out-dir>/metrics.jsonl and <out-dir>/summary.json (validation loss before and after).
 

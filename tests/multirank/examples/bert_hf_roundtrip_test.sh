@@ -9,7 +9,7 @@
 #      checkpointing from the config's model block (every layer call of a step checkpointed),
 #      with the per-step losses of the same run without checkpointing (within 1e-5), and the
 #      validation loss before training of the same import whole at stage 0;
-#   3. zt-export-hf-bert -> from_pretrained: logits within 1e-4 of the C++ model's (its
+#   3. zt-export-hf -> from_pretrained: logits within 1e-4 of the C++ model's (its
 #      checkpoint, consolidated), and the weights and logits moved from the imported ones.
 #   bert_hf_roundtrip_test.sh BIN_DIR WORK_DIR PYTHON CONFIG MODEL_TYPE
 set -euo pipefail
@@ -101,7 +101,7 @@ assert len(a) == 5 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (
 print("losses with and without activation checkpointing agree:", a)
 PY
 # 3: export, reload.
-$bounded "$bin/zt-export-hf-bert" "$out/train/ckpt" "$out/hf"
+$bounded "$bin/zt-export-hf" "$out/train/ckpt" "$out/hf"
 $bounded "$bin/zt_bert_logits" "$out/train/ckpt" "$out/inputs.safetensors" \
   "$out/trained.logits.safetensors"
 later logits "$out/hf" "$out/inputs.safetensors" "$out/trained.logits.safetensors"

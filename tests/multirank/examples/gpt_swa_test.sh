@@ -24,6 +24,13 @@ if "$bin/zt-export-hf" "$out/s8/ckpt" "$out/bad" --weights bogus 2> "$out/bad.er
   echo "zt-export-hf accepted --weights bogus"; exit 1
 fi
 grep -q "must be master or swa" "$out/bad.err"
+# The one exporter finds the family itself; a family the checkpoint is not of is a one-line error.
+for family in llama bert bogus; do
+  if "$bin/zt-export-hf" "$out/s8/ckpt" "$out/bad" --family "$family" 2> "$out/bad.err"; then
+    echo "zt-export-hf exported a GPT checkpoint as --family $family"; exit 1
+  fi
+  [ "$(wc -l < "$out/bad.err")" -eq 1 ] || { cat "$out/bad.err"; exit 1; }
+done
 "$python" - "$out" <<'PY'
 import sys
 from safetensors.torch import load_file

@@ -5,7 +5,7 @@
 #      logits within 1e-4 of transformers' (without and with right padding); as a
 #      pytorch_model.bin, the same logits;
 #   2. train_llama --init-from it on 2 ranks at ZeRO-3, fp32, every layer's activations
-#      checkpointed (the config's activation_checkpointing block), 5 steps -> zt-export-hf-llama ->
+#      checkpointed (the config's activation_checkpointing block), 5 steps -> zt-export-hf ->
 #      from_pretrained: the exported weights' logits match the C++ model's within 1e-4; from the
 #      pytorch_model.bin, the same weights;
 #   3. the same 5 steps on 2 ranks at stage 0 without checkpointing export the same weights
@@ -44,7 +44,7 @@ later same_logits "$out/in.logits.safetensors" "$out/in_bin.logits.safetensors"
 train 2 z3 --set model.activation_checkpointing=true
 grep -q '"checkpointed_calls_per_forward": *2[,}]' "$out/z3/summary.json" ||
   { echo "z3 did not checkpoint both layers: $(cat "$out/z3/summary.json")"; exit 1; }
-"$bin/zt-export-hf-llama" "$out/z3/ckpt" "$out/z3/hf"
+"$bin/zt-export-hf" "$out/z3/ckpt" "$out/z3/hf"
 "$tools/zt_llama_logits" "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 later logits "$out/z3/hf" "$out/ids.safetensors" "$out/z3.logits.safetensors"
 # On the test device (ZT_TEST_DEVICE, set where it is built; one architecture suffices): the same
@@ -55,19 +55,19 @@ if [ -n "${ZT_TEST_DEVICE:-}" ] && [ "$arch" = llama ]; then
     tee "$out/device.log"
   "$python" "$here/same_losses.py" "$out/z3" "$out/device" 1e-5 "$out/device.log" \
     "$ZT_TEST_DEVICE"
-  "$bin/zt-export-hf-llama" "$out/device/ckpt" "$out/device/hf"
+  "$bin/zt-export-hf" "$out/device/ckpt" "$out/device/hf"
   later same "$out/device/hf" "$out/z3/hf" 2e-5
 fi
 # The same from pytorch_model.bin (read whole, then into the shards): the same weights.
 init="$out/in_bin" train 2 z3bin --set model.activation_checkpointing=true
-"$bin/zt-export-hf-llama" "$out/z3bin/ckpt" "$out/z3bin/hf"
+"$bin/zt-export-hf" "$out/z3bin/ckpt" "$out/z3bin/hf"
 later same "$out/z3bin/hf" "$out/z3/hf" 0
 # The same 2 ranks at stage 0 (whole model, plain data parallel), without checkpointing, train
 # on the same batches: the same weights.
 train 2 z0 --set zero_optimization.stage=0 --set model.activation_checkpointing=false
 grep -q '"checkpointed_calls_per_forward": *0[,}]' "$out/z0/summary.json" ||
   { echo "z0 checkpointed: $(cat "$out/z0/summary.json")"; exit 1; }
-"$bin/zt-export-hf-llama" "$out/z0/ckpt" "$out/z0/hf"
+"$bin/zt-export-hf" "$out/z0/ckpt" "$out/z0/hf" --family llama
 later same "$out/z0/hf" "$out/z3/hf" 2e-5
 # One process: its validation pass covers each sample once (at 2 ranks the sampler repeats
 # samples to even out the ranks), so Python's loss must equal the logged one.
@@ -82,7 +82,7 @@ for other in others:
     assert abs(other - one) <= 1e-6 * abs(one), f"validation loss {other} at 2 ranks vs {one} at 1"
 print(f"validation loss before training: {one} at 1 rank, {others} at 2")
 PY
-"$bin/zt-export-hf-llama" "$out/one/ckpt" "$out/one/hf"
+"$bin/zt-export-hf" "$out/one/ckpt" "$out/one/hf"
 later moved "$out/in" "$out/one/hf" "$work/tiny_valid.ztt" 32 "$out/one/summary.json"
 $check "${checks[@]:1}"
 echo "llama_hf_roundtrip $arch: ok"

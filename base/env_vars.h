@@ -1,7 +1,22 @@
 #pragma once
-// Names of every environment variable zerotorch reads or sets, in one place.
+// Names of every environment variable zerotorch reads or sets, in one place, and the one reader of
+// the process environment: code outside base/ calls get, get_or or choice, never getenv, so what a
+// program reads is listed here. A switch that changes what the engine does is read by the code
+// that builds the engine's options (core/config/engine_config.h), never inside the engine.
+
+#include <initializer_list>
+#include <string>
 
 namespace zt::env {
+
+// The variable's value; null when it is unset.
+const char* get(const char* name);
+// The variable's value, or `fallback` when it is unset or empty.
+std::string get_or(const char* name, const std::string& fallback);
+// One of `allowed` (`fallback` when unset or empty); any other value is an error naming the
+// variable, the values it takes and what it was given.
+std::string choice(const char* name, const char* fallback,
+                   std::initializer_list<const char*> allowed);
 
 // torchrun / ztrun launch contract (docs/DESIGN.md, Launch environment).
 inline constexpr const char* kRank = "RANK";
@@ -19,6 +34,10 @@ inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
 inline constexpr const char* kOmpiSize = "OMPI_COMM_WORLD_SIZE";
 inline constexpr const char* kOmpiLocalRank = "OMPI_COMM_WORLD_LOCAL_RANK";
 inline constexpr const char* kOmpiLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";
+// OpenMPI's collective tuning (parallel/mpi_runtime.cpp sets them unless the user did).
+inline constexpr const char* kOmpiMcaDynamicRules = "OMPI_MCA_coll_tuned_use_dynamic_rules";
+inline constexpr const char* kOmpiMcaReduceScatterBlock =
+    "OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm";
 
 // Slurm.
 inline constexpr const char* kSlurmProcId = "SLURM_PROCID";
@@ -32,6 +51,11 @@ inline constexpr const char* kSlurmStepNodeList = "SLURM_STEP_NODELIST";
 // Network interfaces (parallel/gloo_communicator.h); ztrun passes NCCL_*, GLOO_* to remote nodes.
 inline constexpr const char* kGlooSocketIfname = "GLOO_SOCKET_IFNAME";
 inline constexpr const char* kNcclSocketIfname = "NCCL_SOCKET_IFNAME";
+
+// The system's: where programs are found, temporary files go, and the user's home.
+inline constexpr const char* kPath = "PATH";
+inline constexpr const char* kTmpDir = "TMPDIR";
+inline constexpr const char* kHome = "HOME";
 
 // Set by the launcher for its ranks.
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";

@@ -96,14 +96,6 @@ std::pair<double, double> reduce_scales(const EngineOptions& o, int world) {
   return {f != 1.0 ? 1.0 / f : 1.0, f != world ? f / world : 1.0};
 }
 
-// ZT_HOST_CACHE: whether a CPU model's engine installs the host caching allocator.
-bool use_host_cache() {
-  const char* v = std::getenv(env::kHostCache);
-  const std::string mode = v != nullptr && *v != '\0' ? v : "1";
-  ZT_CHECK(mode == "0" || mode == "1", env::kHostCache, " must be 0 or 1, got '", mode, "'");
-  return mode == "1";
-}
-
 // The node groups of the sharding communicator for the two-level gradient reductions: ZeRO++ qgZ
 // at stage 3 (quantized_reduce.h) and the hierarchical reduction at stages 0-2
 // (hierarchical_reduce.h). Null where neither applies or the layout does not allow it (one node,
@@ -113,13 +105,10 @@ std::unique_ptr<dist::NodeGroups> node_reduce_groups(const EngineOptions& o,
   const bool qgz = o.zero_quantized_gradients && o.stage == 3;  // the config warns below 3
   bool hierarchical = false;
   if (o.stage <= 2 && shard.size() > 1) {
-    // Every rank reads the same setting: ztrun, mpirun and srun pass the environment on.
-    const char* v = std::getenv(env::kHierarchicalReduce);
-    const std::string mode = v != nullptr && *v != '\0' ? v : "auto";
-    ZT_CHECK(mode == "auto" || mode == "0" || mode == "1", env::kHierarchicalReduce,
-             " must be auto, 0 or 1, got '", mode, "'");
+    using R = EngineOptions::TwoLevelReduce;
     // NCCL already picks topology-aware rings and trees across nodes.
-    hierarchical = mode == "1" || (mode == "auto" && shard.backend() != "nccl");
+    hierarchical = o.hierarchical_reduce == R::kOn ||
+                   (o.hierarchical_reduce == R::kAuto && shard.backend() != "nccl");
   }
   if (!qgz && !hierarchical) return nullptr;
   const char* what =
@@ -130,7 +119,7 @@ std::unique_ptr<dist::NodeGroups> node_reduce_groups(const EngineOptions& o,
         "reduce-scatter unquantized in the shard group");
     return nullptr;
   }
-  const dist::Env env = dist::Env::from_lookup([](const char* k) { return std::getenv(k); });
+  const dist::Env env = dist::Env::from_lookup(::zt::env::get);
   const bool same_ranks = env.rank == shard.rank() && env.world_size == shard.size();
   // Collective: every rank takes the same branch (the same environment kind everywhere).
   const dist::NodeLayout layout =
@@ -168,7 +157,7 @@ std::unique_ptr<dist::NodeGroups> hierarchical_gather_groups(const EngineOptions
     }
     return nullptr;
   }
-  const dist::Env env = dist::Env::from_lookup([](const char* k) { return std::getenv(k); });
+  const dist::Env env = dist::Env::from_lookup(::zt::env::get);
   const bool same_ranks = env.rank == world.rank() && env.world_size == world.size();
   const dist::NodeLayout layout =
       same_ranks ? dist::discover_node_layout(world, env) : dist::NodeLayout{};
@@ -277,9 +266,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     cpu_model = p.is_cpu();
     break;
   }
-  // Read whatever the device, so that a bad value is an error on every machine.
-  const bool host_cache = use_host_cache();
-  if (cpu_model && host_cache) {
+  if (cpu_model && impl_->options_.host_cache) {
     zero::acquire_host_cache();
     impl_->host_cache_.held = true;
   }

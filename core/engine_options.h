@@ -75,6 +75,14 @@ struct EngineOptions : ZeroConfig {
   // (core/activations/activation_checkpoint.h); installed when the engine is built.
   ActivationCheckpointOptions activation_checkpointing;
   int steps_per_print = 10;
+  // A CPU model's engine makes the host caching allocator (core/zero/host_caching_allocator.h)
+  // LibTorch's CPU allocator for its lifetime; false keeps LibTorch's default (ZT_HOST_CACHE=0).
+  bool host_cache = true;
+  // The two-level gradient reduction at stages 0-2 (core/zero/hierarchical_reduce.h): kAuto takes
+  // it over gloo and MPI when the ranks span several nodes, NCCL's own rings and trees being
+  // topology-aware already (ZT_HIERARCHICAL_REDUCE: auto, 0 or 1).
+  enum class TwoLevelReduce { kAuto, kOff, kOn };
+  TwoLevelReduce hierarchical_reduce = TwoLevelReduce::kAuto;
 };
 
 // Bytes this rank holds for model states, by the engine's own accounting.

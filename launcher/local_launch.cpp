@@ -60,7 +60,7 @@ void check_program(const std::string& program) {
         std::filesystem::exists(program) ? "permission denied or a directory" : "no such file");
     return;
   }
-  const char* path = std::getenv("PATH");
+  const char* path = ::zt::env::get(env::kPath);
   std::stringstream dirs(path ? path : "/usr/bin:/bin");
   for (std::string dir; std::getline(dirs, dir, ':');) {
     if (executable((dir.empty() ? "." : dir) + "/" + program)) return;

@@ -60,7 +60,7 @@ std::string search_path(const std::string& name) {
   if (name.find('/') != std::string::npos) {
     return executable_file(name) ? fs::absolute(name).string() : "";
   }
-  const char* path = std::getenv("PATH");
+  const char* path = ::zt::env::get(env::kPath);
   std::stringstream dirs(path ? path : "/usr/bin:/bin");
   for (std::string dir; std::getline(dirs, dir, ':');) {
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
@@ -93,7 +93,7 @@ std::string self_executable() {
 class TempDir {
  public:
   TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
+    const char* tmp = ::zt::env::get(env::kTmpDir);
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ztrun-mpi-XXXXXX";
     ZT_CHECK(::mkdtemp(pattern.data()) != nullptr, "cannot create a directory like ", pattern, ": ",
              std::strerror(errno));

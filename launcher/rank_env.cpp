@@ -68,7 +68,7 @@ EnvMap read_env_file(const std::string& path) {
 
 std::vector<std::string> env_file_paths() {
   std::vector<std::string> paths;
-  if (const char* home = std::getenv("HOME"))
+  if (const char* home = ::zt::env::get(env::kHome))
     paths.push_back(std::string(home) + "/" + kEnvFileName);
   paths.push_back(std::string("./") + kEnvFileName);
   return paths;

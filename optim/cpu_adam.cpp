@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
 
@@ -41,7 +42,7 @@ SimdPath best_simd_path() {
 SimdPath parse_simd_path(const std::string& name) {
   std::string n = name;
   if (n == "auto") {
-    const char* env = std::getenv(kCpuAdamSimdEnv);
+    const char* env = ::zt::env::get(kCpuAdamSimdEnv);
     if (env == nullptr || *env == '\0' || std::string(env) == "auto") return best_simd_path();
     n = env;
   }

@@ -119,7 +119,7 @@ at::Tensor newton_schulz_gram(const at::Tensor& g, int steps, at::ScalarType com
 }  // namespace
 
 at::ScalarType ns_compute_dtype(NsMethod method, const c10::Device& device) {
-  const char* pinned = std::getenv(env::kMuonNsDtype);
+  const char* pinned = ::zt::env::get(env::kMuonNsDtype);
   const std::string pin = pinned != nullptr ? pinned : "";
   if (!pin.empty() && pin != "auto") {
     if (pin == "fp32") return at::kFloat;

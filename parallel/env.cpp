@@ -207,7 +207,7 @@ Env Env::from_map(const std::map<std::string, std::string>& vars) {
 }
 
 Env Env::discover() {
-  Env env = from_lookup([](const char* name) { return std::getenv(name); });
+  Env env = from_lookup(::zt::env::get);
   set_process_rank(env.rank);
   return env;
 }

@@ -168,14 +168,14 @@ bool FlightRecorder::dump(const std::string& reason) noexcept {
 
 FlightOptions FlightOptions::from_env() {
   FlightOptions o;
-  if (const char* v = std::getenv(env::kFlightBufferSize); v != nullptr && *v != '\0') {
+  if (const char* v = ::zt::env::get(env::kFlightBufferSize); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const long long n = std::strtoll(v, &end, 10);
     ZT_CHECK(end != v && *end == '\0' && n >= 0, env::kFlightBufferSize,
              " must be a number of entries >= 0 (0 = off), got '", v, "'");
     o.capacity = static_cast<size_t>(n);
   }
-  if (const char* v = std::getenv(env::kFlightDir); v != nullptr && *v != '\0') o.dir = v;
+  if (const char* v = ::zt::env::get(env::kFlightDir); v != nullptr && *v != '\0') o.dir = v;
   return o;
 }
 

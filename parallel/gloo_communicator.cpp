@@ -109,7 +109,7 @@ class DoneWork : public Work {
 
 std::vector<std::string> gloo_interfaces(const std::string& master_addr, int master_port) {
   std::vector<std::string> names;
-  if (const char* v = std::getenv(env::kGlooSocketIfname); v != nullptr && *v != '\0') {
+  if (const char* v = ::zt::env::get(env::kGlooSocketIfname); v != nullptr && *v != '\0') {
     std::stringstream list(v);
     for (std::string n; std::getline(list, n, ',');) {
       ZT_CHECK(!n.empty(), env::kGlooSocketIfname, "='", v, "' has an empty interface name");

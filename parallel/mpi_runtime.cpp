@@ -14,6 +14,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include "base/env_vars.h"
 #include "base/error.h"
 #include "base/fatal_exit.h"
 #include "base/logging.h"
@@ -105,15 +106,15 @@ class Runtime {
   // extra exchange for it and keep the fixed rules. The switch is OpenMPI's documented MCA pair;
   // a user who set either parameter keeps theirs.
   static void prefer_recursive_halving() {
-    const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+    const char* world = ::zt::env::get(env::kOmpiSize);
     const long n = world != nullptr ? std::strtol(world, nullptr, 10) : 0;
     if (n < 2 || (n & (n - 1)) != 0) return;
-    if (std::getenv("OMPI_MCA_coll_tuned_use_dynamic_rules") != nullptr ||
-        std::getenv("OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm") != nullptr) {
+    if (::zt::env::get(env::kOmpiMcaDynamicRules) != nullptr ||
+        ::zt::env::get(env::kOmpiMcaReduceScatterBlock) != nullptr) {
       return;
     }
-    setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", /*overwrite=*/0);
-    setenv("OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm", "3", /*overwrite=*/0);
+    setenv(env::kOmpiMcaDynamicRules, "1", /*overwrite=*/0);
+    setenv(env::kOmpiMcaReduceScatterBlock, "3", /*overwrite=*/0);
   }
 
   static Runtime& instance() {

@@ -62,7 +62,7 @@ inline constexpr char kBackendName[] = "zttest";
 inline constexpr int kDeviceCount = 2;
 // The library's file name (its soname): what load_test_device() looks for on the search path.
 inline constexpr char kLibraryName[] = "libzt_testdevice.so";
-// The environment variable naming the library's path, read by load_test_device().
+// The environment variable naming the library's path, which load_test_device's callers read.
 inline constexpr char kLibraryEnv[] = "ZT_TESTDEVICE_LIBRARY";
 
 // zttest:<index>.
@@ -83,11 +83,10 @@ inline void load_test_device(const std::string& path) {
               " devices, expected ", kDeviceCount);
 }
 
-// The same, from $ZT_TESTDEVICE_LIBRARY if set, else kLibraryName on the search path (a program
-// in the build's bin/ finds it in ../lib through its RUNPATH).
-inline void load_test_device() {
-  const char* path = std::getenv(kLibraryEnv);
-  load_test_device(path != nullptr && *path != '\0' ? path : kLibraryName);
+// The same, from `path` (the caller's reading of $ZT_TESTDEVICE_LIBRARY) if set, else kLibraryName
+// on the search path (a program in the build's bin/ finds it in ../lib through its RUNPATH).
+inline void load_test_device(const char* path) {
+  load_test_device(std::string(path != nullptr && *path != '\0' ? path : kLibraryName));
 }
 
 // Whether the library is loaded in this process (by load_test_device or by linking it).

@@ -26,7 +26,7 @@ constexpr const char* kStepKey = "step";
 constexpr const char* kSamplerKey = "sampler";
 
 int env_int(const char* name) {
-  const char* v = std::getenv(name);
+  const char* v = ::zt::env::get(name);
   return v == nullptr ? 0 : std::atoi(v);
 }
 

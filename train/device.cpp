@@ -47,7 +47,7 @@ int load_test_device() {
   static std::once_flag once;
   static std::string error;
   std::call_once(once, [] {
-    const char* given = std::getenv(env::kTestDeviceLib);
+    const char* given = ::zt::env::get(env::kTestDeviceLib);
     const std::string path = given != nullptr && *given != '\0'
                                  ? std::string(given)
                                  : this_library_dir() + "/libzt_testdevice.so";
@@ -110,7 +110,7 @@ void check_one_rank_per_device(dist::Communicator& comm, const c10::Device& devi
   ::gethostname(host, sizeof(host) - 1);
   std::string visible;
   if (device.is_cuda()) {
-    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    const char* v = ::zt::env::get(env::kCudaVisibleDevices);
     visible = v != nullptr ? v : "(all)";
   }
   const std::string identity = std::string(host) + "|" + device.str() + "|" + visible;

@@ -19,7 +19,7 @@ namespace {
 // Ranks of this machine, which share nvme_path's filesystem.
 int64_t ranks_on_this_machine() {
   for (const char* name : {env::kLocalWorldSize, env::kOmpiLocalSize}) {
-    const char* v = std::getenv(name);
+    const char* v = ::zt::env::get(name);
     if (v != nullptr && std::atoll(v) > 0) return std::atoll(v);
   }
   return 1;

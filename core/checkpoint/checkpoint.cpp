@@ -18,6 +18,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
 
+#include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "base/remove_tree.h"
@@ -533,7 +534,7 @@ void restore_device_rng_state(c10::Device device, const at::Tensor& state) {
 }
 
 int test_pause_seconds() {
-  const char* p = std::getenv(kPauseEnv);
+  const char* p = ::zt::env::get(kPauseEnv);
   return p == nullptr ? 0 : std::atoi(p);
 }
 

@@ -113,7 +113,7 @@ class Quiet : public c10::WarningHandler {
 
 bool install() {
   if (cpu_has_native_bf16_matmul()) return false;
-  const char* choice = std::getenv(env::kCpuBf16Matmul);
+  const char* choice = ::zt::env::get(env::kCpuBf16Matmul);
   if (choice != nullptr && std::strcmp(choice, "torch") == 0) return false;
   // Runs while the library loads, before zerotorch's logging exists: stderr, once per process.
   if (choice != nullptr && *choice != '\0' && std::strcmp(choice, "fp32") != 0) {

@@ -77,10 +77,9 @@ int main(int argc, char** argv) {
     } else {
       zt::examples::BertCheckpoint c = zt::examples::read_bert_checkpoint(ckpt, tag);
       zt::examples::write_hf_bert(out, c.config, c.values);
-      std::cout << "wrote " << out << "/config.json and model.safetensors from " << c.source
-                << " (" << c.config.model_type << ", " << c.config.num_hidden_layers
-                << " layers, hidden " << c.config.hidden_size << ", " << c.values.size()
-                << " tensors)\n";
+      std::cout << "wrote " << out << "/config.json and model.safetensors from " << c.source << " ("
+                << c.config.model_type << ", " << c.config.num_hidden_layers << " layers, hidden "
+                << c.config.hidden_size << ", " << c.values.size() << " tensors)\n";
     }
     return 0;
   });

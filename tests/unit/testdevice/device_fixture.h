@@ -13,7 +13,7 @@ namespace zt::testdevice {
 
 class DeviceTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { load_test_device(); }
+  static void SetUpTestSuite() { load_test_device(std::getenv(kLibraryEnv)); }
   static c10::Device dev(c10::DeviceIndex index = 0) { return test_device(index); }
 };
 

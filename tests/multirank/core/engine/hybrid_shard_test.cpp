@@ -597,9 +597,10 @@ CountedRun run_counted(const zt::EngineOptions& o) {
 }
 
 CountedRun run_reduce(int stage, int accumulation, at::ScalarType dtype, bool hierarchical) {
-  // Unset: the default, which takes the two levels over MPI on two nodes.
-  ScopedEnv mode({{"ZT_HIERARCHICAL_REDUCE", hierarchical ? "" : "0"}});
+  // kAuto: the default, which takes the two levels over MPI on two nodes.
   zt::EngineOptions o = options(-1, accumulation);
+  o.hierarchical_reduce = hierarchical ? zt::EngineOptions::TwoLevelReduce::kAuto
+                                       : zt::EngineOptions::TwoLevelReduce::kOff;
   o.stage = stage;
   o.compute_dtype = dtype;
   return run_counted(o);
@@ -634,13 +635,6 @@ TEST(Hierarchical, OneNodeReducesFlat) {
                       {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(g_comm->rank())}});
   const CountedRun r = run_reduce(2, 1, at::kFloat, true);
   EXPECT_GT(r.bulk_reductions, 0);
-}
-
-TEST(Hierarchical, BadSettingIsAnError) {
-  ScopedEnv bad({{"ZT_HIERARCHICAL_REDUCE", "yes"}});
-  zt::EngineOptions o = options(-1, 1);
-  o.stage = 2;
-  expect_engine_error(o, "ZT_HIERARCHICAL_REDUCE must be auto, 0 or 1, got 'yes'");
 }
 
 // MiCS's mics_hierarchical_params_gather with one shard group over both nodes (mics_shard_size

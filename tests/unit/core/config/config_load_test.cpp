@@ -277,6 +277,42 @@ TEST(ConfigLoad, MaxInflightReductionsReachesTheEngine) {
   EXPECT_EQ(EngineOptions{}.max_inflight_reductions, defaults::kMaxInflightReductions);
 }
 
+// The environment's behaviour switches (base/env_vars.h) reach the engine as options, read where
+// the options are built; a bad value is a one-line error naming the variable.
+TEST(ConfigLoad, EnvironmentSwitchesBecomeEngineOptions) {
+  using R = EngineOptions::TwoLevelReduce;
+  const Config c = yaml("train_batch_size: 8\n");
+  auto with = [&](const char* name, const char* value) {
+    ::setenv(name, value, 1);
+    struct Unset {
+      const char* n;
+      ~Unset() { ::unsetenv(n); }
+    } unset{name};
+    return engine_options_from_config(c);
+  };
+  ::unsetenv("ZT_HOST_CACHE");
+  ::unsetenv("ZT_HIERARCHICAL_REDUCE");
+  const EngineOptions unset = engine_options_from_config(c);
+  EXPECT_TRUE(unset.host_cache);
+  EXPECT_EQ(unset.hierarchical_reduce, R::kAuto);
+  EXPECT_FALSE(with("ZT_HOST_CACHE", "0").host_cache);
+  EXPECT_TRUE(with("ZT_HOST_CACHE", "").host_cache);
+  EXPECT_EQ(with("ZT_HIERARCHICAL_REDUCE", "0").hierarchical_reduce, R::kOff);
+  EXPECT_EQ(with("ZT_HIERARCHICAL_REDUCE", "1").hierarchical_reduce, R::kOn);
+  EXPECT_EQ(with("ZT_HIERARCHICAL_REDUCE", "auto").hierarchical_reduce, R::kAuto);
+  for (const auto& [name, message] :
+       {std::pair{"ZT_HOST_CACHE", "ZT_HOST_CACHE must be 0 or 1, got 'yes'"},
+        std::pair{"ZT_HIERARCHICAL_REDUCE",
+                  "ZT_HIERARCHICAL_REDUCE must be auto, 0 or 1, got 'yes'"}}) {
+    try {
+      with(name, "yes");
+      ADD_FAILURE() << name << "=yes was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The engine takes the zero_optimization block the config reads, so a program that fills
 // EngineOptions itself starts from DeepSpeed's defaults too, and the config's values arrive whole.
 TEST(ConfigLoad, EngineTakesTheZeroBlockAsRead) {

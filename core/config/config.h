@@ -261,7 +261,8 @@ struct Config {
   int64_t train_batch_size = 0;
   int64_t train_micro_batch_size_per_gpu = 0;
   int64_t gradient_accumulation_steps = 1;
-  double gradient_clipping = 0.0;  // 0 = off
+  // Max global L2 norm; 0 = off. DeepSpeed 0.19's default clips at 1.0 (GRADIENT_CLIPPING_DEFAULT).
+  double gradient_clipping = 1.0;
   int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
   int64_t seed = 42;

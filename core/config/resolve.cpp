@@ -356,6 +356,14 @@ class Resolver {
     }
     if (c_.scheduler) {
       SchedulerConfig& s = *c_.scheduler;
+      // DeepSpeed's WarmupLR without warmup_max_lr warms up to the optimizer's lr (its
+      // WarmupDecayLR keeps 0.001).
+      const std::optional<double> optimizer_lr =
+          c_.optimizer && st_.given("optimizer.params.lr") ? std::optional(c_.optimizer->lr) : lr;
+      if (s.type == SchedulerType::kWarmupLR && optimizer_lr &&
+          !st_.present.count("scheduler.params.warmup_max_lr")) {
+        s.warmup_max_lr = *optimizer_lr;
+      }
       // The Trainer sets an "auto" minimum LR to 0.
       if (is_auto("scheduler.params.warmup_min_lr")) {
         s.warmup_min_lr = 0.0;

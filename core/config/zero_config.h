@@ -27,8 +27,8 @@ enum class OffloadDevice { kNone, kCpu, kNvme };
 //    read ahead of use through buffer_count buffers of at most buffer_size elements.
 struct OffloadConfig {
   OffloadDevice device = OffloadDevice::kNone;
-  std::string nvme_path;  // required when device is nvme
-  bool pin_memory = false;
+  std::string nvme_path;   // required when device is nvme
+  bool pin_memory = true;  // DeepSpeed 0.19's default (offload_config.py)
   int64_t buffer_count = defaults::kParamBufferCount;
   int64_t buffer_size = defaults::kParamBufferSize;  // offload_param only: elements per buffer
   int64_t max_in_cpu = defaults::kMaxInCpu;  // offload_param only: elements kept in CPU memory

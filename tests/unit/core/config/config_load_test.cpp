@@ -69,6 +69,29 @@ TEST(ConfigLoad, DefaultsAreDeepSpeeds) {
   EXPECT_EQ(c.steps_per_print, 10);
   EXPECT_FALSE(c.optimizer.has_value());
   EXPECT_TRUE(c.program_blocks.empty());
+  // DeepSpeed 0.19 (runtime/constants.py, runtime/zero/offload_config.py): clipping at 1.0 unless
+  // the config says otherwise (0 turns it off), offload buffers pinned.
+  EXPECT_EQ(c.gradient_clipping, 1.0);
+  EXPECT_EQ(engine_options_from_config(c).gradient_clipping, 1.0);
+  EXPECT_EQ(yaml("train_batch_size: 8\ngradient_clipping: 0\n").gradient_clipping, 0.0);
+  EXPECT_TRUE(c.zero_optimization.offload_optimizer.pin_memory);
+  EXPECT_TRUE(c.zero_optimization.offload_param.pin_memory);
+}
+
+// DeepSpeed's WarmupLR without warmup_max_lr warms up to the optimizer's lr
+// (runtime/lr_schedules.py: warmup_max_lr None takes each group's lr); WarmupDecayLR's own default
+// stays 0.001, and a written warmup_max_lr is kept.
+TEST(ConfigLoad, WarmupLrPeaksAtTheOptimizersLrUnlessWritten) {
+  const std::string opt = "train_batch_size: 8\noptimizer: {type: AdamW, params: {lr: 3.0e-4}}\n";
+  EXPECT_EQ(yaml(opt + "scheduler: {type: WarmupLR}\n").scheduler->warmup_max_lr, 3e-4);
+  EXPECT_EQ(yaml(opt + "scheduler: {type: WarmupLR, params: {warmup_max_lr: 1.0e-2}}\n")
+                .scheduler->warmup_max_lr,
+            1e-2);
+  EXPECT_EQ(yaml(opt + "scheduler: {type: WarmupDecayLR, params: {total_num_steps: 2000}}\n")
+                .scheduler->warmup_max_lr,
+            1e-3);
+  EXPECT_EQ(yaml("train_batch_size: 8\nscheduler: {type: WarmupLR}\n").scheduler->warmup_max_lr,
+            1e-3);
 }
 
 TEST(ConfigLoad, OverlapCommDefaultsOnAtStage3Only) {

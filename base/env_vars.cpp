@@ -6,7 +6,9 @@
 
 namespace zt::env {
 
-const char* get(const char* name) { return std::getenv(name); }
+const char* get(const char* name) {
+  return std::getenv(name);
+}
 
 std::string get_or(const char* name, const std::string& fallback) {
   const char* v = get(name);

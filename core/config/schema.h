@@ -455,8 +455,8 @@ void visit_config(V& v, Config& c) {
         w.field("enabled", c.bf16.enabled, auto_ok());
         w.unsupported({{"immediate_grad_update", Unsupported::kNoEffect,
                         "gradients are reduced per bucket as they are ready", "true"},
-                       {"check_grad_overflow", Unsupported::kFeature,
-                        "bf16 steps are not checked for inf/NaN"},
+                       {"check_grad_overflow", Unsupported::kNoEffect,
+                        "a bf16 step with inf/NaN gradients is always skipped", "true"},
                        {"bf16_master_weights_and_grads", Unsupported::kRefused,
                         "masters and gradients stay fp32 (bf16 masters are not implemented)"},
                        {"bf16_optimizer_states", Unsupported::kRefused,

@@ -9,7 +9,7 @@
 // symbol of the area that owns it (the fused optimizers' launchers, the NCCL communicator's
 // factory, host-memory registration), looked up with require_symbol. Kernel launchers take raw
 // device pointers (or a struct of them) and a cudaStream_t passed as void*; they enqueue work on
-// the pointers' device (cuda_plugin_device.h) and return at once.
+// the pointers' device (optim/cuda_launch.h) and return at once.
 
 #include <cstdint>
 #include <string>

@@ -11,6 +11,7 @@
 #include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "core/activations/activation_checkpoint.h"
 #include "core/precision/loss_scaler.h"
 #include "core/profile/flops_profiler.h"
 #include "core/zero/bucket.h"

@@ -67,6 +67,7 @@
 #include <torch/nn/module.h>
 
 #include "core/engine_options.h"
+#include "core/precision/loss_scaler.h"
 #include "core/zero/flat_buffer.h"
 
 namespace zt {

@@ -11,11 +11,11 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "core/activations/activation_checkpoint.h"
+#include "core/activations/activation_checkpoint_options.h"
 #include "core/aio/aio_options.h"
 #include "core/config/zero_config.h"
 #include "core/defaults.h"
-#include "core/precision/loss_scaler.h"
+#include "core/precision/loss_scaler_options.h"
 #include "core/profile/flops_profiler_options.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
@@ -84,6 +84,12 @@ struct EngineOptions : ZeroConfig {
   enum class TwoLevelReduce { kAuto, kOff, kOn };
   TwoLevelReduce hierarchical_reduce = TwoLevelReduce::kAuto;
 };
+
+// Sets the options the environment's behaviour switches carry (base/env_vars.h: ZT_HOST_CACHE,
+// ZT_HIERARCHICAL_REDUCE); a bad value is a one-line error naming the variable. Called where
+// options are built (engine_options_from_config, and programs that fill EngineOptions
+// themselves), never by the engine.
+void read_environment_switches(EngineOptions& options);
 
 // Bytes this rank holds for model states, by the engine's own accounting.
 struct MemoryReport {

@@ -2,8 +2,8 @@
 // Compiled only into libzt_cuda.so; zt_optim reaches it through a function pointer.
 #include <cuda_runtime.h>
 
-#include "base/cuda_plugin_device.h"
 #include "optim/adam8bit_launch.h"
+#include "optim/cuda_launch.h"
 
 namespace zt::optim::cuda_kernels {
 cudaError_t adam8bit(const zt::optim::Adam8bitLaunch& launch, cudaStream_t stream);

@@ -2,7 +2,7 @@
 // libzt_cuda.so; zt_optim reaches it through a function pointer, never by linking.
 #include <cuda_runtime.h>
 
-#include "base/cuda_plugin_device.h"
+#include "optim/cuda_launch.h"
 #include "optim/fused_adam_launch.h"
 
 namespace zt::optim::cuda_kernels {

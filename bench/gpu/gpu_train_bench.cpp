@@ -116,6 +116,7 @@ int run(int argc, char** argv) {
   model->to(gpu);
 
   zt::EngineOptions o;
+  zt::read_environment_switches(o);
   o.stage = a.stage;
   o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
   o.offload_optimizer.device = a.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;

@@ -141,6 +141,7 @@ examples::GptShape shape_of(const Args& a, int64_t vocab) {
 
 EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
   EngineOptions o;
+  read_environment_switches(o);  // ZT_HIERARCHICAL_REDUCE, ZT_HOST_CACHE, as the programs read them
   o.stage = a.stage;
   o.mics_shard_size = a.mics_shard_size;
   o.zero_hpz_partition_size = a.hpz;

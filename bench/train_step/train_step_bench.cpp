@@ -214,6 +214,7 @@ int run(int argc, char** argv) {
         psi = 0;
         for (auto& p : r.model->parameters()) psi += p.numel();
         zt::EngineOptions o;
+        zt::read_environment_switches(o);
         o.stage = s.stage;
         o.stage3_param_persistence_threshold = 0;  // stage 3 shards every buffer, as FSDP2
         o.offload_optimizer.device = s.offload ? zt::OffloadDevice::kCpu : zt::OffloadDevice::kNone;

@@ -28,12 +28,9 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace zt {
+#include "core/activations/activation_checkpoint_options.h"
 
-struct ActivationCheckpointOptions {
-  std::optional<int64_t> number_checkpoints;  // unset: every call is checkpointed
-  bool cpu_checkpointing = false;             // saved inputs in host memory (a CUDA model)
-};
+namespace zt {
 
 // Process-wide, like DeepSpeed's module state: the last engine built sets them.
 void configure_activation_checkpointing(const ActivationCheckpointOptions& options);

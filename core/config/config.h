@@ -38,7 +38,7 @@
 #include "core/config/program_block.h"
 #include "core/config/zero_config.h"
 #include "core/defaults.h"
-#include "core/precision/loss_scaler.h"
+#include "core/precision/loss_scaler_options.h"
 #include "optim/optimizer_kind.h"
 
 namespace zt {

@@ -2,7 +2,6 @@
 
 #include <map>
 
-#include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "optim/lr_schedule.h"
@@ -131,13 +130,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     if (oc.type == OptimizerType::kMuon) muon_options(oc, o);
   }
   o.optimizer.swa = {c.swa.enabled, c.swa.swa_start, c.swa.swa_freq};
-  // Behaviour switches of the environment (base/env_vars.h); every rank reads the same value, as
-  // ztrun, mpirun and srun pass the environment on.
-  o.host_cache = env::choice(env::kHostCache, "1", {"0", "1"}) == "1";
-  const std::string two_level = env::choice(env::kHierarchicalReduce, "auto", {"auto", "0", "1"});
-  o.hierarchical_reduce = two_level == "auto" ? EngineOptions::TwoLevelReduce::kAuto
-                          : two_level == "1"  ? EngineOptions::TwoLevelReduce::kOn
-                                              : EngineOptions::TwoLevelReduce::kOff;
+  read_environment_switches(o);
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
   o.param_groups.llrd_decay = c.parameter_groups.layer_lr_decay;
   if (c.communication_data_type) o.communication_dtype = to_scalar(*c.communication_data_type);

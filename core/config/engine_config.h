@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/config/config.h"
-#include "core/engine.h"
+#include "core/engine_options.h"
 #include "parallel/dist.h"
 
 namespace zt {

@@ -23,17 +23,9 @@
 #include <map>
 #include <string>
 
-namespace zt {
+#include "core/precision/loss_scaler_options.h"
 
-struct LossScalerOptions {
-  double loss_scale = 0.0;  // > 0: static scale
-  int initial_scale_power = 16;
-  int64_t loss_scale_window = 1000;
-  int hysteresis = 2;
-  bool consecutive_hysteresis = false;
-  double min_loss_scale = 1.0;
-  double scale_factor = 2.0;
-};
+namespace zt {
 
 class DynamicLossScaler {
  public:

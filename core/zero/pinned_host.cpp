@@ -13,7 +13,7 @@ namespace zt::zero {
 
 namespace {
 
-// Plugin entry points (base/cuda_plugin_cuda.cpp); both return a cudaError_t.
+// Plugin entry points (core/cuda/plugin_table_cuda.cpp); both return a cudaError_t.
 using HostRegister = int32_t (*)(void* ptr, size_t bytes);
 using HostUnregister = int32_t (*)(void* ptr);
 constexpr const char* kHostRegister = "zt_cuda_host_register";

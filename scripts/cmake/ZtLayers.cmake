@@ -18,7 +18,8 @@
 #   examples  the example models and their programs
 #   testdevice the zttest test device (testdevice/test_device.h), a PrivateUse1 backend over host
 #             memory for the tests; loaded with dlopen, so no area may use it
-# tests/ and bench/ sit above everything and are not checked.
+# tests/ and bench/ sit above everything and are not checked. Inside core the sub-layers below
+# (ZT_CORE_LAYERS) are checked the same way.
 set(ZT_LAYERS
     "base:"
     "parallel:base"
@@ -32,6 +33,39 @@ set(ZT_LAYERS
     "tools:base parallel optim data weights core train"
     "examples:base parallel optim data weights core train examples"
     "testdevice:")
+
+# Inside core, bottom to top: each sub-layer is the files under core/ that it names (a folder ends
+# in /; a file belongs to the first sub-layer that names it, or a folder above it) and the
+# sub-layers it may include besides its own. The options are the ground: the config and what the
+# engine is told. The mechanisms (asynchronous I/O, precision, profiling, activation
+# checkpointing, the CUDA plugin's table) build on options only, ZeRO's parts on both, and the engine and checkpointing sit
+# on top.
+set(ZT_CORE_LAYERS
+    "options=defaults.h engine_options.h engine_options.cpp config/ aio/aio_options.h precision/loss_scaler_options.h activations/activation_checkpoint_options.h profile/flops_profiler_options.h:"
+    "mechanisms=aio/ precision/ profile/ activations/ cuda/:options"
+    "zero=zero/:options mechanisms"
+    "engine=engine.h engine.cpp checkpoint/:options mechanisms zero")
+
+# zt_core_sublayer(<path under core/> <out-name> <out-allowed>): the core sub-layer a file belongs
+# to and the sub-layers it may include; empty when no sub-layer names it.
+function(zt_core_sublayer path out_name out_allowed)
+  foreach(entry IN LISTS ZT_CORE_LAYERS)
+    string(REGEX MATCH "^([^=]+)=([^:]*):(.*)$" _ "${entry}")
+    set(name "${CMAKE_MATCH_1}")
+    separate_arguments(members UNIX_COMMAND "${CMAKE_MATCH_2}")
+    separate_arguments(allowed UNIX_COMMAND "${CMAKE_MATCH_3}")
+    foreach(m IN LISTS members)
+      string(FIND "${path}" "${m}" at)
+      if((m MATCHES "/$" AND at EQUAL 0) OR path STREQUAL m)
+        set(${out_name} ${name} PARENT_SCOPE)
+        set(${out_allowed} ${allowed} PARENT_SCOPE)
+        return()
+      endif()
+    endforeach()
+  endforeach()
+  set(${out_name} "" PARENT_SCOPE)
+  set(${out_allowed} "" PARENT_SCOPE)
+endfunction()
 
 # zt_layer_deps(<area> <out-var>): the areas <area> may use.
 function(zt_layer_deps area out)

@@ -1,7 +1,7 @@
 // The plugin's entry point, zt_cuda_kernels(): the zt::cuda::Kernels table (CUDA error names, the
 // device count), and the entry points other areas look up by name: host-memory registration
 // (core/zero/pinned_host.cpp), the device's name and a synchronize (core/profile/).
-// Compiled into libzt_cuda.so only, when ZT_WITH_CUDA is on.
+// Compiled into libzt_cuda.so only, when ZT_WITH_CUDA is on; base/cuda_plugin.cpp loads it.
 #include <cstring>
 
 #include <cuda_runtime.h>

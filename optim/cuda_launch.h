@@ -1,9 +1,10 @@
 #pragma once
-// Plugin side only (libzt_cuda.so; includes LibTorch's CUDA headers): the device and stream of one
-// kernel launch. A launcher gets raw device pointers and maybe a stream; with several GPUs per
-// process (or a rank whose current device was never set), "the current device" need not be the
-// one that owns the pointers, so the launch runs on the device of its first pointer and, when no
-// stream is given, on LibTorch's current stream of that device.
+// Plugin side only (libzt_cuda.so; includes LibTorch's CUDA headers), for the optimizers' CUDA
+// launchers (optim/*_cuda.cpp): the device and stream of one kernel launch. A launcher gets raw
+// device pointers and maybe a stream; with several GPUs per process (or a rank whose current
+// device was never set), "the current device" need not be the one that owns the pointers, so the
+// launch runs on the device of its first pointer and, when no stream is given, on LibTorch's
+// current stream of that device.
 
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>

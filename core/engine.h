@@ -74,7 +74,8 @@ namespace zt {
 
 namespace dist {
 class Communicator;
-}
+struct Topology;
+}  // namespace dist
 namespace profile {
 struct StepFlops;
 }
@@ -93,9 +94,12 @@ class Engine {
   // `partitioned`: the model was built through it (core/zero/partitioned_init.h, stage 3): its
   // flat buffers and this rank's shards are adopted as they are, without the broadcast from rank
   // 0 (every rank built the same values). Null or empty: the model is whole on every rank.
+  // `topology`: the process groups (parallel/topology.h) made over `comm` by the training setup;
+  // null: the engine makes them from its options and the launch environment.
   Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
          std::shared_ptr<dist::Communicator> comm,
-         std::shared_ptr<zero::PartitionedInit> partitioned = nullptr);
+         std::shared_ptr<zero::PartitionedInit> partitioned = nullptr,
+         std::shared_ptr<const dist::Topology> topology = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -112,7 +116,11 @@ class Engine {
   // Drops gradients accumulated so far in this window.
   void zero_grad();
 
+  // The lr the next optimizer step takes (the scheduler's, or the optimizer's constant lr).
   double get_lr() const;
+  // Every group's hyperparameters for the next optimizer step: the optimizer's, with the
+  // scheduler's lr and, for OneCycle with cycle_momentum, its betas.
+  optim::GroupHyper step_hyper() const;
   // Optimizer boundaries passed, including steps skipped for inf/NaN gradients.
   int64_t global_step() const;
   int64_t skipped_steps() const;
@@ -208,8 +216,6 @@ class Engine {
 
  private:
   struct Impl;
-  void make_shard_groups();
-  void make_hpz_group();
   void make_frozen_buckets(const zero::BucketOptions& trainable);
   void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();

@@ -1,8 +1,30 @@
 #include "core/engine_options.h"
 
 #include "base/env_vars.h"
+#include "base/error.h"
 
 namespace zt {
+
+void check_engine_options(const EngineOptions& o) {
+  ZT_CHECK(o.stage >= 0 && o.stage <= 3, "zero_optimization.stage must be 0..3, got ", o.stage);
+  ZT_CHECK(o.gradient_accumulation_steps >= 1, "gradient_accumulation_steps must be >= 1, got ",
+           o.gradient_accumulation_steps);
+  ZT_CHECK(o.gradient_clipping >= 0, "gradient_clipping must be >= 0, got ", o.gradient_clipping);
+  ZT_CHECK(o.gradient_predivide_factor > 0, "gradient_predivide_factor must be > 0, got ",
+           o.gradient_predivide_factor);
+  auto is_float_type = [](at::ScalarType t) {
+    return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+  };
+  ZT_CHECK(is_float_type(o.grad_accum_dtype),
+           "data_types.grad_accum_dtype must be fp32, fp16 or bf16, got ", o.grad_accum_dtype);
+  ZT_CHECK(!o.communication_dtype || is_float_type(*o.communication_dtype),
+           "communication_data_type must be fp32, fp16 or bf16, got ", *o.communication_dtype);
+  ZT_CHECK(is_float_type(o.compute_dtype), "engine compute dtype must be fp32, fp16 or bf16, got ",
+           o.compute_dtype);
+  ZT_CHECK(o.offload_param.device == OffloadDevice::kNone || o.stage == 3,
+           "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
+           o.stage);
+}
 
 void read_environment_switches(EngineOptions& o) {
   // Every rank reads the same values: ztrun, mpirun and srun pass the environment on.
@@ -11,6 +33,22 @@ void read_environment_switches(EngineOptions& o) {
   o.hierarchical_reduce = two_level == "auto" ? EngineOptions::TwoLevelReduce::kAuto
                           : two_level == "1"  ? EngineOptions::TwoLevelReduce::kOn
                                               : EngineOptions::TwoLevelReduce::kOff;
+}
+
+dist::TopologyOptions topology_options(const ZeroConfig& z,
+                                       EngineOptions::TwoLevelReduce hierarchical_reduce) {
+  // Below stage 3 the stage-3 keys do nothing, as in DeepSpeed; the config says so once
+  // (validate.cpp).
+  const bool stage3 = z.stage == 3;
+  dist::TopologyOptions t;
+  t.shard_size = stage3 && z.mics_shard_size > 0 ? z.mics_shard_size : 0;
+  t.hpz = stage3 ? z.zero_hpz_partition_size : 1;
+  t.quantized_reduce = stage3 && z.zero_quantized_gradients;
+  t.hierarchical_reduce =
+      z.stage <= 2 ? hierarchical_reduce : dist::TopologyOptions::TwoLevel::kOff;
+  t.hierarchical_gather = stage3 && z.mics_shard_size > 0 && z.mics_hierarchical_params_gather;
+  t.quantized_weights = z.zero_quantized_weights;
+  return t;
 }
 
 }  // namespace zt

@@ -17,8 +17,10 @@
 #include "core/defaults.h"
 #include "core/precision/loss_scaler_options.h"
 #include "core/profile/flops_profiler_options.h"
+#include "optim/lr_schedule.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
+#include "parallel/topology.h"
 
 namespace zt {
 
@@ -54,8 +56,10 @@ struct EngineOptions : ZeroConfig {
   // (zt::initialize applies the config's `freeze` globs first). No pattern by default, so every
   // parameter decays, as in DeepSpeed.
   optim::ParamGroupOptions param_groups = every_parameter_decays();
-  std::function<double(int64_t)> lr_schedule;  // optimizer step -> lr; empty: hyper.lr
-  std::vector<std::string> units;              // submodule names that are stage-3 units
+  // The scheduler (optim/lr_schedule.h): each step's lr, and OneCycle's cycled betas; null: the
+  // constant hyper.lr.
+  std::shared_ptr<const optim::LrSchedule> lr_schedule;
+  std::vector<std::string> units;  // submodule names that are stage-3 units
   // Gradient buckets whose reduction may be in flight at once (communication.
   // max_inflight_reductions): bounds the transient reduction buffers.
   int64_t max_inflight_reductions = defaults::kMaxInflightReductions;
@@ -81,15 +85,25 @@ struct EngineOptions : ZeroConfig {
   // The two-level gradient reduction at stages 0-2 (core/zero/hierarchical_reduce.h): kAuto takes
   // it over gloo and MPI when the ranks span several nodes, NCCL's own rings and trees being
   // topology-aware already (ZT_HIERARCHICAL_REDUCE: auto, 0 or 1).
-  enum class TwoLevelReduce { kAuto, kOff, kOn };
+  using TwoLevelReduce = dist::TopologyOptions::TwoLevel;
   TwoLevelReduce hierarchical_reduce = TwoLevelReduce::kAuto;
 };
+
+// The engine's one check of its options (whoever filled them: engine_options_from_config, or a
+// program by hand): a value no engine can run with is a zt::Error naming its key.
+void check_engine_options(const EngineOptions& options);
 
 // Sets the options the environment's behaviour switches carry (base/env_vars.h: ZT_HOST_CACHE,
 // ZT_HIERARCHICAL_REDUCE); a bad value is a one-line error naming the variable. Called where
 // options are built (engine_options_from_config, and programs that fill EngineOptions
 // themselves), never by the engine.
 void read_environment_switches(EngineOptions& options);
+
+// The process groups a job with this zero_optimization block runs over (parallel/topology.h):
+// hybrid sharding, hpZ and qgZ at stage 3, the hierarchical reduction at stages 0-2. Every key
+// that asks for a group is read here only.
+dist::TopologyOptions topology_options(const ZeroConfig& zero,
+                                       EngineOptions::TwoLevelReduce hierarchical_reduce);
 
 // Bytes this rank holds for model states, by the engine's own accounting.
 struct MemoryReport {

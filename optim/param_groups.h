@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/param_group_defaults.h"
 #include "optim/shard_optimizer.h"
 
 namespace zt::optim {
@@ -28,7 +29,7 @@ struct ParamInfo {
 
 struct ParamGroupOptions {
   // A parameter whose name contains one of these gets weight_decay 0.
-  std::vector<std::string> no_decay_patterns = {"bias", "norm", "ln_", "LayerNorm"};
+  std::vector<std::string> no_decay_patterns = default_no_decay_patterns();
   // Glob patterns (fnmatch: * and ? match any character, dots included) over the full name.
   std::vector<std::string> freeze_patterns;
   // LLRD: 1 disables it.

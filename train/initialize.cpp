@@ -24,12 +24,11 @@ std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
   Config resolved = l.config;
   if (!resolved.pending_autos.empty()) resolve_program_autos(resolved, l.program);
   const ZeroConfig& z = resolved.zero_optimization;
-  // With hybrid sharding a rank builds its shard of its group of mics_shard_size consecutive
-  // ranks (parallel/groups.h), as the engine lays the buffers out.
-  const int group = z.mics_shard_size > 0 ? z.mics_shard_size : l.comm->size();
+  // A rank builds its shard of the group the engine shards the state over (with hybrid
+  // sharding, its group of mics_shard_size consecutive ranks).
   return std::make_shared<zero::PartitionedInit>(
-      zero::PartitionOptions{.rank = l.comm->rank() % group,
-                             .world = group,
+      zero::PartitionOptions{.rank = l.topology->shard->rank(),
+                             .world = l.topology->shard->size(),
                              .reduce_bucket_size = z.reduce_bucket_size,
                              .persistence_threshold = z.stage3_param_persistence_threshold,
                              .frozen = l.config.freeze,
@@ -50,6 +49,10 @@ Launch launch(const LaunchOptions& options) {
   if (!l.device.is_cpu()) c10::impl::VirtualGuardImpl(l.device.type()).setDevice(l.device);
   if (l.env.rank == 0 || l.env.world_size == 1) ZT_LOG_INFO("device: ", l.device);
   l.program = options.program;
+  EngineOptions switches;
+  read_environment_switches(switches);
+  l.topology = dist::make_topology(
+      l.comm, topology_options(l.config.zero_optimization, switches.hierarchical_reduce), l.env);
   l.partitioned = partitioned_init(l);
   torch::manual_seed(static_cast<uint64_t>(l.config.seed));
   return l;
@@ -104,7 +107,7 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
   }
   t.engine = std::make_unique<Engine>(
       std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm,
-      std::move(launch.partitioned));
+      std::move(launch.partitioned), std::move(launch.topology));
   t.monitor = make_monitor(t.config, t.comm->rank());
   if (options.train_data) {
     options.data.training = true;

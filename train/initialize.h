@@ -58,6 +58,9 @@ struct Launch {
   dist::Env env;
   Config config;
   std::shared_ptr<dist::Communicator> comm;
+  // The process groups over `comm` (parallel/topology.h), made once here for the config's
+  // zero_optimization block; partitioned construction and the engine both use them.
+  std::shared_ptr<const dist::Topology> topology;
   // Where the model trains (LaunchOptions::device resolved for this rank): its current device,
   // the device the communicator takes tensors on, where partitioned construction puts the shards;
   // initialize() moves the rest of the model and the batches there.

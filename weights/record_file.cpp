@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -125,13 +123,12 @@ void RecordWriter::tensor_header(at::ScalarType dtype, const std::vector<int64_t
   u64(static_cast<uint64_t>(numel) * c10::elementSize(dtype));
 }
 
-void RecordWriter::commit(int pause_s) {
+void RecordWriter::commit() {
   flush();
   ZT_CHECK(::fsync(fd_) == 0, "checkpoint file ", tmp_, " cannot be synced: ", std::strerror(errno),
            errno == ENOSPC ? ": it needs " + std::to_string(written_) + " bytes" : std::string());
   ::close(fd_);
   fd_ = -1;
-  if (pause_s > 0) std::this_thread::sleep_for(std::chrono::seconds(pause_s));
   ZT_CHECK(::rename(tmp_.c_str(), path_.c_str()) == 0, "checkpoint file ", tmp_,
            " cannot be renamed to ", path_, ": ", std::strerror(errno));
 }

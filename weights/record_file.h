@@ -37,9 +37,8 @@ class RecordWriter {
   void expect_bytes(uint64_t n) { expected_ = n; }
   // A tensor record whose nbytes of data the caller appends with bytes() (streamed tensors).
   void tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape);
-  // Flushes, fsyncs, and renames the temporary file onto the final path. If `pause_s` > 0 it
-  // sleeps between fsync and rename (tests kill a save there).
-  void commit(int pause_s = 0);
+  // Flushes, fsyncs, and renames the temporary file onto the final path.
+  void commit();
 
  private:
   std::string path_, tmp_;

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -251,7 +250,6 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
     snap.rng = cpu_rng_state();
     snap.device_rng = device_rng_state(engine_.communicator().device());
     snap.client = client;
-    const int pause_s = test_pause_seconds();
     std::shared_ptr<FileGate> gate;
     if (from_files) {
       gate = std::make_shared<FileGate>();
@@ -259,18 +257,14 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
       pending->gate = gate;
     }
     const aio::AioOptions aio = engine_.options().aio;
-    pending->write = std::async(std::launch::async, [&snap, target, pause_s, gate, aio] {
+    pending->write = std::async(std::launch::async, [&snap, target, gate, aio] {
       Pending::Written out;
       const auto t0 = Clock::now();
       try {
         ckpt::ShardWriter w(target.shard_path().string(), target.shard_rank, target.shard_world,
                             snap.buffers.size(), snap.bytes);
         std::unique_ptr<FileStreamer> files;
-        if (gate) {
-          files = std::make_unique<FileStreamer>(aio);
-          // Tests: a write that reads the swap files late, so the next step must wait for it.
-          if (pause_s > 0) std::this_thread::sleep_for(std::chrono::seconds(pause_s));
-        }
+        if (gate) files = std::make_unique<FileStreamer>(aio);
         for (size_t b = 0; b < snap.buffers.size(); ++b) {
           const Snapshot::Buffer& buf = snap.buffers[b];
           w.buffer(buf.padded_numel, buf.stepped_begin, buf.stepped_end, buf.entries);
@@ -292,7 +286,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
           if (gate) gate->read_through(b + 1);
         }
         if (gate) gate->open_all();
-        w.finish(snap.frozen, snap.rng, snap.device_rng, snap.client, pause_s);
+        w.finish(snap.frozen, snap.rng, snap.device_rng, snap.client);
         fsync_dir(target.tag_dir);
         out.size = fs::file_size(target.shard_path());
         out.fnv64 = ckpt::fnv64_file(target.shard_path());

@@ -18,7 +18,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
 
-#include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "base/remove_tree.h"
@@ -36,11 +35,6 @@ using ckpt::ShardBuffer;
 using ckpt::ShardIndex;
 
 namespace {
-
-// Tests only: seconds each rank sleeps after its shard is fsynced under the temporary name and
-// before the rename, so a test can kill -9 a save midway. A background write from NVMe swap files
-// (async_checkpoint.h) also sleeps that long before it reads them.
-constexpr const char* kPauseEnv = "ZT_CHECKPOINT_TEST_PAUSE_S";
 
 dist::Communicator& comm_of(Engine& e) {
   return e.communicator();
@@ -442,8 +436,7 @@ void save_checkpoint(Engine& engine, const std::string& dir, const std::string& 
       write_buffer_state(w, store, b, s);
     }
     const auto frozen = frozen_parameters(engine, target.lead);
-    w.finish(frozen, cpu_rng_state(), device_rng_state(engine.communicator().device()), client,
-             test_pause_seconds());
+    w.finish(frozen, cpu_rng_state(), device_rng_state(engine.communicator().device()), client);
     fsync_dir(target.tag_dir);
   }
   barrier(engine);  // every shard is durable under its final name
@@ -531,11 +524,6 @@ void restore_device_rng_state(c10::Device device, const at::Tensor& state) {
   at::Generator gen = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
-}
-
-int test_pause_seconds() {
-  const char* p = ::zt::env::get(kPauseEnv);
-  return p == nullptr ? 0 : std::atoi(p);
 }
 
 void commit_save(const SaveTarget& target, Metadata meta, int64_t keep_last) {

@@ -127,7 +127,7 @@ void ShardWriter::bytes(const void* p, size_t n) {
 
 void ShardWriter::finish(const std::vector<std::pair<std::string, at::Tensor>>& frozen,
                          const at::Tensor& rng, const at::Tensor& device_rng,
-                         const std::map<std::string, std::string>& client, int pause_s) {
+                         const std::map<std::string, std::string>& client) {
   w_.u32(static_cast<uint32_t>(frozen.size()));
   for (const auto& [name, t] : frozen) {
     w_.str(name);
@@ -140,7 +140,7 @@ void ShardWriter::finish(const std::vector<std::pair<std::string, at::Tensor>>& 
     w_.str(k);
     w_.str(v);
   }
-  w_.commit(pause_s);
+  w_.commit();
 }
 
 void write_metadata(const std::string& path, const Metadata& m) {

@@ -100,10 +100,9 @@ class ShardWriter {
   void tensor_header(at::ScalarType dtype, const std::vector<int64_t>& shape);
   void bytes(const void* p, size_t n);
   // Writes what follows the buffers and commits the file (RecordWriter::commit: fsync, then
-  // rename onto the final path, sleeping pause_s seconds in between).
+  // rename onto the final path).
   void finish(const std::vector<std::pair<std::string, at::Tensor>>& frozen, const at::Tensor& rng,
-              const at::Tensor& device_rng, const std::map<std::string, std::string>& client,
-              int pause_s = 0);
+              const at::Tensor& device_rng, const std::map<std::string, std::string>& client);
 
  private:
   RecordWriter w_;

@@ -53,9 +53,6 @@ void check_free_space(const std::filesystem::path& dir, const std::filesystem::p
                       uint64_t need);
 void fsync_dir(const std::filesystem::path& dir);
 
-// Seconds a test asks each rank to sleep between a shard's fsync and its rename.
-int test_pause_seconds();
-
 // Rank 0, once every shard is durable under its final name: metadata.ztm (with `meta.shards`),
 // then `latest`, then keep_last.
 void commit_save(const SaveTarget& target, ckpt::Metadata meta, int64_t keep_last);

@@ -39,7 +39,9 @@
 #include "core/config/zero_config.h"
 #include "core/defaults.h"
 #include "core/precision/loss_scaler_options.h"
+#include "optim/lr_schedule.h"
 #include "optim/optimizer_kind.h"
+#include "optim/param_group_defaults.h"
 
 namespace zt {
 
@@ -47,8 +49,10 @@ enum class DType { kFp32, kFp16, kBf16 };
 // The config names the optimizer's kind with optim's enum (one list of optimizers); the reader
 // accepts every kind but FusedAdam, which the engine picks itself for Adam/AdamW on a GPU.
 using OptimizerType = optim::OptimizerKind;
-enum class SchedulerType { kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle };
-enum class WarmupType { kLog, kLinear };
+// The scheduler's type and warm-up shape are optim's (optim/lr_schedule.h), so a typed block goes
+// to the schedule as it is read.
+using SchedulerType = optim::ScheduleKind;
+using WarmupType = optim::WarmupShape;
 enum class CommBackend { kAuto, kMpi, kGloo, kNccl };
 enum class TagValidation { kIgnore, kWarn, kFail };
 enum class LoadFallback { kNone, kPrevious };
@@ -126,28 +130,7 @@ struct OptimizerConfig {
 //                    cycle_second_step_size, cycle_first_stair_count, cycle_second_stair_count,
 //                    decay_step_size, cycle_momentum, cycle_min_mom, cycle_max_mom,
 //                    decay_mom_rate
-struct SchedulerConfig {
-  SchedulerType type = SchedulerType::kWarmupLR;
-  double warmup_min_lr = 0.0;
-  double warmup_max_lr = 1e-3;
-  int64_t warmup_num_steps = 1000;
-  WarmupType warmup_type = WarmupType::kLog;
-  int64_t total_num_steps = 0;
-  double warmup_min_ratio = 0.0;
-  double cos_min_ratio = 1e-4;
-  double cycle_min_lr = 0.0;
-  double cycle_max_lr = 0.0;
-  double decay_lr_rate = 0.0;
-  int64_t cycle_first_step_size = 2000;
-  std::optional<int64_t> cycle_second_step_size;  // unset = cycle_first_step_size
-  int64_t cycle_first_stair_count = 0;
-  std::optional<int64_t> cycle_second_stair_count;  // unset = cycle_first_stair_count
-  int64_t decay_step_size = 0;
-  bool cycle_momentum = true;
-  double cycle_min_mom = 0.8;
-  double cycle_max_mom = 0.9;
-  double decay_mom_rate = 0.0;
-};
+using SchedulerConfig = optim::ScheduleSpec;
 
 struct ActivationCheckpointingConfig {
   bool partition_activations = false;
@@ -252,7 +235,7 @@ struct FlopsProfilerConfig {
 // parameter_groups: how the optimizer splits parameters (optim/param_groups.h applies them).
 struct ParameterGroupsConfig {
   // Parameters whose name contains one of these substrings get weight_decay 0.
-  std::vector<std::string> no_decay = {"bias", "norm", "ln_", "LayerNorm"};
+  std::vector<std::string> no_decay = optim::default_no_decay_patterns();
   double layer_lr_decay = 1.0;  // layer-wise LR decay factor in (0, 1]; 1 = off
 };
 

@@ -19,54 +19,6 @@ at::ScalarType to_scalar(DType d) {
   return at::kFloat;
 }
 
-std::function<double(int64_t)> schedule_from(const SchedulerConfig& s, double base_lr) {
-  // Only the parameters of s.type: optim::make_lr_schedule rejects the others by name.
-  std::map<std::string, double> p;
-  std::map<std::string, std::string> text;
-  auto warmup = [&] {
-    p["warmup_num_steps"] = static_cast<double>(s.warmup_num_steps);
-    text["warmup_type"] = to_string(s.warmup_type);
-  };
-  switch (s.type) {
-    case SchedulerType::kWarmupDecayLR:
-      p["total_num_steps"] = static_cast<double>(s.total_num_steps);
-      [[fallthrough]];
-    case SchedulerType::kWarmupLR:
-      warmup();
-      p["warmup_min_lr"] = s.warmup_min_lr;
-      p["warmup_max_lr"] = s.warmup_max_lr;
-      break;
-    case SchedulerType::kWarmupCosineLR:
-      warmup();
-      p["total_num_steps"] = static_cast<double>(s.total_num_steps);
-      p["warmup_min_ratio"] = s.warmup_min_ratio;
-      p["cos_min_ratio"] = s.cos_min_ratio;
-      break;
-    case SchedulerType::kOneCycle:
-      p = {{"cycle_min_lr", s.cycle_min_lr},
-           {"cycle_max_lr", s.cycle_max_lr},
-           {"decay_lr_rate", s.decay_lr_rate},
-           {"cycle_first_step_size", static_cast<double>(s.cycle_first_step_size)},
-           {"cycle_first_stair_count", static_cast<double>(s.cycle_first_stair_count)},
-           {"decay_step_size", static_cast<double>(s.decay_step_size)},
-           {"cycle_momentum", s.cycle_momentum ? 1.0 : 0.0},
-           {"cycle_min_mom", s.cycle_min_mom},
-           {"cycle_max_mom", s.cycle_max_mom},
-           {"decay_mom_rate", s.decay_mom_rate}};
-      if (s.cycle_second_step_size) {
-        p["cycle_second_step_size"] = static_cast<double>(*s.cycle_second_step_size);
-      }
-      if (s.cycle_second_stair_count) {
-        p["cycle_second_stair_count"] = static_cast<double>(*s.cycle_second_stair_count);
-      }
-      break;
-  }
-  std::shared_ptr<optim::LrSchedule> sched =
-      optim::make_lr_schedule(to_string(s.type), p, base_lr, text);
-  // DeepSpeed order: optimizer step s (0-based) runs with the lr of last_batch_iteration s - 1.
-  return [sched](int64_t step) { return sched->lr_at(step - 1); };
-}
-
 // Muon's two halves (optim/muon.h): the auxiliary Adam's betas and eps, Muon's momentum, and each
 // half's lr as a factor on the scheduled lr.
 void muon_options(const OptimizerConfig& oc, EngineOptions& o) {
@@ -149,7 +101,20 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.activation_checkpointing.cpu_checkpointing = c.activation_checkpointing.cpu_checkpointing;
   o.steps_per_print = static_cast<int>(c.steps_per_print);
   o.max_inflight_reductions = c.communication.max_inflight_reductions;
-  if (c.scheduler) o.lr_schedule = schedule_from(*c.scheduler, o.hyper.lr);
+  if (c.scheduler) {
+    SchedulerConfig s = *c.scheduler;
+    // DeepSpeed cycles the momentum only of an optimizer whose defaults have betas
+    // (OneCycle._initialize_momentum): not torch's SGD, not MuonWithAuxAdam.
+    const bool has_betas =
+        o.optimizer.type != OptimizerType::kSgd && o.optimizer.type != OptimizerType::kMuon;
+    if (s.type == SchedulerType::kOneCycle && s.cycle_momentum && !has_betas) {
+      ZT_LOG_WARN("config: scheduler.params.cycle_momentum has no effect with optimizer ",
+                  optim::optimizer_name(o.optimizer.type),
+                  ", which has no betas (as in DeepSpeed)");
+      s.cycle_momentum = false;
+    }
+    o.lr_schedule = optim::make_lr_schedule(s, o.hyper.lr);
+  }
   o.units = std::move(units);
   return o;
 }

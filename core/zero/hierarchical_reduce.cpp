@@ -35,4 +35,14 @@ at::Tensor HierarchicalReduce::finish(WaitClock& clock) {
   return out;
 }
 
+void gather_in_node(const dist::NodeGroups& groups, const at::Tensor& across, const at::Tensor& out,
+                    WaitClock& clock) {
+  const int64_t nodes = groups.inter->size(), local = groups.intra->size();
+  const int64_t n = across.numel() / nodes;
+  at::Tensor by_local = at::empty({local * nodes * n}, across.options());
+  clock.wait(groups.intra->all_gather(across, by_local));
+  // by_local holds slice (b, l) at [l][b]; out holds it at b * L + l.
+  out.view({nodes, local, n}).copy_(by_local.view({local, nodes, n}).transpose(0, 1));
+}
+
 }  // namespace zt::zero

@@ -22,10 +22,12 @@
 // order: equal to the flat reduction within a few fp32 ulps.
 //
 // Ranks must be numbered node by node with as many on every node (NodeLayout::node_major); the
-// engine (core/engine.cpp) checks that and otherwise reduces flat.
+// topology (parallel/topology.cpp) makes the node groups only then, and otherwise the gradients
+// reduce flat.
 
 #include <ATen/core/Tensor.h>
 
+#include "core/zero/reduction_in_flight.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
 #include "parallel/groups.h"
@@ -34,7 +36,7 @@ namespace zt::zero {
 
 // One bucket's reduction in flight. The first hop (inside the node) starts in the constructor,
 // so it overlaps what the caller does next; finish() waits for it and runs the hops left.
-class HierarchicalReduce {
+class HierarchicalReduce : public ReductionInFlight {
  public:
   enum class Kind { kAllReduce, kReduceScatter };
   // full: (W * n,) in its communication dtype, W = intra size * inter size. kAllReduce sums it in
@@ -42,7 +44,7 @@ class HierarchicalReduce {
   HierarchicalReduce(const dist::NodeGroups& groups, Kind kind, at::Tensor full);
   // kAllReduce: `full`, now the sum over all W ranks. kReduceScatter: (n,) in full's dtype, the
   // sum over all W ranks of their chunk number (node * L + local index).
-  at::Tensor finish(WaitClock& clock);
+  at::Tensor finish(WaitClock& clock) override;
 
  private:
   const dist::NodeGroups& groups_;
@@ -51,5 +53,11 @@ class HierarchicalReduce {
   at::Tensor in_;  // the first hop's input, kept until it is done
   dist::WorkPtr work_;
 };
+
+// The second hop of a two-level all-gather (the publish above, and MiCS's hierarchical parameter
+// gather): `across` holds this local index's slices of every node, by node; the node's ranks
+// exchange them and `out` ((W * n,)) gets slice (b, l) at b * L + l.
+void gather_in_node(const dist::NodeGroups& groups, const at::Tensor& across, const at::Tensor& out,
+                    WaitClock& clock);
 
 }  // namespace zt::zero

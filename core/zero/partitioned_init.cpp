@@ -104,9 +104,10 @@ void PartitionedInit::partition(const std::string& unit,
     }
     at::TensorOptions o = first.options().requires_grad(false);
     if (options_.device) o = o.device(*options_.device);
-    PartitionedBuffer b{.layout = layout,
-                        .persistent = layout.numel() < options_.persistence_threshold,
-                        .unit = unit};
+    PartitionedBuffer b{
+        .layout = layout,
+        .persistent = stays_gathered(3, layout.numel(), options_.persistence_threshold),
+        .unit = unit};
     for (const auto& e : layout.entries()) b.fingerprint += fingerprint(e.param);
     if (b.persistent) {  // stays gathered in the engine: kept whole
       b.flat = at::empty({layout.padded_numel()}, o);

@@ -22,6 +22,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/zero/reduction_in_flight.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
 #include "parallel/groups.h"
@@ -30,12 +31,12 @@ namespace zt::zero {
 
 // One bucket's reduction in flight: hop 1 starts in the constructor (so it overlaps what the
 // caller does next), finish() waits for it, runs hop 2 and returns this rank's chunk of the sum.
-class QuantizedReduceScatter {
+class QuantizedReduceScatter : public ReductionInFlight {
  public:
   // full: (W * n,) the bucket's gradient in any floating dtype, W = intra size * inter size.
   QuantizedReduceScatter(const dist::NodeGroups& groups, const at::Tensor& full);
   // (n,) fp32: the sum over all W ranks of their chunk number (node * L + local) of `full`.
-  at::Tensor finish(WaitClock& clock);
+  at::Tensor finish(WaitClock& clock) override;
 
  private:
   const dist::NodeGroups& groups_;

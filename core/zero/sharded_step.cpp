@@ -48,7 +48,7 @@ ShardedStep::ShardedStep(const EngineOptions& options,
     slot.optimizer = optim::make_shard_optimizer(spec);
     if (spec.type == optim::OptimizerKind::kMuon) {
       const dist::FlatLayout& layout = b->layout();
-      const int64_t shard = options_.stage == 0 ? layout.padded_numel() : layout.shard_numel();
+      const int64_t shard = b->stepped().size();  // every rank's stepped range has this size
       for (const auto& e : layout.entries()) {
         if (!optim::uses_muon(e.name, e.param.sizes())) continue;
         slot.muon.push_back({e.range, e.param.sizes().vec()});
@@ -174,11 +174,12 @@ c10::Device ShardedStep::compute_device() const {
   return buckets_.empty() ? c10::Device(at::kCPU) : buckets_.front()->params().device();
 }
 
-std::vector<optim::GroupRange> ShardedStep::groups(size_t b, double lr, double grad_scale) const {
+std::vector<optim::GroupRange> ShardedStep::groups(size_t b, const optim::GroupHyper& hyper,
+                                                   double grad_scale) const {
   // Padding belongs to no group and is never updated.
   const dist::Range r = buckets_[b]->stepped();
   std::vector<optim::GroupRange> ranges = optim::shard_group_ranges(
-      slots_[b].grouping, slots_[b].params, r.begin, r.end, options_.hyper, lr);
+      slots_[b].grouping, slots_[b].params, r.begin, r.end, hyper, hyper.lr);
   for (optim::GroupRange& g : ranges) g.hyper.grad_scale = grad_scale;
   if (options_.optimizer.type != optim::OptimizerKind::kMuon) return ranges;
   // Muon: each range cut at the Muon matrices' edges, each piece with its half's lr.
@@ -239,8 +240,7 @@ double ShardedStep::prepare_muon(const std::vector<size_t>& stepped, double inv)
     // bucket's crossing matrices, so every rank agrees), into `crossing`, whose sum over ranks
     // then hands each holder its part: one rank contributes each element, so the sum is exact.
     // Every matrix reads its whole before any slice of s is overwritten.
-    const int64_t shard =
-        options_.stage == 0 ? bucket.layout().padded_numel() : bucket.layout().shard_numel();
+    const int64_t shard = bucket.stepped().size();
     at::Tensor crossing;  // (padded,)
     if (full.defined()) crossing = at::zeros({bucket.layout().padded_numel()}, s.options());
     std::vector<std::pair<dist::Range, at::Tensor>> pieces;
@@ -277,7 +277,7 @@ double ShardedStep::prepare_muon(const std::vector<size_t>& stepped, double inv)
                             .item<double>();
     step_grads_[b] = s;
   }
-  if (options_.stage == 0) return sum;
+  if (steps_whole_buffers()) return sum;
   at::Tensor t = at::full({1}, sum, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
@@ -294,6 +294,12 @@ void ShardedStep::reduce_across_replicas() {
     if (g.defined() && g.numel() > 0) works.push_back(replica_->all_reduce(g));
   }
   for (auto& w : works) clock_.wait(w);
+}
+
+bool ShardedStep::steps_whole_buffers() const {
+  return std::all_of(buckets_.begin(), buckets_.end(), [](const std::unique_ptr<Bucket>& b) {
+    return b->stepped().size() == b->layout().padded_numel();
+  });
 }
 
 double ShardedStep::global_grad_norm_squared() {
@@ -314,8 +320,7 @@ double ShardedStep::global_grad_norm_squared() {
     }
   }
   if (host_sum != 0) t.add_(host_sum);
-  // Stage 0: every rank holds the whole reduced gradient.
-  if (options_.stage == 0) return t.item<double>();
+  if (steps_whole_buffers()) return t.item<double>();
   return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
 
@@ -337,7 +342,8 @@ std::string ShardedStep::overflow_culprits() const {
   return names.empty() ? "none on this rank" : names;
 }
 
-StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step_index) {
+StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler* scaler,
+                              int64_t step_index) {
   at::NoGradGuard no_grad;
   StepOutcome out;
   // The rest of the average over ranks (each rank's loss is the mean over its micro-batch), in
@@ -385,7 +391,7 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
   }
   // Muon's step gradients carry inv already.
   const double grad_scale = (muon ? 1.0 : inv) * clip;
-  update(stepped, grad_scale, lr);
+  update(stepped, grad_scale, hyper);
   step_grads_.clear();
   return out;
 }
@@ -398,7 +404,8 @@ StepOutcome ShardedStep::step(double lr, DynamicLossScaler* scaler, int64_t step
 // 16-bit tensor beside the master, else copied (to a GPU through a pinned staging buffer and the
 // side stream). Chunking changes no bit: the optimizer that steps chunks (CpuAdam) updates each
 // element on its own.
-void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, double lr) {
+void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
+                         const optim::GroupHyper& hyper) {
   if (host_offload_) {
     for (size_t b : stepped) {
       at::Tensor g = step_grad(b);
@@ -411,7 +418,7 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale, 
   std::vector<std::vector<optim::GroupRange>> bucket_ranges(buckets_.size());
   for (size_t b : stepped) {
     step_before[b] = slots_[b].optimizer->step_count();
-    bucket_ranges[b] = groups(b, lr, grad_scale);
+    bucket_ranges[b] = groups(b, hyper, grad_scale);
   }
   auto step_tensor = [](int64_t n) { return at::scalar_tensor(n, at::kLong); };
 

@@ -89,8 +89,10 @@ class ShardedStep {
   // Takes the separate fp32 masters from the current parameter values. Call once, after every
   // rank holds the same parameters and before they are cast to the compute dtype.
   void init_masters();
-  // The step described in the file comment. step_index names the step in errors.
-  StepOutcome step(double lr, DynamicLossScaler* scaler, int64_t step_index);
+  // The step described in the file comment, with every group's hyperparameters taken from
+  // `hyper` (the engine's, with this step's scheduled lr and betas). step_index names the step
+  // in errors.
+  StepOutcome step(const optim::GroupHyper& hyper, DynamicLossScaler* scaler, int64_t step_index);
 
   // Where the fp32 masters and the optimizer state live; checkpoints stream them through it.
   MasterStore& masters() const { return *store_; }
@@ -126,16 +128,21 @@ class ShardedStep {
   // Sum of squares of every rank's owned gradients (all-reduced at stages 1-3).
   double global_grad_norm_squared();
   // Bucket b's group ranges for this step, every one with the step's gradient factor.
-  std::vector<optim::GroupRange> groups(size_t b, double lr, double grad_scale) const;
+  std::vector<optim::GroupRange> groups(size_t b, const optim::GroupHyper& hyper,
+                                        double grad_scale) const;
   // Muon: fills step_grads_ (see the file comment); returns the global sum of their squares.
   double prepare_muon(const std::vector<size_t>& stepped, double inv);
   // The gradient the optimizer steps bucket b with: step_grads_[b] (Muon) or the owned gradient.
   at::Tensor step_grad(size_t b) const;
   // Steps every chunk of the buckets in `stepped` and publishes them.
-  void update(const std::vector<size_t>& stepped, double grad_scale, double lr);
+  void update(const std::vector<size_t>& stepped, double grad_scale,
+              const optim::GroupHyper& hyper);
   std::string overflow_culprits() const;
   // The model's device: where gradients are reduced.
   c10::Device compute_device() const;
+  // Every rank steps whole buffers (stage 0, or one rank): each holds the whole reduced gradient,
+  // so a sum over the stepped ranges needs no all-reduce.
+  bool steps_whole_buffers() const;
 
   const EngineOptions& options_;
   std::vector<std::unique_ptr<Bucket>>& buckets_;

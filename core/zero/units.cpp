@@ -90,7 +90,7 @@ std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce
     Unit& unit = *plan.units[u];
     for (auto& layout : lay_out_unit(unit.params, reduce_bucket_size, options.world)) {
       BucketOptions o = options;
-      o.persistent = options.stage == 3 && layout.numel() < persistence_threshold;
+      o.persistent = stays_gathered(options.stage, layout.numel(), persistence_threshold);
       PartitionedBuffer* built = partitioned ? partitioned->adopt(layout, o.persistent) : nullptr;
       if (built != nullptr) {
         buckets.push_back(std::make_unique<Bucket>(std::move(layout), u, o, std::move(built->flat),
@@ -127,7 +127,7 @@ std::vector<std::unique_ptr<Bucket>> make_frozen_buckets(UnitPlan& plan, int64_t
         if (p.second.is_floating_point() && p.second.scalar_type() == t) same.push_back(p);
       for (auto& layout : lay_out_unit(same, reduce_bucket_size, options.world)) {
         BucketOptions o = options;
-        o.persistent = layout.numel() < persistence_threshold;
+        o.persistent = stays_gathered(options.stage, layout.numel(), persistence_threshold);
         buckets.push_back(std::make_unique<Bucket>(std::move(layout), u, o));
         unit.frozen_buckets.push_back(buckets.size() - 1);
       }

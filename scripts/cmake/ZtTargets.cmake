@@ -112,8 +112,10 @@ function(zt_unit_test name)
   zt_unity(${name})
   target_compile_definitions(${name} PRIVATE ZT_SOURCE_DIR="${ZT_SOURCE_DIR}"
                                              ZT_BINARY_DIR="${ZT_BINARY_DIR}")
+  # Listing a binary's cases loads LibTorch, which from a cold page cache (the first ctest after a
+  # build, a loaded machine) takes longer than the discovery's default 5 s.
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${A_AREA}.${A_PREFIX}"
-    PROPERTIES LABELS "unit-${A_AREA}" TIMEOUT ${A_TIMEOUT})
+    DISCOVERY_TIMEOUT 120 PROPERTIES LABELS "unit-${A_AREA}" TIMEOUT ${A_TIMEOUT})
 endfunction()
 
 # zt_mpi_test(<name> AREA <area> NP <n>... SOURCES ... [LIBS ...]): a GoogleTest binary run under

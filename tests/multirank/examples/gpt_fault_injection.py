@@ -6,13 +6,14 @@ fp32, saving every 10 (checkpoint.save_interval). This script watches metrics.js
 checkpoint directory and sends SIGKILL to rank 1's process:
   - between:     after step 15 was logged (between the saves of steps 10 and 20);
   - during_save: while rank 1 writes its shard of global_step20 (the save pauses 1 s before the
-                 rename, ZT_CHECKPOINT_TEST_PAUSE_S, so the kill lands inside it).
+                 rename, so the kill lands inside it: HOLD_LIB, tests/support/hold_shard_writes.cpp,
+                 preloaded into the job).
 Each job must finish all 40 steps after ztrun restarts it from the latest complete checkpoint:
 every logged loss (those re-run after the resume point included) must equal the uninterrupted
 run's bit for bit, and the final parameters (zt-consolidate of global_step40) must be the same
 bytes. Prints the recovery time: from the kill to the next completed step.
 
-usage: gpt_fault_injection.py BIN_DIR WORK_DIR CONFIG
+usage: gpt_fault_injection.py BIN_DIR WORK_DIR CONFIG HOLD_LIB
 """
 import filecmp
 import json
@@ -26,7 +27,7 @@ import time
 
 STEPS, INTERVAL = 40, 10
 
-bin_dir, work, config = sys.argv[1:4]
+bin_dir, work, config, hold_lib = sys.argv[1:5]
 root = os.path.join(work, "fault_injection")
 shutil.rmtree(root, ignore_errors=True)
 os.makedirs(root)
@@ -162,6 +163,6 @@ assert r == 10, f"between: resumed at step {r}, expected 10"
 # During a save: while rank 1's shard of global_step20 is being written.
 shard = "ckpt/global_step20/shard_r00001.zts.tmp"  # format.cpp, shard_file_name
 r = fault_run("during_save", lambda out: os.path.exists(os.path.join(out, shard)),
-              {"ZT_CHECKPOINT_TEST_PAUSE_S": "1"})
+              {"LD_PRELOAD": hold_lib, "ZT_TEST_HOLD_SHARD_RENAME_S": "1"})
 assert r == 10, f"during_save: resumed at step {r}, expected 10 (global_step20 was incomplete)"
 print("fault injection: both kills recovered, results bit-identical")

@@ -9,7 +9,8 @@
 //   gather / reduce  the others enter the collective and wait in it; the victim, instead of
 //                    its part, SIGKILLs itself (kill) or throws a zt::Error (raise);
 //   save             every rank calls save_checkpoint; the victim is SIGKILLed from a thread while
-//                    its shard is written (ZT_CHECKPOINT_TEST_PAUSE_S holds the write open), or
+//                    its shard is written (held under its temporary name: the test preloads
+//                    tests/support/hold_shard_writes.cpp), or
 //                    its shard cannot be created (raise: a directory sits at its temporary name).
 // A surviving rank that gets past the failure prints "probe: rank R passed PHASE" and exits 3.
 
@@ -101,7 +102,7 @@ int probe(int argc, char** argv) {
       mark_acting(dir);
     }
     if (rank == kVictim && how == "kill") {
-      setenv("ZT_CHECKPOINT_TEST_PAUSE_S", "30", 1);  // the shard stays open under its temp name
+      setenv("ZT_TEST_HOLD_SHARD_RENAME_S", "30", 1);  // the shard stays under its temp name
       std::thread([dir] {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         fail("kill", dir, "save");

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # kill -9 inside a background checkpoint write (core/checkpoint/async_checkpoint.h):
 #   2 ranks save "a" synchronously (CrossRun.Save), then a run starts a background save of "k"
-#   whose write is held back (ZT_CHECKPOINT_TEST_PAUSE_S) while it trains two more steps; once
+#   whose shard stays under its temporary name (HOLD_LIB, tests/support/hold_shard_writes.cpp)
+#   while it trains two more steps; once
 #   both ranks have trained on, both are killed. `latest` must still name "a", "k" must have no
 #   metadata, and "a" must load and train on.
-# usage: async_checkpoint_kill.sh TEST_BIN WORK_DIR
+# usage: async_checkpoint_kill.sh TEST_BIN WORK_DIR HOLD_LIB
 set -euo pipefail
-bin=$1 dir=$2
+bin=$1 dir=$2 hold=$3
 rm -rf "$dir" && mkdir -p "$dir"
 mpi=(mpirun --oversubscribe)
 [ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
@@ -21,7 +22,7 @@ run() {  # run NP FILTER [ENV=VALUE...]
 run 2 CrossRun.Save ZT_CKPT_TAG=a
 [ "$(cat "$dir/latest")" = a ] || { echo "latest is not a after the first save"; exit 1; }
 rm -f "$dir"/pid_r*
-run 2 CrossRun.SaveAsync ZT_CKPT_TAG=k ZT_CHECKPOINT_TEST_PAUSE_S=120 &
+run 2 CrossRun.SaveAsync ZT_CKPT_TAG=k LD_PRELOAD="$hold" ZT_TEST_HOLD_SHARD_RENAME_S=120 &
 launcher=$!
 for _ in $(seq 600); do
   [ -e "$dir/continued_r0" ] && [ -e "$dir/continued_r1" ] && break

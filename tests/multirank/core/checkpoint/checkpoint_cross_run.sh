@@ -6,9 +6,10 @@
 #   4 ranks stage 3 load "a" (2 -> 4), resave "b4"; 1 rank stage 1 loads "b4" (4 -> 1)
 #   2 ranks stage 3 bf16 save_16bit_model -> Python reads the bf16 weights
 #   kill -9 during a save of "k": `latest` still names the previous tag, which loads.
-# usage: checkpoint_cross_run.sh TEST_BIN CONSOLIDATE_BIN WORK_DIR CHECK_PY
+# usage: checkpoint_cross_run.sh TEST_BIN CONSOLIDATE_BIN WORK_DIR CHECK_PY HOLD_LIB
+# (HOLD_LIB: tests/support/hold_shard_writes.cpp, which holds a shard under its temporary name)
 set -euo pipefail
-bin=$1 consolidate=$2 dir=$3 check_py=$4
+bin=$1 consolidate=$2 dir=$3 check_py=$4 hold=$5
 py=${ZT_PYTHON:-$HOME/.cache/zerotorch/venv-torch-2.11.0/bin/python}
 rm -rf "$dir" && mkdir -p "$dir"
 mpi=(mpirun --oversubscribe)
@@ -37,7 +38,7 @@ run 1 1 CrossRun.LoadReshardedAndContinue ZT_CKPT_LOAD_TAG=b4
 # kill -9 midway: every rank pauses after fsyncing its shard under the temporary name.
 before=$(cat "$dir/latest")
 rm -f "$dir"/pid_r*
-run 2 1 CrossRun.Save ZT_CKPT_TAG=k ZT_CHECKPOINT_TEST_PAUSE_S=120 &
+run 2 1 CrossRun.Save ZT_CKPT_TAG=k LD_PRELOAD="$hold" ZT_TEST_HOLD_SHARD_RENAME_S=120 &
 launcher=$!
 for _ in $(seq 600); do
   [ -e "$dir/k/shard_r00000.zts.tmp" ] && [ -e "$dir/k/shard_r00001.zts.tmp" ] && break

@@ -416,7 +416,7 @@ TEST(CrossRun, LoadReshardedAndContinue) {
 
 // CrossRun.SaveAsync (async_checkpoint_kill.sh): a background save of ZT_CKPT_TAG while training
 // goes on; after two more steps each rank writes continued_r<rank>, then waits for the write
-// (which the script's ZT_CHECKPOINT_TEST_PAUSE_S holds back until it kills the ranks).
+// (which the script holds under its temporary name until it kills the ranks).
 TEST(CrossRun, SaveAsync) {
   const std::string dir = env("ZT_CKPT_DIR");
   if (dir.empty()) GTEST_SKIP() << "run by async_checkpoint_kill.sh";
@@ -456,13 +456,14 @@ std::string read_latest(const std::string& dir) {
   return fs::exists(fs::path(dir) / "latest") ? zt::latest_checkpoint_tag(dir) : "";
 }
 
-// Sets ZT_CHECKPOINT_TEST_PAUSE_S for one scope: each background write then sleeps that long
-// between its fsync and its rename, so it is still in flight while the test trains or checks.
+// Holds each background write back for one scope: its shard file is created that many seconds
+// late (tests/support/hold_shard_writes.cpp, preloaded by the _async tests), so the write, its
+// reads of NVMe swap files included, is still in flight while the test trains or checks.
 struct PauseWrites {
   explicit PauseWrites(int seconds) {
-    ::setenv("ZT_CHECKPOINT_TEST_PAUSE_S", std::to_string(seconds).c_str(), 1);
+    ::setenv("ZT_TEST_HOLD_SHARD_CREATE_S", std::to_string(seconds).c_str(), 1);
   }
-  ~PauseWrites() { ::unsetenv("ZT_CHECKPOINT_TEST_PAUSE_S"); }
+  ~PauseWrites() { ::unsetenv("ZT_TEST_HOLD_SHARD_CREATE_S"); }
 };
 
 class AsyncCheckpointFiles : public ::testing::TestWithParam<ResumeCase> {};

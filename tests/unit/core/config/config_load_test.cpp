@@ -336,6 +336,35 @@ TEST(ConfigLoad, EnvironmentSwitchesBecomeEngineOptions) {
   }
 }
 
+// The keys that ask for process groups act only at the stages that use them (DeepSpeed reads the
+// MiCS, hpZ and qgZ keys at stage 3 only; the hierarchical reduction is for stages 0-2), so the
+// topology a config asks for follows its stage.
+TEST(ConfigLoad, TopologyOptionsFollowTheStage) {
+  using T = dist::TopologyOptions::TwoLevel;
+  for (int stage : {0, 1, 2, 3}) {
+    const Config c =
+        yaml("train_batch_size: 8\nzero_optimization:\n  stage: " + std::to_string(stage) +
+                 "\n  mics_shard_size: 2\n  mics_hierarchical_params_gather: true\n"
+                 "  zero_hpz_partition_size: 2\n  zero_quantized_gradients: true\n",
+             /*world_size=*/4);
+    const dist::TopologyOptions t = topology_options(c.zero_optimization, T::kOn);
+    const bool s3 = stage == 3;
+    EXPECT_EQ(t.shard_size, s3 ? 2 : 0) << "stage " << stage;
+    EXPECT_EQ(t.hpz, s3 ? 2 : 1) << "stage " << stage;
+    EXPECT_EQ(t.quantized_reduce, s3) << "stage " << stage;
+    EXPECT_EQ(t.hierarchical_gather, s3) << "stage " << stage;
+    EXPECT_EQ(t.hierarchical_reduce, s3 ? T::kOff : T::kOn) << "stage " << stage;
+  }
+  // Without hybrid sharding the hierarchical gather has no shard group to cut into nodes.
+  const Config plain = yaml(
+      "train_batch_size: 8\nzero_optimization:\n  stage: 3\n"
+      "  mics_hierarchical_params_gather: true\n",
+      /*world_size=*/4);
+  const dist::TopologyOptions t = topology_options(plain.zero_optimization, T::kAuto);
+  EXPECT_EQ(t.shard_size, 0);
+  EXPECT_FALSE(t.hierarchical_gather);
+}
+
 // The engine takes the zero_optimization block the config reads, so a program that fills
 // EngineOptions itself starts from DeepSpeed's defaults too, and the config's values arrive whole.
 TEST(ConfigLoad, EngineTakesTheZeroBlockAsRead) {

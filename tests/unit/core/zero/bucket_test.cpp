@@ -44,7 +44,11 @@ TEST(Bucket, SteppedRangeIsTheWholeBufferAtStage0AndTheOwnedSliceAbove) {
       }
       b.keep_shard();
       EXPECT_EQ(b.param_target().numel(), r.size()) << "stage " << stage << " rank " << rank;
-      EXPECT_EQ(b.param_shard().defined(), stage == 3);
+      // Stage 3 steps a shard of its own; below, the stepped range of the full buffer itself.
+      EXPECT_EQ(b.sharded(), stage == 3);
+      const auto* full = static_cast<const char*>(b.params().data_ptr());
+      const auto* target = static_cast<const char*>(b.param_target().data_ptr());
+      EXPECT_EQ(target >= full && target < full + b.params().nbytes(), stage != 3);
     }
   }
 }

@@ -1,15 +1,20 @@
-// Muon against DeepSpeed's own: the deepspeed package (its MuonWithAuxAdam, CPU accelerator, one
-// rank over gloo) trains a tiny model 10 steps at stage 0 (no clipping), stage 1 and stage 3
-// (clipping 0.5, which acts on every step) in muon_deepspeed_peer.py, dumping the parameters after
-// every step; zerotorch trains the same model from the same initial values on the same batches
-// with the same config, and every parameter must equal DeepSpeed's within 1e-5 after every step
-// (fp32). The DeepSpeed venv is scripts/setup_deepspeed.sh's (ZT_DS_VENV, default
-// ~/.cache/zerotorch/venv-deepspeed); without it the test skips, saying so.
+// Optimizers and schedules against DeepSpeed's own: the deepspeed package (CPU accelerator, one
+// rank over gloo) trains a tiny model 10 steps in optimizer_deepspeed_peer.py, dumping the
+// parameters after every step; zerotorch trains the same model from the same initial values on
+// the same batches with the same config, and every parameter must equal DeepSpeed's within 1e-5
+// after every step (fp32). The cases:
+//   muon      DeepSpeed's MuonWithAuxAdam at stage 0 (no clipping), stage 1 and stage 3 (clipping
+//             0.5, which acts on every step);
+//   onecycle  AdamW under the OneCycle schedule with its default cycle_momentum, which sets
+//             Adam's betas every step (beta1 cycled, beta2 0.99), through the cycle and its decay.
+// One peer process runs every case. The DeepSpeed venv is scripts/setup_deepspeed.sh's
+// (ZT_DS_VENV, default ~/.cache/zerotorch/venv-deepspeed); without it the tests skip, saying so.
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,11 +35,27 @@ std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
 
 constexpr int64_t kVocab = 11, kWidth = 8, kHidden = 16, kBatch = 4, kSeq = 5;
 constexpr int kSteps = 10;
-// The optimizer block both sides read. DeepSpeed's engine takes lr for Muon's half, adam_lr for
-// the auxiliary Adam's, and MuonWithAuxAdam's defaults for the rest (betas 0.9, 0.95; eps 1e-10).
-constexpr const char* kOptimizer =
-    R"({"type": "Muon", "params": {"lr": 0.02, "momentum": 0.9, "weight_decay": 0.1, )"
-    R"("adam_lr": 0.003}})";
+// The config blocks both sides read, by case name. Muon: DeepSpeed's engine takes lr for Muon's
+// half, adam_lr for the auxiliary Adam's, and MuonWithAuxAdam's defaults for the rest (betas 0.9,
+// 0.95; eps 1e-10). OneCycle: 4 steps up, 4 down, then 2 of decay, lr and momentum.
+const std::map<std::string, std::string> kBlocks = {
+    {"muon", R"("optimizer": {"type": "Muon", "params": {"lr": 0.02, "momentum": 0.9, )"
+             R"("weight_decay": 0.1, "adam_lr": 0.003}})"},
+    {"onecycle",
+     R"("optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.01}}, )"
+     R"("scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.001, )"
+     R"("cycle_max_lr": 0.01, "cycle_first_step_size": 4, "decay_step_size": 1, )"
+     R"("decay_lr_rate": 0.1, "cycle_min_mom": 0.85, "cycle_max_mom": 0.95, )"
+     R"("decay_mom_rate": 0.01}})"}};
+
+struct Case {
+  std::string name;
+  int stage;
+  std::string clip;
+  std::string dir() const { return name + "_stage" + std::to_string(stage) + "_clip" + clip; }
+};
+const std::vector<Case> kMuonCases = {{"muon", 0, "0"}, {"muon", 1, "0.5"}, {"muon", 3, "0.5"}};
+const std::vector<Case> kOneCycleCases = {{"onecycle", 1, "0"}};
 
 // The peer's TinyMuonModel.
 struct TinyMuonModelImpl : torch::nn::Module {
@@ -82,7 +103,7 @@ fs::path deepspeed_python() {
 
 // Runs the peer once for every case (one process: torch.compile compiles muon_update once) into
 // a temporary directory; returns it, or "" with `why` set.
-fs::path run_deepspeed(const std::vector<std::string>& cases, std::string* why) {
+fs::path run_deepspeed(const std::vector<Case>& cases, std::string* why) {
   const fs::path python = deepspeed_python();
   if (!fs::exists(python)) {
     *why = "no DeepSpeed venv at " + python.parent_path().parent_path().string() +
@@ -96,13 +117,14 @@ fs::path run_deepspeed(const std::vector<std::string>& cases, std::string* why) 
     *why = "the DeepSpeed venv has no deepspeed with Muon (deepspeed.runtime.zero.muon)";
     return {};
   }
-  const fs::path out = fs::temp_directory_path() / ("zt_muon_ds_" + std::to_string(getpid()));
+  const fs::path out = fs::temp_directory_path() / ("zt_optimizer_ds_" + std::to_string(getpid()));
   fs::remove_all(out);
   std::ostringstream cmd;
   cmd << "PATH=" << python.parent_path().string() << ":$PATH DS_ACCELERATOR=cpu " << python << " "
-      << ZT_SOURCE_DIR << "/tests/multirank/optim/muon_deepspeed_peer.py --out " << out
-      << " --steps " << kSteps << " --config '" << kOptimizer << "'";
-  for (const auto& c : cases) cmd << " --case " << c;
+      << ZT_SOURCE_DIR << "/tests/multirank/optim/optimizer_deepspeed_peer.py --out " << out
+      << " --steps " << kSteps;
+  for (const auto& [name, blocks] : kBlocks) cmd << " --blocks '" << name << "={" << blocks << "}'";
+  for (const auto& c : cases) cmd << " --case " << c.name << ":" << c.stage << ":" << c.clip;
   cmd << " > " << out.string() << ".log 2>&1";
   if (std::system(cmd.str().c_str()) != 0) {
     std::ifstream log(out.string() + ".log");
@@ -116,9 +138,12 @@ fs::path run_deepspeed(const std::vector<std::string>& cases, std::string* why) 
 
 // zerotorch on the peer's case directory; returns the largest difference from DeepSpeed after
 // each step.
-std::vector<double> compare_case(const fs::path& dir, int stage, double clip) {
+std::vector<double> compare_case(const fs::path& root, const Case& k) {
+  const fs::path dir = root / k.dir();
+  const int stage = k.stage;
+  const std::string clip = k.clip;
   std::ostringstream config;
-  config << R"({"train_batch_size": )" << kBatch << R"(, "optimizer": )" << kOptimizer
+  config << R"({"train_batch_size": )" << kBatch << ", " << kBlocks.at(k.name)
          << R"(, "zero_optimization": {"stage": )" << stage << R"(}, "gradient_clipping": )" << clip
          << R"(, "parameter_groups": {"no_decay": []}})";
   zt::Config c = zt::parse_config(config.str(), zt::ConfigFormat::kJson, {}, 1, {});
@@ -145,8 +170,8 @@ std::vector<double> compare_case(const fs::path& dir, int stage, double clip) {
       torch::Tensor want = read_raw(dir / ("step" + std::to_string(s + 1)) / (p.key() + ".bin"),
                                     torch::kFloat, p.value().sizes());
       const double d = (p.value().detach() - want).abs().max().item<double>();
-      EXPECT_LE(d, 1e-5) << "stage " << stage << " clip " << clip << ": " << p.key()
-                         << " after step " << s + 1 << " differs from DeepSpeed's by " << d;
+      EXPECT_LE(d, 1e-5) << k.dir() << ": " << p.key() << " after step " << s + 1
+                         << " differs from DeepSpeed's by " << d;
       worst = std::max(worst, d);
     }
     diffs.push_back(worst);
@@ -154,25 +179,51 @@ std::vector<double> compare_case(const fs::path& dir, int stage, double clip) {
   return diffs;
 }
 
-TEST(MuonDeepSpeed, TenStepsEqualDeepSpeedsMuon) {
+// The peer, run once for every test's cases; its directory is removed when the tests end.
+struct PeerRun {
+  PeerRun() {
+    std::vector<Case> all = kMuonCases;
+    all.insert(all.end(), kOneCycleCases.begin(), kOneCycleCases.end());
+    out = run_deepspeed(all, &why);
+  }
+  ~PeerRun() {
+    if (out.empty()) return;
+    std::error_code ec;
+    fs::remove_all(out, ec);
+    fs::remove(out.string() + ".log", ec);
+  }
+  fs::path out;
+  std::string why;  // set when the peer cannot run
+};
+
+const PeerRun& peer_run() {
+  static const PeerRun run;
+  return run;
+}
+
+void check_cases(const std::vector<Case>& cases) {
   ASSERT_EQ(g_comm->size(), 1) << "DeepSpeed's side runs one rank";
-  const std::vector<std::pair<int, std::string>> cases = {{0, "0"}, {1, "0.5"}, {3, "0.5"}};
-  std::vector<std::string> args;
-  for (const auto& [stage, clip] : cases) args.push_back(std::to_string(stage) + ":" + clip);
-  std::string why;
-  const fs::path out = run_deepspeed(args, &why);
-  if (!why.empty()) GTEST_SKIP() << why;
-  ASSERT_FALSE(out.empty());
-  for (const auto& [stage, clip] : cases) {
-    const fs::path dir = out / ("stage" + std::to_string(stage) + "_clip" + clip);
-    const std::vector<double> diffs = compare_case(dir, stage, std::stod(clip));
+  const PeerRun& run = peer_run();
+  if (!run.why.empty()) GTEST_SKIP() << run.why;
+  ASSERT_FALSE(run.out.empty());
+  const fs::path& out = run.out;
+  for (const Case& k : cases) {
+    const std::vector<double> diffs = compare_case(out, k);
     std::ostringstream line;
-    line << "stage " << stage << " clip " << clip << ": max |zerotorch - DeepSpeed| per step:";
+    line << k.dir() << ": max |zerotorch - DeepSpeed| per step:";
     for (double d : diffs) line << " " << d;
     std::printf("%s\n", line.str().c_str());
   }
-  fs::remove_all(out);
-  fs::remove(out.string() + ".log");
+}
+
+TEST(OptimizerDeepSpeed, MuonTenStepsEqualDeepSpeeds) {
+  check_cases(kMuonCases);
+}
+
+// DeepSpeed's OneCycle with cycle_momentum (its default) sets Adam's betas every step; a schedule
+// that moved only the lr would drift from the second step on.
+TEST(OptimizerDeepSpeed, OneCycleCyclesAdamsBetasAsDeepSpeed) {
+  check_cases(kOneCycleCases);
 }
 
 }  // namespace

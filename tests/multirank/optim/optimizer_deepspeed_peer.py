@@ -1,8 +1,10 @@
-"""DeepSpeed's own Muon on a tiny model, step by step, for muon_deepspeed_test.cpp.
+"""DeepSpeed's own optimizers and schedules on a tiny model, step by step, for
+optimizer_deepspeed_test.cpp.
 
-Runs under the DeepSpeed venv (DS_ACCELERATOR=cpu, world 1, gloo). For each case given as
---case STAGE:CLIP (one process, so torch.compile compiles muon_update once), it writes, as raw
-little-endian files under --out/stage<STAGE>_clip<CLIP>/:
+Runs under the DeepSpeed venv (DS_ACCELERATOR=cpu, world 1, gloo). --blocks NAME=JSON names the
+config blocks (optimizer, and optionally scheduler) of a kind of case; for each case given as
+--case NAME:STAGE:CLIP (all in one process, so torch.compile compiles muon_update once), it
+writes, as raw little-endian files under --out/<NAME>_stage<STAGE>_clip<CLIP>/:
   tokens.bin       int64 (steps, batch, seq)   the inputs of every step
   targets.bin      int64 (steps, batch, seq)
   init/<name>.bin  float32, each parameter before the first step
@@ -45,9 +47,10 @@ class TinyMuonModel(nn.Module):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--case", action="append", required=True, help="STAGE:CLIP")
+    ap.add_argument("--blocks", action="append", required=True,
+                    help="NAME=JSON: the config blocks a case of that name merges in")
+    ap.add_argument("--case", action="append", required=True, help="NAME:STAGE:CLIP")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--config", required=True, help="the optimizer block, JSON")
     a = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
@@ -60,12 +63,14 @@ def main():
         # The C++ side reads the same variable (optim/muon.h): both iterate in one dtype.
         original_muon.ns_compute_dtype = lambda ns_method="gram": pinned
     deepspeed.init_distributed(dist_backend="gloo")
+    blocks = dict(b.split("=", 1) for b in a.blocks)
     for case in a.case:
-        stage, clip = case.split(":")
-        run(deepspeed, a, int(stage), float(clip), os.path.join(a.out, f"stage{stage}_clip{clip}"))
+        name, stage, clip = case.split(":")
+        run(deepspeed, a, json.loads(blocks[name]), int(stage), float(clip),
+            os.path.join(a.out, f"{name}_stage{stage}_clip{clip}"))
 
 
-def run(deepspeed, a, stage, clip, out):
+def run(deepspeed, a, blocks, stage, clip, out):
     torch.manual_seed(7)
     model = TinyMuonModel()
     tokens = torch.randint(0, VOCAB, (a.steps, BATCH, SEQ))
@@ -83,7 +88,7 @@ def run(deepspeed, a, stage, clip, out):
     config = {
         "train_batch_size": BATCH,
         "train_micro_batch_size_per_gpu": BATCH,
-        "optimizer": json.loads(a.config),
+        **blocks,
         # DeepSpeed's stage 3 refuses Muon with reduce_scatter (its default).
         "zero_optimization": {"stage": stage, "reduce_scatter": stage != 3},
         "gradient_clipping": clip,
@@ -101,7 +106,9 @@ def run(deepspeed, a, stage, clip, out):
             dump(f"step{s + 1}")
     torch.tensor(losses, dtype=torch.float64).numpy().tofile(os.path.join(out, "losses.bin"))
     aux = getattr(getattr(engine, "basic_optimizer", None), "aux_optimizer", None)
-    print(f"stage {stage} clip {clip}: losses {losses}; auxiliary Adam {type(aux).__name__}")
+    groups = getattr(engine.optimizer, "param_groups", [{}])
+    print(f"{out}: losses {losses}; auxiliary Adam {type(aux).__name__}; "
+          f"last betas {groups[0].get('betas')}")
 
 
 if __name__ == "__main__":

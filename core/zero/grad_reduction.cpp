@@ -1,0 +1,171 @@
+#include "core/zero/grad_reduction.h"
+
+#include <ATen/ATen.h>
+
+#include "base/error.h"
+#include "core/zero/released_storage.h"
+
+namespace zt::zero {
+namespace {
+
+class FlatReduction : public ReductionInFlight {
+ public:
+  FlatReduction(dist::WorkPtr work, at::Tensor result)
+      : work_(std::move(work)), result_(std::move(result)) {}
+  at::Tensor finish(WaitClock& clock) override {
+    clock.wait(work_);
+    return result_;
+  }
+
+ private:
+  dist::WorkPtr work_;
+  at::Tensor result_;
+};
+
+// The tensor reduced: `src` in the communication dtype (a copy when that differs from the
+// accumulation dtype, else `src` itself) times the pre-reduction scale.
+at::Tensor reduction_input(const GradReductionSpec& spec, const at::Tensor& src) {
+  at::Tensor in = spec.comm_dtype != src.scalar_type() ? src.to(spec.comm_dtype) : src;
+  if (spec.pre_reduce_scale != 1.0) in.mul_(spec.pre_reduce_scale);
+  return in;
+}
+
+int64_t grad_nbytes(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+class WindowGrads : public GradReduction {
+ public:
+  WindowGrads(const GradReductionSpec& spec, bool all_reduce)
+      : spec_(spec), all_reduce_(all_reduce), full_(at::zeros({spec.padded}, spec.grad)) {}
+
+  void add(dist::Range range, const at::Tensor& grad) override {
+    full_.narrow(0, range.begin, range.size()).add_(grad);
+  }
+  void start(dist::Communicator& comm) override {
+    comm_in_ = reduction_input(spec_, full_);
+    in_flight_ = spec_.transport(comm, comm_in_, at::Tensor());
+  }
+  void finish(WaitClock& clock) override {
+    if (!in_flight_) return;
+    at::Tensor out = in_flight_->finish(clock);
+    in_flight_.reset();
+    comm_in_ = at::Tensor();
+    if (all_reduce_) {
+      if (!out.is_same(full_)) full_.copy_(out);
+    } else {
+      reduced_ = out.scalar_type() != full_.scalar_type() ? out.to(full_.scalar_type()) : out;
+    }
+  }
+  at::Tensor owned() const override { return all_reduce_ ? full_ : reduced_; }
+  void zero() override {
+    ZT_INTERNAL_ASSERT(!in_flight_, "zero_grads with a gradient reduction in flight");
+    full_.zero_();
+    reduced_ = at::Tensor();
+  }
+  int64_t bytes() const override { return grad_nbytes(full_); }
+
+ private:
+  GradReductionSpec spec_;
+  bool all_reduce_;
+  at::Tensor full_, comm_in_;
+  at::Tensor reduced_;  // stage 1: the window's reduced slice
+  std::unique_ptr<ReductionInFlight> in_flight_;
+};
+
+class MicroStepGrads : public GradReduction {
+ public:
+  MicroStepGrads(const GradReductionSpec& spec, bool release_shard)
+      : spec_(spec), release_shard_(release_shard) {
+    // Never read before the window's first reduction writes it (has_grad_), so it is not zeroed:
+    // its pages stay untouched (and off the resident set) until the first backward, which keeps
+    // them out of the peak of building and casting a model that barely fits.
+    shard_ = release_shard_ ? empty_released(spec.shard, spec.grad)
+                            : at::empty({spec.shard}, spec.grad);
+  }
+
+  void add(dist::Range range, const at::Tensor& grad) override {
+    if (!staging_.defined()) staging_ = at::zeros({spec_.padded}, spec_.grad);
+    staging_.narrow(0, range.begin, range.size()).add_(grad);
+  }
+  void start(dist::Communicator& comm) override {
+    // No parameter of this bucket got a gradient: it still takes part in the collective.
+    if (!staging_.defined()) staging_ = at::zeros({spec_.padded}, spec_.grad);
+    comm_in_ = reduction_input(spec_, staging_);
+    at::Tensor out;
+    if (!has_grad_ && comm_in_.scalar_type() == shard_.scalar_type()) {
+      // The first micro-step of a window reduces straight into the accumulation buffer.
+      hold();
+      out = shard_;
+    }
+    in_flight_ = spec_.transport(comm, comm_in_, out);
+  }
+  void finish(WaitClock& clock) override {
+    if (!in_flight_) return;
+    at::Tensor out = in_flight_->finish(clock);
+    in_flight_.reset();
+    if (!out.is_same(shard_)) {
+      hold();
+      if (has_grad_) {
+        shard_.add_(out);
+      } else {
+        shard_.copy_(out);
+      }
+    }
+    has_grad_ = true;
+    comm_in_ = at::Tensor();
+    staging_ = at::Tensor();  // transient: freed as soon as it is reduced
+  }
+  at::Tensor owned() const override { return has_grad_ ? shard_ : at::Tensor(); }
+  void zero() override {
+    ZT_INTERNAL_ASSERT(!in_flight_, "zero_grads with a gradient reduction in flight");
+    has_grad_ = false;  // the next reduction overwrites shard_ (no zeroing pass)
+    if (release_shard_ && shard_.storage().nbytes() > 0) release_storage(shard_);
+    staging_ = at::Tensor();
+  }
+  int64_t bytes() const override { return grad_nbytes(shard_); }
+
+ private:
+  // release_shard: gives shard_ its bytes if it holds none (zero() released them).
+  void hold() {
+    if (release_shard_ && shard_.storage().nbytes() == 0) {
+      refill_storage(shard_, static_cast<size_t>(grad_nbytes(shard_)));
+    }
+  }
+
+  GradReductionSpec spec_;
+  bool release_shard_;
+  at::Tensor shard_, staging_, comm_in_;
+  bool has_grad_ = false;  // shard_ holds gradients of this window
+  std::unique_ptr<ReductionInFlight> in_flight_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradReduction> make_window_grads(const GradReductionSpec& spec, bool all_reduce) {
+  return std::make_unique<WindowGrads>(spec, all_reduce);
+}
+
+std::unique_ptr<GradReduction> make_micro_step_grads(const GradReductionSpec& spec,
+                                                     bool release_shard) {
+  return std::make_unique<MicroStepGrads>(spec, release_shard);
+}
+
+StartReduction flat_all_reduce() {
+  return [](dist::Communicator& comm, const at::Tensor& in,
+            const at::Tensor&) -> std::unique_ptr<ReductionInFlight> {
+    at::Tensor sum = in;  // a handle: summed in place
+    return std::make_unique<FlatReduction>(comm.all_reduce(sum, dist::ReduceOp::kSum), sum);
+  };
+}
+
+StartReduction flat_reduce_scatter(int64_t shard) {
+  return [shard](dist::Communicator& comm, const at::Tensor& in,
+                 const at::Tensor& out) -> std::unique_ptr<ReductionInFlight> {
+    at::Tensor into = out.defined() ? out : at::empty({shard}, in.options());
+    return std::make_unique<FlatReduction>(comm.reduce_scatter(in, into, dist::ReduceOp::kSum),
+                                           into);
+  };
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,59 @@
+#pragma once
+// zt::dist::Topology: the process groups one training job runs over, computed once from the
+// communicator of every rank, the launch environment and what the job asks for. The training
+// setup (train/initialize.cpp: partitioned construction) and the engine (core/engine.cpp) use
+// the same object; it is where tensor, sequence and expert parallel groups join.
+//
+// clang-format off
+//   group         ranks                                              made when
+//   world         every rank                                         always
+//   shard         the ranks the ZeRO state is sharded over: groups   always (world itself
+//                 of shard_size consecutive ranks (groups.h)          without hybrid sharding)
+//   replica       this rank's position in every shard group          hybrid sharding (MiCS)
+//   hpz           hpz consecutive ranks of the shard group           ZeRO++ hpZ
+//   reduce_nodes  the shard group's node groups for the two-level    qgZ, or the hierarchical
+//                 gradient reductions                                 reduction
+//   gather_nodes  the shard group's node groups for MiCS's           mics_hierarchical_params_gather
+//                 hierarchical parameter gather
+// clang-format on
+//
+// A group that would not help is not made, and a log line says why once: node groups need ranks
+// numbered node by node on several nodes; an hpZ group as large as the shard group is the shard
+// group itself.
+
+#include <memory>
+
+#include "parallel/communicator.h"
+#include "parallel/env.h"
+#include "parallel/groups.h"
+
+namespace zt::dist {
+
+struct TopologyOptions {
+  // Hybrid sharding: the state is sharded over groups of this many consecutive ranks and
+  // replicated across them (MiCS's mics_shard_size); 0: sharded over every rank.
+  int shard_size = 0;
+  // ZeRO++ hpZ: the secondary partition's group size (zero_hpz_partition_size); 1: none.
+  int hpz = 1;
+  // Node groups for ZeRO++ qgZ's quantized all-to-alls.
+  bool quantized_reduce = false;
+  // Node groups for the hierarchical reduction: kAuto makes them except over NCCL, which
+  // already picks topology-aware rings and trees across nodes.
+  enum class TwoLevel { kOff, kOn, kAuto };
+  TwoLevel hierarchical_reduce = TwoLevel::kOff;
+  // Node groups of a shard group spanning nodes, for MiCS's hierarchical gather.
+  bool hierarchical_gather = false;
+  // qwZ: quantized gathers stay one all-gather (no gather_nodes).
+  bool quantized_weights = false;
+};
+
+struct Topology {
+  std::shared_ptr<Communicator> world, shard, replica, hpz;
+  std::shared_ptr<NodeGroups> reduce_nodes, gather_nodes;
+};
+
+// Collective over `world`: every rank calls it with the same options.
+std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> world,
+                                              const TopologyOptions& options, const Env& env);
+
+}  // namespace zt::dist

@@ -19,6 +19,7 @@
 #include "core/zero/nvme_params.h"
 #include "core/zero/param_gather.h"
 #include "core/zero/sharded_step.h"
+#include "core/zero/unit_buckets.h"
 #include "core/zero/units.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
@@ -51,8 +52,9 @@ struct Engine::Impl {
   zero::UnitPlan plan_;
   std::unique_ptr<zero::NvmeParamSwapper> param_swapper_;  // offload_param nvme: shard files
   std::vector<std::unique_ptr<zero::Bucket>> buckets_;
-  // Stage 3: the units' frozen parameters, sharded (units.h: make_frozen_buckets); loose_frozen_
-  // are the frozen parameters outside them (every one below stage 3), whole on every rank.
+  // Stage 3: the units' frozen parameters, sharded (unit_buckets.h: make_frozen_buckets);
+  // loose_frozen_ are the frozen parameters outside them (every one below stage 3), whole on every
+  // rank.
   std::vector<std::unique_ptr<zero::Bucket>> frozen_buckets_;
   std::vector<std::pair<std::string, at::Tensor>> loose_frozen_;
   zero::WaitClock clock_;

@@ -141,7 +141,6 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   if (impl_->host_cache_.held) zero::empty_host_cache();
 }
 
-
 // Stage 3 shards frozen parameters too, as DeepSpeed's does (a LoRA job's frozen base model is
 // most of its memory); zero_quantized_nontrainable_weights stores those shards as int8 blocks.
 void Engine::make_frozen_buckets(const zero::BucketOptions& trainable) {

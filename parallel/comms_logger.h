@@ -30,15 +30,9 @@
 #include <string>
 #include <vector>
 
-namespace zt::dist {
+#include "parallel/comms_logger_options.h"
 
-struct CommsLoggerOptions {
-  bool enabled = false;
-  bool verbose = false;
-  bool prof_all = true;
-  std::vector<std::string> prof_ops;
-  bool debug = false;
-};
+namespace zt::dist {
 
 // DeepSpeed's calc_bw_log: {algbw, busbw} in Gbps for `bytes` moved in `latency_ms` among n.
 struct Bandwidth {

@@ -15,26 +15,25 @@
 
 namespace zt::dist {
 
-std::string resolve_backend(const CommOptions& options, const Env& env) {
-  const std::string& b = options.backend;
-  ZT_CHECK(b == "auto" || b == "mpi" || b == "gloo" || b == "nccl",
-           "communication backend must be auto, mpi, gloo or nccl, got '", b, "'");
+Backend resolve_backend(const CommOptions& options, const Env& env) {
+  const Backend b = options.backend;
   const bool cuda = options.cuda || (options.device && options.device->is_cuda());
   const bool other_accelerator = options.device && !options.device->is_cpu() && !cuda;
-  ZT_CHECK(!(other_accelerator && b == "nccl"), "communication backend nccl needs CUDA tensors, ",
-           "but the engine's device is ", *options.device, " (use auto, gloo or mpi)");
-  if (b != "auto") return b;
-  if (cuda && cuda_device_count() > 0) return "nccl";
-  if (env.launcher == "mpi") return "mpi";
-  return "gloo";
+  ZT_CHECK(!(other_accelerator && b == Backend::kNccl),
+           "communication backend nccl needs CUDA tensors, ", "but the engine's device is ",
+           *options.device, " (use auto, gloo or mpi)");
+  if (b != Backend::kAuto) return b;
+  if (cuda && cuda_device_count() > 0) return Backend::kNccl;
+  if (env.launcher == "mpi") return Backend::kMpi;
+  return Backend::kGloo;
 }
 
 std::shared_ptr<Communicator> create_communicator(const CommOptions& options, const Env& env) {
   ZT_CHECK(options.timeout.count() > 0, "communication timeout must be > 0 ms, got ",
            options.timeout.count());
-  std::string backend = resolve_backend(options, env);
+  const Backend backend = resolve_backend(options, env);
   std::shared_ptr<Communicator> comm;
-  if (backend == "mpi") {
+  if (backend == Backend::kMpi) {
 #ifdef ZT_HAVE_MPI
     ZT_CHECK(env.world_size == 1 || env.launcher == "mpi",
              "the mpi backend needs ranks started by mpirun, but this ", env.world_size,
@@ -44,7 +43,7 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
 #else
     ZT_THROW("the mpi backend was not built (no MPI found at configure time); use gloo or nccl");
 #endif
-  } else if (backend == "gloo") {
+  } else if (backend == Backend::kGloo) {
 #ifdef ZT_HAVE_GLOO
     comm = std::make_shared<GlooCommunicator>(job_store(env, options.timeout), env.rank,
                                               env.world_size, options.timeout,
@@ -64,10 +63,10 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options, co
     args.timeout = options.timeout;
     comm = create_nccl_communicator(args);
   }
-  ZT_CHECK(comm->rank() == env.rank && comm->size() == env.world_size, backend,
+  ZT_CHECK(comm->rank() == env.rank && comm->size() == env.world_size, backend_name(backend),
            " communicator sees rank ", comm->rank(), " of ", comm->size(),
            " but the launch environment says ", env.describe());
-  ZT_LOG_DEBUG("communicator ", backend, " ready: ", env.describe());
+  ZT_LOG_DEBUG("communicator ", backend_name(backend), " ready: ", env.describe());
   if (options.device && !options.device->is_cpu() && !options.device->is_cuda()) {
     comm = std::make_shared<StagingCommunicator>(std::move(comm), *options.device);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Creating the job's Communicator (docs/DESIGN.md, Communicator).
 //
-//   auto comm = zt::dist::create_communicator({.backend = "auto"});
+//   auto comm = zt::dist::create_communicator({.backend = zt::dist::Backend::kAuto});
 //
 // Backends:
 //   "mpi"   OpenMPI non-blocking collectives on CPU tensors (mpi_communicator.h). Works under
@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "parallel/backend.h"
 #include "parallel/comms_logger.h"
 #include "parallel/communicator.h"
 #include "parallel/env.h"
@@ -31,7 +32,7 @@
 namespace zt::dist {
 
 struct CommOptions {
-  std::string backend = "auto";  // mpi | gloo | nccl | auto
+  Backend backend = Backend::kAuto;
   // Default for every Work::wait() and for the rendezvous; tests use seconds.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   // The engine's tensors live on CUDA: "auto" then picks nccl (when the plugin and a device are
@@ -61,6 +62,6 @@ std::shared_ptr<Communicator> create_communicator(const CommOptions& options,
 
 // The backend "auto" resolves to for these options and environment (no side effects beyond
 // probing the CUDA plugin when options.cuda).
-std::string resolve_backend(const CommOptions& options, const Env& env);
+Backend resolve_backend(const CommOptions& options, const Env& env);
 
 }  // namespace zt::dist

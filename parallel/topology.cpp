@@ -116,7 +116,8 @@ std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> worl
   t->world = world;
   t->shard = world;
   if (options.shard_size > 0) {
-    HybridGroups g = make_hybrid_groups(world, options.shard_size, "zero_optimization.mics_shard_size");
+    HybridGroups g =
+        make_hybrid_groups(world, options.shard_size, "zero_optimization.mics_shard_size");
     t->shard = g.shard;
     t->replica = g.replica;
   }

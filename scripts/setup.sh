@@ -60,7 +60,7 @@ else
 fi
 # Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib), and
 # tensorboard, whose reader checks the event files train/monitor writes, and transformers, whose
-# GPT2LMHeadModel checks the GPT example's Hugging Face export and import (examples/gpt/hf_gpt2.h),
+# GPT2LMHeadModel checks the GPT example's Hugging Face export and import (models/gpt/hf_gpt2.h),
 # and pytest, which runs the Python package's tests (tests/unit/python), and wheel, with which
 # `pip install --no-build-isolation ./python` builds the package (python/setup.py).
 if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers, pytest, wheel" \

@@ -40,7 +40,13 @@ std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
 Launch launch(const LaunchOptions& options) {
   Launch l;
   l.env = dist::Env::discover();
-  l.config = load_config(options.config_path, options.overrides, l.env.world_size, options.program);
+  ZT_CHECK(options.config_path.empty() != options.config_text.empty(),
+           "zt::launch: give the config as a path or as text, one of the two");
+  l.config =
+      options.config_path.empty()
+          ? parse_config(options.config_text, ConfigFormat::kJson, options.overrides,
+                         l.env.world_size, options.program)
+          : load_config(options.config_path, options.overrides, l.env.world_size, options.program);
   l.device = resolve_device(options.device, l.env);
   dist::CommOptions comm_options = comm_options_from_config(l.config);
   comm_options.device = l.device;

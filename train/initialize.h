@@ -51,6 +51,7 @@ struct LaunchOptions {
   ProgramValues program = {};               // what "auto" keys resolve from
   // Where the model trains (train/device.h: "" or "auto", cpu, cuda, cuda:N, zttest, zttest:N).
   std::string device = {};
+  std::string config_text = {};  // the config itself as JSON, instead of config_path
 };
 
 // The job as launched: this process's place in it, the resolved config, the communicator.

@@ -1,5 +1,5 @@
 """The PyTorch side of bench/capacity: one rank of a torchrun job (gloo, CPU) that builds the GPT of
-bench/peers (examples/gpt's model in Python) at the given size and trains it for --steps optimizer
+bench/peers (models/gpt's model in Python) at the given size and trains it for --steps optimizer
 steps on random tokens, as the strongest PyTorch setup for each mode would:
 
     ddp    DistributedDataParallel, fp32 parameters, torch.optim.AdamW(fused=True)

@@ -4,7 +4,7 @@
         [--layers "ddp=8,12,16;zt stage 3=16,24,32;..."] [--compare-layers 24]
     python bench/capacity/run_capacity.py --small     # CI: a tiny GPT, seconds
 
-For each configuration the GPT (examples/gpt; d_model and heads fixed, layers grown) is trained
+For each configuration the GPT (models/gpt; d_model and heads fixed, layers grown) is trained
 for --steps optimizer steps at each layer count of its list, in ascending order, until one does
 not complete; the largest that completed is the configuration's capacity. A run is "killed for
 memory" when the summed resident memory of its processes passes --mem-limit-gib (default: what the

@@ -266,7 +266,7 @@ int run(int argc, char** argv) {
   std::map<std::string, std::shared_ptr<Communicator>> comms;
   for (const std::string& b : o.backends) {
     zt::dist::CommOptions options;
-    options.backend = b.rfind("mpi", 0) == 0 ? "mpi" : b;
+    options.backend = zt::dist::parse_backend(b.rfind("mpi", 0) == 0 ? "mpi" : b);
     if (b == "mpi-nb") options.mpi_mode = "nonblocking";
     if (b == "mpi-b") options.mpi_mode = "blocking";
     options.timeout = std::chrono::minutes(5);

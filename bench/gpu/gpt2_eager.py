@@ -1,5 +1,5 @@
 """The plain PyTorch baseline of bench/gpu_check.sh: GPT-2 124M, the same architecture as
-examples/gpt (pre-LayerNorm blocks, one qkv projection, exact GELU, tied head, causal SDPA), the
+models/gpt (pre-LayerNorm blocks, one qkv projection, exact GELU, tied head, causal SDPA), the
 same shapes and random tokens, trained by eager PyTorch with torch.optim.AdamW(fused=True) and
 autocast (bf16, or fp16 with a GradScaler): what a user writes without a framework.
 
@@ -42,7 +42,7 @@ class Gpt(nn.Module):
         self.wpe = nn.Embedding(ctx, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
-        # examples/gpt's initialisation: N(0, 0.02), zero biases, residual projections scaled.
+        # models/gpt's initialisation: N(0, 0.02), zero biases, residual projections scaled.
         for name, p in self.named_parameters():
             if "ln" in name:
                 continue

@@ -1,5 +1,5 @@
 // zt-gpu-bench: trains GPT-2 124M (12 layers, 12 heads, d 768, vocab 50257, context 1024; the
-// GPT example's model, examples/gpt) on random tokens on one GPU through zt::Engine with the
+// GPT example's model, models/gpt) on random tokens on one GPU through zt::Engine with the
 // nccl backend, and reports tokens/s, model FLOPs utilisation and peak memory as one JSON line.
 //
 //   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--offload-param cpu|nvme] [--batch 16]
@@ -37,7 +37,7 @@
 #include "base/error.h"
 #include "base/main_guard.h"
 #include "core/engine.h"
-#include "examples/gpt/gpt_model.h"
+#include "models/gpt/gpt_model.h"
 #include "parallel/dist.h"
 
 namespace {
@@ -103,7 +103,7 @@ int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   ZT_CHECK(torch::cuda::is_available(), "zt-gpu-bench needs a CUDA device");
   const torch::Device gpu(torch::kCUDA, 0);
-  zt::examples::GptShape shape;
+  zt::models::GptShape shape;
   shape.n_layer = 12;
   shape.n_head = 12;
   shape.d_model = 768;
@@ -111,7 +111,7 @@ int run(int argc, char** argv) {
   shape.max_seq_len = 1024;
   ZT_CHECK(a.seq <= shape.max_seq_len, "--seq must be <= ", shape.max_seq_len);
   torch::manual_seed(0);
-  zt::examples::Gpt model(shape);
+  zt::models::Gpt model(shape);
   const int64_t params = model->num_parameters();
   model->to(gpu);
 
@@ -137,7 +137,7 @@ int run(int argc, char** argv) {
   o.units = model->unit_names();
   o.fp16.initial_scale_power = 16;
   zt::dist::CommOptions co;
-  co.backend = "nccl";
+  co.backend = zt::dist::Backend::kNccl;
   co.cuda = true;
   co.timeout = std::chrono::seconds(a.comm_timeout_s);
   zt::Engine engine(model.ptr(), o, zt::dist::create_communicator(co));
@@ -149,9 +149,8 @@ int run(int argc, char** argv) {
   // Non-finite losses are counted on the device, so the timed steps keep no host synchronisation.
   torch::Tensor nonfinite = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt).device(gpu));
   auto step = [&]() {
-    torch::Tensor loss = engine.forward([&] {
-      return zt::examples::GptImpl::loss(model->forward(input, torch::Tensor()), labels);
-    });
+    torch::Tensor loss = engine.forward(
+        [&] { return zt::models::GptImpl::loss(model->forward(input, torch::Tensor()), labels); });
     engine.backward(loss);
     engine.step();
     nonfinite.add_(torch::isfinite(loss.detach()).logical_not().to(torch::kInt));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Import and export times of a Hugging Face Llama directory with the LLaMA example
-# (examples/llama), for a SmolLM-135M-shaped model (30 layers, hidden 576, 9 heads over 3
+# (models/llama), for a SmolLM-135M-shaped model (30 layers, hidden 576, 9 heads over 3
 # key/value heads, vocabulary 49152, tied head: 134.5M parameters, random bf16 weights):
 #   - import: train_llama --init-from on 2 ranks, whole (stage 0: load by name) and into ZeRO-3
 #     shards (each rank copies its ranges from the mapped file), from the log's timestamps

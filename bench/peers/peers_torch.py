@@ -3,7 +3,7 @@
     torchrun --standalone --nproc-per-node 2 bench/peers/peers_torch.py \
         --export-dir DIR --mode ddp
 
-Trains examples/gpt's model, rewritten below in Python with the same parameter names and the
+Trains models/gpt's model, rewritten below in Python with the same parameter names and the
 same arithmetic, from DIR/init.safetensors (zerotorch's initial weights) on DIR/batches_r<r>.bin
 (the batches zerotorch's sampler gives rank r; layout in peers_zt_main.cpp), with
 torch.optim.AdamW and the hyper-parameters of DIR/meta.json, under one of:
@@ -37,7 +37,7 @@ import torch.nn.functional as F
 BATCH_MAGIC = b"ZTPEERS1"
 
 
-# ---- the model: examples/gpt/gpt_model.cpp and gpt_block.cpp ------------------------------
+# ---- the model: models/gpt/gpt_model.cpp and gpt_block.cpp ------------------------------
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, d_model, n_head):
@@ -77,7 +77,7 @@ class Gpt(nn.Module):
         c = meta["d_model"]
         self.wte = nn.Embedding(meta["vocab_size"], c)
         self.wpe = nn.Embedding(meta["max_seq_len"], c)
-        # Registered in examples/gpt's order (the root, then the blocks): the weights fnv64 hashes
+        # Registered in models/gpt's order (the root, then the blocks): the weights fnv64 hashes
         # named_parameters() in order.
         self.ln_f = nn.LayerNorm(c)
         self.blocks = nn.ModuleList(GptBlock(c, meta["n_head"]) for _ in range(meta["n_layer"]))

@@ -4,7 +4,7 @@
 // Two modes, both run by every rank of an mpirun job (2 ranks in the benchmark):
 //
 //   mpirun -np 2 zt_bench_peers --export DIR --shard S.ztt [--steps N --batch-size B ...]
-//     Builds the GPT example (examples/gpt, seeded), wraps it in a stage-0 engine, and writes
+//     Builds the GPT example (models/gpt, seeded), wraps it in a stage-0 engine, and writes
 //       DIR/init.safetensors   the engine's initial fp32 weights, through the checkpoint writer
 //                              and zt-consolidate's safetensors writer
 //                              (core/checkpoint/checkpoint.h)
@@ -46,7 +46,7 @@
 #include "data/collator.h"
 #include "data/loader.h"
 #include "data/token_dataset.h"
-#include "examples/gpt/gpt_model.h"
+#include "models/gpt/gpt_model.h"
 #include "parallel/dist.h"
 
 namespace po = boost::program_options;
@@ -129,8 +129,8 @@ uint64_t weights_fnv64(torch::nn::Module& model) {
   return h;
 }
 
-examples::GptShape shape_of(const Args& a, int64_t vocab) {
-  examples::GptShape s;
+models::GptShape shape_of(const Args& a, int64_t vocab) {
+  models::GptShape s;
   s.n_layer = a.n_layer;
   s.n_head = a.n_head;
   s.d_model = a.d_model;
@@ -139,7 +139,7 @@ examples::GptShape shape_of(const Args& a, int64_t vocab) {
   return s;
 }
 
-EngineOptions engine_options(const Args& a, const examples::Gpt& model) {
+EngineOptions engine_options(const Args& a, const models::Gpt& model) {
   EngineOptions o;
   read_environment_switches(o);  // ZT_HIERARCHICAL_REDUCE, ZT_HOST_CACHE, as the programs read them
   o.stage = a.stage;
@@ -260,7 +260,7 @@ std::vector<HostBatch> read_batches(const std::string& path) {
 
 // ---- meta.json -------------------------------------------------------------------------------
 
-void write_meta(const std::string& path, const Args& a, const examples::GptShape& s, int world,
+void write_meta(const std::string& path, const Args& a, const models::GptShape& s, int world,
                 int64_t params, uint64_t fnv) {
   std::ofstream f(path);
   ZT_CHECK(f.good(), "cannot write ", path);
@@ -324,7 +324,7 @@ int export_mode(const Args& a, const std::shared_ptr<dist::Communicator>& comm) 
   write_batches(batch_path(a.export_dir, rank), sample_batches(ds, a, rank, world));
 
   torch::manual_seed(static_cast<uint64_t>(a.seed));
-  examples::Gpt model(shape_of(a, std::max<int64_t>(ds.vocab_size(), 1)));
+  models::Gpt model(shape_of(a, std::max<int64_t>(ds.vocab_size(), 1)));
   Args stage0 = a;
   stage0.stage = 0;
   stage0.offload = false;
@@ -356,7 +356,7 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
            " leaves no timed step of ", batches.size());
 
   torch::manual_seed(static_cast<uint64_t>(a.seed));
-  examples::Gpt model(shape_of(a, vocab));
+  models::Gpt model(shape_of(a, vocab));
   const std::string got_fnv = hex(weights_fnv64(*model));
   ZT_CHECK(got_fnv == want_fnv, "initial weights (fnv64 ", got_fnv, ") differ from the export's (",
            want_fnv, "): rebuild the export with this binary");
@@ -380,7 +380,7 @@ int run_mode(Args a, const std::shared_ptr<dist::Communicator>& comm) {
     engine.reset_comm_wait();
     const auto t0 = std::chrono::steady_clock::now();
     torch::Tensor loss = engine.forward([&] {
-      return examples::GptImpl::loss(model->forward(b.input_ids, b.attention_mask), b.labels);
+      return models::GptImpl::loss(model->forward(b.input_ids, b.attention_mask), b.labels);
     });
     const auto t1 = std::chrono::steady_clock::now();
     engine.backward(loss);
@@ -510,7 +510,7 @@ int run(int argc, char** argv) {
   ZT_CHECK(a.stage >= 0 && a.stage <= 3, "--stage must be 0..3, got ", a.stage);
   at::set_num_threads(static_cast<int>(a.threads));
   dist::CommOptions copt;
-  copt.backend = a.backend;
+  copt.backend = dist::parse_backend(a.backend);
   copt.timeout = std::chrono::minutes(5);
   auto comm = dist::create_communicator(copt);
   return a.export_dir.empty() ? run_mode(a, comm) : export_mode(a, comm);

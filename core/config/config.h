@@ -42,6 +42,8 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_kind.h"
 #include "optim/param_group_defaults.h"
+#include "parallel/backend.h"
+#include "parallel/comms_logger_options.h"
 
 namespace zt {
 
@@ -53,7 +55,8 @@ using OptimizerType = optim::OptimizerKind;
 // to the schedule as it is read.
 using SchedulerType = optim::ScheduleKind;
 using WarmupType = optim::WarmupShape;
-enum class CommBackend { kAuto, kMpi, kGloo, kNccl };
+// The backend is parallel/'s, so the config hands it to the communicator as it is read.
+using CommBackend = dist::Backend;
 enum class TagValidation { kIgnore, kWarn, kFail };
 enum class LoadFallback { kNone, kPrevious };
 
@@ -209,15 +212,10 @@ struct MonitorConfig {
   std::string job_name = "DeepSpeedJobName";
 };
 
-// comms_logger: DeepSpeed's block, per op and message size counts, latency and bandwidth
-// (parallel/comms_logger.h, which says where zerotorch and DeepSpeed differ).
-struct CommsLoggerConfig {
-  bool enabled = false;
-  bool verbose = false;
-  bool prof_all = true;
-  std::vector<std::string> prof_ops;
-  bool debug = false;
-};
+// comms_logger: DeepSpeed's block, per op and message size counts, latency and bandwidth: the
+// logger's own options, read as they are (parallel/comms_logger.h says where zerotorch and
+// DeepSpeed differ).
+using CommsLoggerConfig = dist::CommsLoggerOptions;
 
 // flops_profiler: DeepSpeed's block (core/profile/flops_profiler.h), DeepSpeed's defaults, plus
 // peak_tflops, zerotorch's own: the device's peak for MFU where the table does not know it.
@@ -249,6 +247,9 @@ struct Config {
   int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
   int64_t seed = 42;
+  // DeepSpeed's top-level key for its data loader (deepspeed_io); true makes data.drop_last true,
+  // which every loader here follows (the programs' and the Python package's).
+  bool dataloader_drop_last = false;
 
   ZeroConfig zero_optimization;
   Fp16Config fp16;
@@ -370,6 +371,10 @@ Config parse_config(const std::string& text, ConfigFormat format,
                     const ProgramValues& program = {});
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    int world_size, const ProgramValues& program = {});
+
+// The top-level keys of a config file as written (read as load_config reads it; no overrides,
+// no defaults): which blocks the file gives. An unreadable file is an error naming it.
+std::vector<std::string> config_file_keys(const std::string& path);
 
 // Resolves the pending "auto" keys (Config::pending_autos) that `program` now answers:
 // hidden_size (the model's largest hidden size, as the Trainer takes it) gives

@@ -121,18 +121,9 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
 
 dist::CommOptions comm_options_from_config(const Config& c) {
   dist::CommOptions o;
-  switch (c.communication.backend) {
-    case CommBackend::kAuto: o.backend = "auto"; break;
-    case CommBackend::kMpi: o.backend = "mpi"; break;
-    case CommBackend::kGloo: o.backend = "gloo"; break;
-    case CommBackend::kNccl: o.backend = "nccl"; break;
-  }
+  o.backend = c.communication.backend;
   o.timeout = std::chrono::seconds(c.communication.timeout);
-  o.comms_logger = {.enabled = c.comms_logger.enabled,
-                    .verbose = c.comms_logger.verbose,
-                    .prof_all = c.comms_logger.prof_all,
-                    .prof_ops = c.comms_logger.prof_ops,
-                    .debug = c.comms_logger.debug};
+  o.comms_logger = c.comms_logger;
   return o;
 }
 

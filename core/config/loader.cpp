@@ -34,13 +34,9 @@ Config throw_or_return(ConfigReport report, const std::string& source) {
   ZT_THROW(source.empty() ? "config" : source, ": ", n, n == 1 ? " error: " : " errors: ", joined);
 }
 
-}  // namespace
-
-ConfigReport check_config(const std::string& text, ConfigFormat format,
-                          const std::vector<std::string>& overrides, int world_size,
-                          const ProgramValues& program) {
-  ConfigReport report;
-  YAML::Node root;
+// The text as a YAML tree, or false with the error appended.
+bool parse_tree(const std::string& text, ConfigFormat format, YAML::Node& root,
+                std::vector<std::string>& errors) {
   // YAML forbids tabs as indentation, JSON does not; a valid JSON text has no raw tab inside a
   // string, so turning every tab into a space keeps its meaning.
   std::string input = text;
@@ -48,8 +44,8 @@ ConfigReport check_config(const std::string& text, ConfigFormat format,
     // DeepSpeed reads JSON configs with hjson: comments, trailing and missing commas.
     config_detail::HjsonResult json = config_detail::hjson_to_json(text);
     if (!json.error.empty()) {
-      report.errors.push_back(json.error);
-      return report;
+      errors.push_back(json.error);
+      return false;
     }
     input = std::move(json.json);
     std::replace(input.begin(), input.end(), '\t', ' ');
@@ -58,11 +54,36 @@ ConfigReport check_config(const std::string& text, ConfigFormat format,
     root = YAML::Load(input);
   } catch (const YAML::Exception& e) {
     // No key to name: the position is the culprit (callers prefix the file name).
-    report.errors.push_back(detail::str("line ", e.mark.line + 1, ", column ", e.mark.column + 1,
-                                        ": ", format == ConfigFormat::kJson ? "JSON" : "YAML",
-                                        " syntax error: ", e.msg));
-    return report;
+    errors.push_back(detail::str("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ",
+                                 format == ConfigFormat::kJson ? "JSON" : "YAML",
+                                 " syntax error: ", e.msg));
+    return false;
   }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> config_file_keys(const std::string& path) {
+  std::ifstream in(path);
+  ZT_CHECK(static_cast<bool>(in), path, ": cannot open the config file");
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  std::vector<std::string> errors;
+  ZT_CHECK(parse_tree(text.str(), format_of(path), root, errors), path, ": ", errors.front());
+  std::vector<std::string> keys;
+  if (!root.IsMap()) return keys;
+  for (const auto& kv : root) keys.push_back(kv.first.as<std::string>());
+  return keys;
+}
+
+ConfigReport check_config(const std::string& text, ConfigFormat format,
+                          const std::vector<std::string>& overrides, int world_size,
+                          const ProgramValues& program) {
+  ConfigReport report;
+  YAML::Node root;
+  if (!parse_tree(text, format, root, report.errors)) return report;
   config_detail::ReadState state;
   config_detail::apply_legacy_forms(root, state);
   config_detail::apply_overrides(root, overrides, state.errors);

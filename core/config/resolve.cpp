@@ -114,6 +114,7 @@ class Resolver {
 
   void run() {
     c_.world_size = world_size_;
+    if (c_.dataloader_drop_last) c_.data.drop_last = true;
     batch();
     precision();
     optimizer_and_scheduler();

@@ -447,6 +447,7 @@ void visit_config(V& v, Config& c) {
   v.field("steps_per_print", c.steps_per_print, {});
   v.field("wall_clock_breakdown", c.wall_clock_breakdown, {});
   v.field("seed", c.seed, {});
+  v.field("dataloader_drop_last", c.dataloader_drop_last, {});
   v.block("zero_optimization", [&](auto& w) { visit_zero(w, c.zero_optimization); }, {});
   v.block("fp16", [&](auto& w) { visit_fp16(w, c.fp16); }, {});
   v.block(
@@ -561,7 +562,6 @@ void visit_config(V& v, Config& c) {
        {"sparse_gradients", U::kNoEffect, "gradients are dense flat buffers"},
        {"dump_state", U::kNoEffect, "no state dump"},
        {"memory_breakdown", U::kNoEffect, "no memory breakdown (see Engine::memory)"},
-       {"dataloader_drop_last", U::kNoEffect, "the loader follows data.drop_last"},
        {"disable_allgather", U::kNoEffect, "gathers follow the ZeRO stage"},
        {"timers", U::kNoEffect, "timing follows wall_clock_breakdown"},
        {"graph_harvesting", U::kNoEffect, "no CUDA-graph harvesting"},

@@ -61,7 +61,7 @@ std::string percent(double part, double whole) {
   return s.str();
 }
 
-// "zt::examples::GptBlockImpl" -> "GptBlock": the class as a user wrote it.
+// "zt::models::GptBlockImpl" -> "GptBlock": the class as a user wrote it.
 std::string class_name(const torch::nn::Module& m) {
   std::string n = m.name();
   const size_t colon = n.rfind("::");

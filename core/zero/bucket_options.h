@@ -19,7 +19,7 @@ struct BucketOptions {
   double pre_reduce_scale = 1.0;
   // Stage 3: buffers below this many elements stay gathered (never released).
   bool persistent = false;
-  // Stage 3: a buffer of frozen parameters (units.h: make_frozen_buckets). It is sharded,
+  // Stage 3: a buffer of frozen parameters (unit_buckets.h: make_frozen_buckets). It is sharded,
   // gathered and released like the others, but has no gradient buffers and is never stepped.
   bool frozen = false;
   // Stage 3, ZeRO++ zero_quantized_nontrainable_weights, frozen buffers only: the resident shard

@@ -36,8 +36,7 @@ StartReduction plan_grad_transport(const BucketOptions& o, int64_t shard) {
     const at::ScalarType acc = o.grad_dtype;
     return [g, acc](dist::Communicator&, const at::Tensor& in,
                     const at::Tensor&) -> std::unique_ptr<ReductionInFlight> {
-      return std::make_unique<CastReduction>(std::make_unique<QuantizedReduceScatter>(*g, in),
-                                             acc);
+      return std::make_unique<CastReduction>(std::make_unique<QuantizedReduceScatter>(*g, in), acc);
     };
   }
   return o.stage == 0 ? flat_all_reduce() : flat_reduce_scatter(shard);
@@ -69,7 +68,8 @@ std::unique_ptr<GatherWire> plan_wire(const BucketOptions& o, bool from_shards) 
   if (o.quantized_storage) return stored_wire(o.world);
   if (o.quantized_weights) return quantized_wire();
   // MiCS's hierarchical gather; qwZ's gathers stay one all-gather.
-  if (from_shards && o.hierarchical_gather != nullptr) return two_level_wire(*o.hierarchical_gather);
+  if (from_shards && o.hierarchical_gather != nullptr)
+    return two_level_wire(*o.hierarchical_gather);
   return exact_wire();
 }
 
@@ -98,12 +98,11 @@ BucketParts plan_bucket(const BucketOptions& o, const dist::FlatLayout& layout,
   where.device = params.device();
   where.host = o.host_shard;
   where.pin = o.pin_shard;
-  parts.shard = o.quantized_storage
-                    ? make_quantized_shard(where, layout.shard_numel(), o.world)
-                    : make_memory_shard(where, std::move(adopted_shard));
+  parts.shard = o.quantized_storage ? make_quantized_shard(where, layout.shard_numel(), o.world)
+                                    : make_memory_shard(where, std::move(adopted_shard));
   parts.gather = std::make_unique<ShardGather>(
-      plan_wire(o, /*from_shards=*/true), o.hpz > 1 ? plan_wire(o, /*from_shards=*/false) : nullptr, o.hpz,
-      o.hpz_rank, parts.stepped);
+      plan_wire(o, /*from_shards=*/true), o.hpz > 1 ? plan_wire(o, /*from_shards=*/false) : nullptr,
+      o.hpz, o.hpz_rank, parts.stepped);
   return parts;
 }
 

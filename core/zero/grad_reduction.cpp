@@ -80,8 +80,8 @@ class MicroStepGrads : public GradReduction {
     // Never read before the window's first reduction writes it (has_grad_), so it is not zeroed:
     // its pages stay untouched (and off the resident set) until the first backward, which keeps
     // them out of the peak of building and casting a model that barely fits.
-    shard_ = release_shard_ ? empty_released(spec.shard, spec.grad)
-                            : at::empty({spec.shard}, spec.grad);
+    shard_ =
+        release_shard_ ? empty_released(spec.shard, spec.grad) : at::empty({spec.shard}, spec.grad);
   }
 
   void add(dist::Range range, const at::Tensor& grad) override {

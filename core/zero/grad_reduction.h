@@ -21,10 +21,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/zero/flat_buffer.h"
 #include "core/zero/reduction_in_flight.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
-#include "core/zero/flat_buffer.h"
 
 namespace zt::zero {
 
@@ -51,10 +51,10 @@ class GradReduction {
 };
 
 struct GradReductionSpec {
-  at::TensorOptions grad;              // the accumulation buffers' dtype and device
-  at::ScalarType comm_dtype;           // the communication dtype
-  double pre_reduce_scale = 1.0;       // applied to the input just before it is reduced
-  int64_t padded = 0, shard = 0;       // the layout's padded and per-rank sizes
+  at::TensorOptions grad;         // the accumulation buffers' dtype and device
+  at::ScalarType comm_dtype;      // the communication dtype
+  double pre_reduce_scale = 1.0;  // applied to the input just before it is reduced
+  int64_t padded = 0, shard = 0;  // the layout's padded and per-rank sizes
   StartReduction transport;
 };
 

@@ -12,10 +12,10 @@
 // scope (Engine::GatheredParameters) keeps everything gathered until it ends. Below stage 3
 // every call is a no-op: the full parameters are always resident.
 //
-// A unit's frozen buckets (units.h) are gathered and released with it. In backward they get no
-// gradient to say when they are done, so they are released when backward reaches an earlier
-// unit (its output's gradient hook fires once every use of that output, the later units
-// included, has run its backward), or at the end of backward.
+// A unit's frozen buckets (unit_buckets.h) are gathered and released with it. In backward they get
+// no gradient to say when they are done, so they are released when backward reaches an earlier unit
+// (its output's gradient hook fires once every use of that output, the later units included, has
+// run its backward), or at the end of backward.
 
 #include <memory>
 #include <vector>
@@ -30,7 +30,7 @@ namespace zt::zero {
 class ParamGather {
  public:
   // secondary: the hpZ group (zero_hpz_partition_size), or null. frozen: the frozen buckets
-  // (units.h: make_frozen_buckets), indexed by Unit::frozen_buckets.
+  // (unit_buckets.h: make_frozen_buckets), indexed by Unit::frozen_buckets.
   ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
               std::vector<std::unique_ptr<Bucket>>& frozen, dist::Communicator& comm,
               dist::Communicator* secondary, WaitClock& clock, bool active, int64_t prefetch_numel);

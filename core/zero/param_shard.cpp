@@ -21,9 +21,9 @@ at::Tensor placed_copy(const at::Tensor& src, const ShardPlacement& where, at::S
   if (where.host && where.pin && where.device.type() != c10::kCPU) {
     return pinned_host_copy(src, dtype, where.device.type());
   }
-  at::Tensor out = at::empty({src.numel()},
-                             at::TensorOptions().dtype(dtype).device(
-                                 where.host ? c10::Device(c10::kCPU) : where.device));
+  at::Tensor out = at::empty(
+      {src.numel()},
+      at::TensorOptions().dtype(dtype).device(where.host ? c10::Device(c10::kCPU) : where.device));
   out.copy_(src);
   return out;
 }
@@ -40,9 +40,7 @@ class MemoryShard : public ParamShard {
     }
   }
   at::Tensor checkout(bool) override { return t_; }
-  void load_into(const at::Tensor& own, bool non_blocking) override {
-    own.copy_(t_, non_blocking);
-  }
+  void load_into(const at::Tensor& own, bool non_blocking) override { own.copy_(t_, non_blocking); }
   at::Tensor resident() const override { return t_; }
   int64_t bytes() const override { return shard_nbytes(t_); }
   void cast(at::ScalarType dtype) override {

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "base/error.h"
+#include "core/zero/bucket_plan.h"
 #include "core/zero/released_storage.h"
 #include "core/zero/units.h"
 #include "optim/param_groups.h"

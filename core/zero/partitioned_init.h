@@ -99,7 +99,7 @@ class PartitionedInit {
   // the values constructed, not these.
   void load(ShardWeightSource& source);
 
-  // ---- the engine's side (units.h: make_buckets) ----
+  // ---- the engine's side (unit_buckets.h: make_buckets) ----
   // The buffer laid out as `layout` (the same parameters in the same order), marked adopted;
   // nullptr when none of its parameters was partitioned. The caller moves `flat` and `shard` out
   // (so this object keeps no tensor alive after the engine's cast). A mismatch is an error naming

@@ -157,11 +157,15 @@ class StoredWire : public BlockWire {
 
 }  // namespace
 
-std::unique_ptr<GatherWire> exact_wire() { return std::make_unique<ExactWire>(); }
+std::unique_ptr<GatherWire> exact_wire() {
+  return std::make_unique<ExactWire>();
+}
 std::unique_ptr<GatherWire> two_level_wire(const dist::NodeGroups& groups) {
   return std::make_unique<TwoLevelWire>(groups);
 }
-std::unique_ptr<GatherWire> quantized_wire() { return std::make_unique<QuantizedWire>(); }
+std::unique_ptr<GatherWire> quantized_wire() {
+  return std::make_unique<QuantizedWire>();
+}
 std::unique_ptr<GatherWire> stored_wire(int64_t world) {
   return std::make_unique<StoredWire>(world);
 }
@@ -175,8 +179,8 @@ ShardGather::ShardGather(std::unique_ptr<GatherWire> from_shards,
       hpz_rank_(hpz_rank),
       own_(own) {}
 
-void ShardGather::start(dist::Communicator& comm, dist::Communicator* copy_group,
-                        ParamShard& shard, const at::Tensor& params) {
+void ShardGather::start(dist::Communicator& comm, dist::Communicator* copy_group, ParamShard& shard,
+                        const at::Tensor& params) {
   const size_t nbytes = static_cast<size_t>(params.numel() * params.element_size());
   if (copy_group != nullptr && copy_.data.defined()) {
     // hpZ: the copy kept at the last gather from the shards, over the (intra-node) hpz group.
@@ -190,8 +194,8 @@ void ShardGather::start(dist::Communicator& comm, dist::Communicator* copy_group
   active_ = from_shards_.get();
   GatherPart part = shard.stored();
   const at::Tensor resident = shard.resident();
-  const bool offloaded = !part.data.defined() &&
-                         !(resident.defined() && resident.device() == params.device());
+  const bool offloaded =
+      !part.data.defined() && !(resident.defined() && resident.device() == params.device());
   // A GPU model's offloaded shard goes to the device on a side stream, and its all-gather is
   // ordered after that copy, not after the compute stream: a prefetch then neither waits for the
   // unit running now nor holds it up. The full buffer is allocated for the side stream (so the

@@ -32,7 +32,8 @@ class GatherWire {
   virtual ~GatherWire() = default;
   // Starts the all-gather over `comm` of `part` (this rank's) into `params` ((padded,), storage
   // already there).
-  virtual void start(dist::Communicator& comm, const GatherPart& part, const at::Tensor& params) = 0;
+  virtual void start(dist::Communicator& comm, const GatherPart& part,
+                     const at::Tensor& params) = 0;
   // Waits for it and puts the values in `params`. keep_of > 1: returns part keep_index of the
   // full buffer cut in keep_of, in the form this wire sends (the hpZ copy).
   virtual GatherPart finish(const at::Tensor& params, WaitClock& clock, int keep_of,
@@ -69,7 +70,7 @@ class ShardGather {
   int hpz_, hpz_rank_;
   dist::Range own_;
   GatherWire* active_ = nullptr;
-  bool on_side_ = false;      // the gather in flight was issued on the side copy stream
+  bool on_side_ = false;       // the gather in flight was issued on the side copy stream
   bool reads_shards_ = false;  // the gather in flight reads the shards
   GatherPart copy_;
 };

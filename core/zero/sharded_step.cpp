@@ -11,7 +11,6 @@
 #include "base/logging.h"
 #include "core/zero/host_offload.h"
 #include "optim/clip.h"
-#include "optim/muon.h"
 
 namespace zt::zero {
 
@@ -46,15 +45,6 @@ ShardedStep::ShardedStep(const EngineOptions& options,
       slot.grouping.group_of.push_back(grouping.group_of[next++]);
     }
     slot.optimizer = optim::make_shard_optimizer(spec);
-    if (spec.type == optim::OptimizerKind::kMuon) {
-      const dist::FlatLayout& layout = b->layout();
-      const int64_t shard = b->stepped().size();  // every rank's stepped range has this size
-      for (const auto& e : layout.entries()) {
-        if (!optim::uses_muon(e.name, e.param.sizes())) continue;
-        slot.muon.push_back({e.range, e.param.sizes().vec()});
-        slot.muon_gather |= e.range.begin / shard != (e.range.end - 1) / shard;
-      }
-    }
     slots_.push_back(std::move(slot));
   }
   // NVMe optimizer offload steps CpuAdam on host chunks: its update is elementwise (a chunk
@@ -71,12 +61,11 @@ ShardedStep::ShardedStep(const EngineOptions& options,
              "zero_optimization.offload_optimizer.device nvme streams chunk by chunk");
     store_states = {"exp_avg", "exp_avg_sq"};
   }
-  if (spec.type == optim::OptimizerKind::kMuon) {
-    // Muon's momentum is folded before the norm, from the optimizer's own state.
-    ZT_CHECK(!options_.optimizer.swa.enabled,
-             "swa: not implemented with optimizer Muon (its momentum is folded outside the step)");
-  }
   store_ = make_master_store(options_, buckets_, world_rank, std::move(store_states));
+  step_grads_ = make_step_gradients(
+      spec, options_, buckets_, comm_, clock_,
+      [this](size_t b) -> optim::ShardOptimizer& { return *slots_[b].optimizer; },
+      store_->device());
   if (store_->device().is_cpu() && !compute_device().is_cpu() && !store_->holds_state()) {
     host_offload_ = std::make_unique<HostOffload>(compute_device());
   }
@@ -181,105 +170,7 @@ std::vector<optim::GroupRange> ShardedStep::groups(size_t b, const optim::GroupH
   std::vector<optim::GroupRange> ranges = optim::shard_group_ranges(
       slots_[b].grouping, slots_[b].params, r.begin, r.end, hyper, hyper.lr);
   for (optim::GroupRange& g : ranges) g.hyper.grad_scale = grad_scale;
-  if (options_.optimizer.type != optim::OptimizerKind::kMuon) return ranges;
-  // Muon: each range cut at the Muon matrices' edges, each piece with its half's lr.
-  const optim::MuonSpec& spec = options_.optimizer.muon;
-  std::vector<optim::GroupRange> out;
-  for (const optim::GroupRange& g : ranges) {
-    int64_t at = g.begin;
-    auto piece = [&](int64_t end, bool muon) {
-      if (end <= at) return;
-      optim::GroupRange p = g;
-      p.begin = at;
-      p.end = end;
-      p.hyper.muon = muon;
-      p.hyper.lr *= muon ? spec.muon_lr_scale : spec.adam_lr_scale;
-      out.push_back(p);
-      at = end;
-    };
-    for (const MuonMatrix& m : slots_[b].muon) {  // in flat order
-      const int64_t mb = m.range.begin - r.begin, me = m.range.end - r.begin;
-      if (me <= at || mb >= g.end) continue;
-      piece(std::max(mb, at), false);
-      piece(std::min(me, g.end), true);
-    }
-    piece(g.end, false);
-  }
-  return out;
-}
-
-at::Tensor ShardedStep::step_grad(size_t b) const {
-  return b < step_grads_.size() && step_grads_[b].defined() ? step_grads_[b]
-                                                            : buckets_[b]->owned_grad();
-}
-
-double ShardedStep::prepare_muon(const std::vector<size_t>& stepped, double inv) {
-  step_grads_.assign(buckets_.size(), at::Tensor());
-  const optim::NsMethod method = options_.optimizer.muon.ns_method;
-  double sum = 0;
-  for (size_t b : stepped) {
-    Bucket& bucket = *buckets_[b];
-    Slot& slot = slots_[b];
-    const dist::Range r = bucket.stepped();
-    at::Tensor s = bucket.owned_grad().to(at::kFloat).mul(inv);  // (stepped,), a new buffer
-    auto* muon = dynamic_cast<optim::Muon*>(slot.optimizer.get());
-    ZT_INTERNAL_ASSERT(muon != nullptr, "Muon step without a Muon optimizer");
-    for (const MuonMatrix& m : slot.muon) {
-      const dist::Range own = dist::intersect(m.range, r);
-      if (own.empty()) continue;
-      muon->fold_momentum(s.narrow(0, own.begin - r.begin, own.size()), r.size(),
-                          own.begin - r.begin, options_.hyper.momentum, store_->device());
-    }
-    at::Tensor full;  // (padded,) the blends of every rank's slice
-    if (slot.muon_gather) {
-      full = at::empty({bucket.layout().padded_numel()}, s.options());
-      clock_.wait(comm_.all_gather(s, full));
-    }
-    // A matrix inside one rank's slice is orthogonalised by that rank. One crossing a boundary
-    // is orthogonalised by one of the ranks holding it (in turn, by its order among the
-    // bucket's crossing matrices, so every rank agrees), into `crossing`, whose sum over ranks
-    // then hands each holder its part: one rank contributes each element, so the sum is exact.
-    // Every matrix reads its whole before any slice of s is overwritten.
-    const int64_t shard = bucket.stepped().size();
-    at::Tensor crossing;  // (padded,)
-    if (full.defined()) crossing = at::zeros({bucket.layout().padded_numel()}, s.options());
-    std::vector<std::pair<dist::Range, at::Tensor>> pieces;
-    int64_t crossing_index = 0;
-    for (const MuonMatrix& m : slot.muon) {
-      const dist::Range own = dist::intersect(m.range, r);
-      const int64_t first = m.range.begin / shard, last = (m.range.end - 1) / shard;
-      if (first == last) {
-        if (own.empty()) continue;
-        at::Tensor whole = s.narrow(0, m.range.begin - r.begin, m.range.size());
-        at::Tensor o = optim::orthogonalize(whole.view(m.shape), method).reshape({-1});
-        pieces.emplace_back(own, o.narrow(0, own.begin - m.range.begin, own.size()));
-        continue;
-      }
-      const int64_t by = first + crossing_index++ % (last - first + 1);
-      if (by != comm_.rank()) continue;
-      at::Tensor whole = full.narrow(0, m.range.begin, m.range.size());
-      crossing.narrow(0, m.range.begin, m.range.size())
-          .copy_(optim::orthogonalize(whole.view(m.shape), method).reshape({-1}));
-    }
-    if (crossing.defined()) {
-      clock_.wait(comm_.all_reduce(crossing, dist::ReduceOp::kSum));
-      for (const MuonMatrix& m : slot.muon) {
-        const dist::Range own = dist::intersect(m.range, r);
-        if (own.empty() || m.range.begin / shard == (m.range.end - 1) / shard) continue;
-        pieces.emplace_back(own, crossing.narrow(0, own.begin, own.size()));
-      }
-    }
-    for (auto& [own, o] : pieces) s.narrow(0, own.begin - r.begin, own.size()).copy_(o);
-    sum += s.is_cpu() ? optim::sum_of_squares(s)
-                      : at::linalg_vector_norm(s, 2, c10::nullopt, false, at::kFloat)
-                            .to(at::kDouble)
-                            .square()
-                            .item<double>();
-    step_grads_[b] = s;
-  }
-  if (steps_whole_buffers()) return sum;
-  at::Tensor t = at::full({1}, sum, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
-  return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
+  return step_grads_->ranges(b, std::move(ranges));
 }
 
 // MiCS's hierarchical reduction: each micro-step reduce-scattered the gradients within the shard
@@ -356,11 +247,11 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   // CheckOverflow.check_using_norm).
   const double inv = post_reduce_scale_ / (scaler ? scaler->scale() : 1.0);
   if (replica_ != nullptr) reduce_across_replicas();
-  const bool muon = options_.optimizer.type == optim::OptimizerKind::kMuon;
-  // fp32 runs no overflow vote, and Muon's norm is taken after prepare_muon: no raw sum needed.
+  // fp32 runs no overflow vote: the raw sum is needed only where the norm is taken from it.
+  const bool vote = options_.compute_dtype != at::kFloat;
   const double raw_sq =
-      muon && options_.compute_dtype == at::kFloat ? 0.0 : global_grad_norm_squared();
-  if (options_.compute_dtype == at::kFloat) {
+      vote || step_grads_->norm_needs_raw_sum() ? global_grad_norm_squared() : 0.0;
+  if (!vote) {
     // No overflow vote in fp32 (as DeepSpeed): inf/NaN reach the optimizer.
   } else if (!std::isfinite(raw_sq)) {
     if (scaler) {
@@ -381,7 +272,7 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (buckets_[b]->owned_grad().defined()) stepped.push_back(b);
   }
-  out.grad_norm = muon ? std::sqrt(prepare_muon(stepped, inv)) : std::sqrt(raw_sq) * std::abs(inv);
+  out.grad_norm = step_grads_->prepare(stepped, inv, raw_sq);
   // Clips only a norm above the threshold (there clip_coefficient's factor is below 1). Without
   // the test, a norm at the threshold or up to 1e-6 under it would be scaled down too, and a NaN
   // norm (fp32 runs no overflow vote) would make every element's factor NaN instead of 1.
@@ -389,10 +280,9 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   if (options_.gradient_clipping > 0 && out.grad_norm > options_.gradient_clipping) {
     clip = optim::clip_coefficient(out.grad_norm, options_.gradient_clipping);
   }
-  // Muon's step gradients carry inv already.
-  const double grad_scale = (muon ? 1.0 : inv) * clip;
+  const double grad_scale = step_grads_->factor(inv) * clip;
   update(stepped, grad_scale, hyper);
-  step_grads_.clear();
+  step_grads_->release();
   return out;
 }
 
@@ -408,7 +298,7 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
                          const optim::GroupHyper& hyper) {
   if (host_offload_) {
     for (size_t b : stepped) {
-      at::Tensor g = step_grad(b);
+      at::Tensor g = step_grads_->gradient(b);
       host_offload_->start_grad_copy(b, g.scalar_type() == at::kFloat ? g : g.to(at::kFloat));
     }
   }
@@ -424,7 +314,7 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
 
   auto step_chunk = [&](MasterChunk& c, ChunkTargets& targets) {
     Slot& slot = slots_[c.slot];
-    at::Tensor g = host_offload_ ? host_offload_->wait_grad(c.slot) : step_grad(c.slot);
+    at::Tensor g = host_offload_ ? host_offload_->wait_grad(c.slot) : step_grads_->gradient(c.slot);
     at::Tensor g32 = g.narrow(0, c.begin, c.numel)
                          .to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));
     // The bucket's group ranges, cut to the chunk and shifted to its coordinates.

@@ -18,21 +18,9 @@
 //   4. publish: stages 1-2 and persistent stage-3 buffers all-gather the updated slices into the
 //      full parameters (Bucket::publish_params)
 //
-// Muon (optim/muon.h) orthogonalises whole matrices while a rank steps a slice of a bucket. Before
-// the norm, per stepped bucket (prepare_muon):
-//
-//   s = owned gradient * post_reduce_scale / loss_scale       // (stepped,) fp32, a new buffer
-//   Muon elements of s: momentum folded in, s = Nesterov blend  // elementwise, on the slice
-//   full = all_gather(s)       // (padded,), only for a bucket where a Muon matrix crosses a
-//                              // shard boundary (the layout decides, so every rank agrees)
-//   a Muon matrix inside the slice: O = orthogonalize(it, from s), into s
-//   a Muon matrix crossing a boundary: one of its holders (in turn) orthogonalises it from full
-//   into a zeroed (padded,) buffer; all_reduce(sum) of that buffer; each holder copies its part
-//
-// so every matrix is orthogonalised once, by one rank, and each element of the sum has one
-// contribution (exact); the momentum stays sharded like the master. The norm and clipping then
-// cover s (DeepSpeed's ZeRO stages take the norm over the Muon update, too), and the optimizer
-// steps s with the clipping factor alone.
+// What the optimizer steps with and the norm it clips by come from a part chosen once from the
+// optimizer (core/zero/step_gradients.h): the owned gradients as they are, or Muon's
+// orthogonalised updates (core/zero/muon_gradients.h), whose norm replaces the raw one.
 //
 // The fp32 master and the optimizer state live in a master store (core/zero/master_store.h): on
 // the model's device, in host memory with optimizer offload, or in NVMe files. The step is one
@@ -56,6 +44,7 @@
 #include "core/precision/loss_scaler.h"
 #include "core/zero/bucket.h"
 #include "core/zero/master_store.h"
+#include "core/zero/step_gradients.h"
 #include "core/zero/wait_clock.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
@@ -110,15 +99,8 @@ class ShardedStep {
   int64_t nvme_buffer_bytes() const;  // host buffers they stream through
 
  private:
-  // A parameter Muon steps: its elements in the flat buffer and its shape.
-  struct MuonMatrix {
-    dist::Range range;
-    std::vector<int64_t> shape;
-  };
   struct Slot {
     std::unique_ptr<optim::ShardOptimizer> optimizer;
-    std::vector<MuonMatrix> muon;          // Muon only: the bucket's Muon parameters
-    bool muon_gather = false;              // some Muon matrix crosses a shard boundary
     std::vector<optim::ParamInfo> params;  // entries in flat-buffer coordinates
     optim::ParamGrouping grouping;         // per entry: decay flag and lr scale
   };
@@ -130,10 +112,6 @@ class ShardedStep {
   // Bucket b's group ranges for this step, every one with the step's gradient factor.
   std::vector<optim::GroupRange> groups(size_t b, const optim::GroupHyper& hyper,
                                         double grad_scale) const;
-  // Muon: fills step_grads_ (see the file comment); returns the global sum of their squares.
-  double prepare_muon(const std::vector<size_t>& stepped, double inv);
-  // The gradient the optimizer steps bucket b with: step_grads_[b] (Muon) or the owned gradient.
-  at::Tensor step_grad(size_t b) const;
   // Steps every chunk of the buckets in `stepped` and publishes them.
   void update(const std::vector<size_t>& stepped, double grad_scale,
               const optim::GroupHyper& hyper);
@@ -152,9 +130,8 @@ class ShardedStep {
   double post_reduce_scale_;
   std::vector<Slot> slots_;
   std::unique_ptr<MasterStore> store_;
-  // Muon: per bucket, the owned gradient scaled, with its Muon elements orthogonalised; empty
-  // between steps.
-  std::vector<at::Tensor> step_grads_;
+  // What the optimizer steps with, and the norm it clips by.
+  std::unique_ptr<StepGradients> step_grads_;
   // The master in host memory of a model on a GPU: gradients come over, parameters go back,
   // through pinned buffers on a side stream.
   std::unique_ptr<HostOffload> host_offload_;

@@ -1,5 +1,6 @@
 #pragma once
-// Stage-3 units and the buckets cut from them.
+// Stage-3 units: which parameters are gathered together (the buckets cut from them are
+// core/zero/unit_buckets.h).
 //
 // A unit is a submodule whose parameters are gathered together (a transformer block), declared by
 // name and called through zt::call_unit (core/zero/call_unit.h). Trainable parameters outside
@@ -9,7 +10,7 @@
 // after another). The same plan is used at every stage; only stage 3 gathers by unit.
 //
 // Frozen parameters (requires_grad false) belong to units the same way. At stage 3 each unit's
-// floating-point frozen parameters are cut into buckets of their own (make_frozen_buckets):
+// floating-point frozen parameters are cut into buckets of their own (unit_buckets.h):
 // sharded, gathered and released with the unit, but given no gradients and never stepped.
 
 #include <memory>
@@ -20,8 +21,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "core/zero/bucket.h"
 #include "core/zero/call_unit.h"
+#include "core/zero/flat_buffer.h"
 
 namespace zt::zero {
 
@@ -47,35 +48,17 @@ UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& un
 // names, as Hugging Face's _no_split_modules names the decoder-layer class), in registration
 // order; a match inside another match is not one of its own. A type matches the class's name
 // without namespaces, with or without LibTorch's Impl suffix ("GptBlock" and "GptBlockImpl" both
-// match zt::examples::GptBlockImpl). A type that matches nothing is an error naming it. The
+// match zt::models::GptBlockImpl). A type that matches nothing is an error naming it. The
 // model must call these modules through zt::call_unit, as for units named by hand.
 std::vector<std::string> units_of_types(const torch::nn::Module& model,
                                         const std::vector<std::string>& types);
 
 // The flat-buffer layouts of one unit: `params` (trainable, registration order) reversed and cut
 // into groups of at most reduce_bucket_size elements (dist::plan_buckets), each padded to `world`.
-// make_buckets and partitioned construction (partitioned_init.h) both lay units out with it.
+// make_buckets (unit_buckets.h) and partitioned construction (partitioned_init.h) both lay units
+// out with it.
 std::vector<dist::FlatLayout> lay_out_unit(
     const std::vector<std::pair<std::string, at::Tensor>>& params, int64_t reduce_bucket_size,
     int world);
-
-class PartitionedInit;
-
-// Cuts every unit's parameters into buckets (filling unit.buckets). `options.persistent` is
-// decided per bucket: stage 3 keeps buckets below persistence_threshold elements gathered.
-// With `partitioned` (stage 3, the model built through it), a bucket adopts the flat buffer and
-// shard built at construction; a parameter partitioned there but laid out differently here is an
-// error naming it.
-std::vector<std::unique_ptr<Bucket>> make_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
-                                                  BucketOptions options,
-                                                  int64_t persistence_threshold,
-                                                  PartitionedInit* partitioned = nullptr);
-
-// Stage 3: cuts every unit's floating-point frozen parameters into buckets as make_buckets cuts
-// trainable ones (one dtype per bucket, filling unit.frozen_buckets), with `options.frozen` set
-// and the same persistence rule. Frozen parameters that are not floating point stay whole.
-std::vector<std::unique_ptr<Bucket>> make_frozen_buckets(UnitPlan& plan, int64_t reduce_bucket_size,
-                                                         BucketOptions options,
-                                                         int64_t persistence_threshold);
 
 }  // namespace zt::zero

@@ -33,14 +33,16 @@
 #include "base/main_guard.h"
 #include "core/activations/activation_checkpoint.h"
 #include "core/config/program_block.h"
-#include "examples/bert/bert_model.h"
-#include "examples/bert/hf_bert.h"
+#include "models/bert/bert_model.h"
+#include "models/bert/hf_bert.h"
 #include "train/initialize.h"
 #include "train/training_run.h"
 
 namespace po = boost::program_options;
 
 namespace zt::examples {
+
+using namespace zt::models;
 
 using namespace zt::train;
 

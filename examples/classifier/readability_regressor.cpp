@@ -2,6 +2,8 @@
 
 namespace zt::examples {
 
+using namespace zt::models;
+
 ReadabilityRegressorImpl::ReadabilityRegressorImpl(const GptShape& shape) {
   GptShape s = shape;
   s.causal = false;

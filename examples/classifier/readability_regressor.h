@@ -1,5 +1,5 @@
 #pragma once
-// The classifier example's model: the GPT example's trunk (examples/gpt/gpt_model.h) used as a
+// The classifier example's model: the GPT example's trunk (models/gpt/gpt_model.h) used as a
 // bidirectional encoder (GptShape::causal = false), mean-pooled over the real tokens, and a linear
 // head to one number: the standardized readability grade.
 //
@@ -12,13 +12,13 @@
 
 #include <torch/torch.h>
 
-#include "examples/gpt/gpt_model.h"
+#include "models/gpt/gpt_model.h"
 
 namespace zt::examples {
 
 class ReadabilityRegressorImpl : public torch::nn::Module {
  public:
-  explicit ReadabilityRegressorImpl(const GptShape& shape);
+  explicit ReadabilityRegressorImpl(const models::GptShape& shape);
 
   // input_ids, attention_mask (B, T) int64 -> (B,) fp32 predictions.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
@@ -26,7 +26,7 @@ class ReadabilityRegressorImpl : public torch::nn::Module {
   std::vector<std::string> unit_names() const;
   int64_t num_parameters() const;
 
-  Gpt trunk{nullptr};
+  models::Gpt trunk{nullptr};
   torch::nn::Linear head{nullptr};
 };
 TORCH_MODULE(ReadabilityRegressor);

@@ -29,9 +29,9 @@
 #include "base/logging.h"
 #include "base/main_guard.h"
 #include "examples/classifier/readability_regressor.h"
-#include "examples/gpt/gpt_config.h"
-#include "examples/gpt/gpt_model.h"
-#include "examples/gpt/pretrained.h"
+#include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/pretrained.h"
 #include "train/initialize.h"
 #include "train/load_by_name.h"
 #include "train/swa_weights.h"
@@ -40,6 +40,8 @@
 namespace po = boost::program_options;
 
 namespace zt::examples {
+
+using namespace zt::models;
 
 // The training run's pieces (train/): TrainingRun and its bookkeeping.
 using namespace zt::train;

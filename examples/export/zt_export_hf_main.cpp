@@ -2,12 +2,12 @@
 // checkpoint of train_gpt, train_llama or train_bert (any stage, any world size) as a Hugging Face
 // directory: OUT_DIR/config.json and OUT_DIR/model.safetensors (the fp32 master weights under
 // transformers' names), loadable with from_pretrained(OUT_DIR):
-//   gpt    GPT2LMHeadModel, GPT-2's names and Conv1D layout (examples/gpt/hf_gpt2.h); with
+//   gpt    GPT2LMHeadModel, GPT-2's names and Conv1D layout (models/gpt/hf_gpt2.h); with
 //          --weights swa the stochastic weight average the run kept (optim/swa.h);
 //   llama  AutoModelForCausalLM (Llama, Qwen2, Mistral), from the config.json train_llama keeps in
-//          CKPT_DIR (examples/llama/hf_llama.h);
+//          CKPT_DIR (models/llama/hf_llama.h);
 //   bert   AutoModelForSequenceClassification (BERT, RoBERTa), from the hf_config.json train_bert
-//          keeps in CKPT_DIR (examples/bert/hf_bert.h).
+//          keeps in CKPT_DIR (models/bert/hf_bert.h).
 // Without --family the family is the one whose file CKPT_DIR holds (config.json: llama,
 // hf_config.json: bert, neither: gpt, whose shape is in the checkpoint's own metadata).
 
@@ -18,10 +18,10 @@
 
 #include "base/error.h"
 #include "base/main_guard.h"
-#include "examples/bert/hf_bert.h"
-#include "examples/gpt/hf_gpt2.h"
-#include "examples/gpt/pretrained.h"
-#include "examples/llama/hf_llama.h"
+#include "models/bert/hf_bert.h"
+#include "models/gpt/hf_gpt2.h"
+#include "models/gpt/pretrained.h"
+#include "models/llama/hf_llama.h"
 
 namespace {
 
@@ -30,9 +30,9 @@ namespace fs = std::filesystem;
 std::string detect_family(const std::string& ckpt_dir) {
   ZT_CHECK(fs::is_directory(ckpt_dir), ckpt_dir, " is not a checkpoint directory");
   const bool llama = fs::is_regular_file(fs::path(ckpt_dir) / "config.json");
-  const bool bert = fs::is_regular_file(fs::path(ckpt_dir) / zt::examples::kCheckpointHfConfig);
+  const bool bert = fs::is_regular_file(fs::path(ckpt_dir) / zt::models::kCheckpointHfConfig);
   ZT_CHECK(!(llama && bert), ckpt_dir, " holds both config.json (train_llama's) and ",
-           zt::examples::kCheckpointHfConfig, " (train_bert's); name one with --family");
+           zt::models::kCheckpointHfConfig, " (train_bert's); name one with --family");
   return llama ? "llama" : bert ? "bert" : "gpt";
 }
 
@@ -67,16 +67,16 @@ int main(int argc, char** argv) {
     ZT_CHECK(weights == "master" || family == "gpt", "--weights ", weights,
              " is for the GPT family only (train_llama and train_bert keep no weight average)");
     if (family == "gpt") {
-      zt::examples::PretrainedGpt p = zt::examples::read_pretrained_gpt(ckpt, tag, weights);
-      zt::examples::write_hf_gpt2(out, p.shape, p.values);
+      zt::models::PretrainedGpt p = zt::models::read_pretrained_gpt(ckpt, tag, weights);
+      zt::models::write_hf_gpt2(out, p.shape, p.values);
       std::cout << "wrote " << out << "/config.json and model.safetensors from " << p.source
                 << " (GPT-2, " << weights << " weights, " << p.shape.n_layer << " layers, d_model "
                 << p.shape.d_model << ", vocab " << p.shape.vocab_size << ")\n";
     } else if (family == "llama") {
-      std::cout << zt::examples::export_hf_llama(ckpt, tag, out) << "\n";
+      std::cout << zt::models::export_hf_llama(ckpt, tag, out) << "\n";
     } else {
-      zt::examples::BertCheckpoint c = zt::examples::read_bert_checkpoint(ckpt, tag);
-      zt::examples::write_hf_bert(out, c.config, c.values);
+      zt::models::BertCheckpoint c = zt::models::read_bert_checkpoint(ckpt, tag);
+      zt::models::write_hf_bert(out, c.config, c.values);
       std::cout << "wrote " << out << "/config.json and model.safetensors from " << c.source << " ("
                 << c.config.model_type << ", " << c.config.num_hidden_layers << " layers, hidden "
                 << c.config.hidden_size << ", " << c.values.size() << " tensors)\n";

@@ -19,10 +19,10 @@
 #include "base/logging.h"
 #include "base/main_guard.h"
 #include "data/tokenizer.h"
-#include "examples/gpt/gpt_config.h"
-#include "examples/gpt/gpt_model.h"
-#include "examples/gpt/pretrained.h"
-#include "examples/gpt/text_generation.h"
+#include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/pretrained.h"
+#include "models/gpt/text_generation.h"
 #include "train/cpu_memory_meter.h"
 #include "train/initialize.h"
 #include "train/load_by_name.h"
@@ -32,6 +32,8 @@
 namespace po = boost::program_options;
 
 namespace zt::examples {
+
+using namespace zt::models;
 
 // The training run's pieces (train/): TrainingRun and its bookkeeping.
 using namespace zt::train;

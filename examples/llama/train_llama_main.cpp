@@ -21,14 +21,16 @@
 #include "base/logging.h"
 #include "base/main_guard.h"
 #include "core/activations/activation_checkpoint.h"
-#include "examples/llama/hf_llama.h"
-#include "examples/llama/llama_config.h"
+#include "models/llama/hf_llama.h"
+#include "models/llama/llama_config.h"
 #include "train/initialize.h"
 #include "train/training_run.h"
 
 namespace po = boost::program_options;
 
 namespace zt::examples {
+
+using namespace zt::models;
 
 using namespace zt::train;
 

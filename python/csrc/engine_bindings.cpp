@@ -83,19 +83,21 @@ ProgramValues program_values(const py::dict& d) {
   return v;
 }
 
-// The job and its engine, as zt::initialize made them for the mirrored model. `units` are the
+// The job and its engine, as zt::initialize made them for the mirrored model, from a config file
+// (config_path) or a config given as JSON text (config_text, a dict's json.dumps). `units` are the
 // stage-3 units by module name (named_modules() names, which the mirror keeps), or a callable
 // that gives them for the config's stage3_module_granularity_threshold (known once the config
 // is read here).
 class PyEngine {
  public:
-  PyEngine(const py::object& module, const std::string& config_path,
+  PyEngine(const py::object& module, const std::string& config_path, const std::string& config_text,
            const std::vector<std::string>& overrides, const py::dict& program,
            const py::object& units_or_policy, const std::string& device) {
     std::set<const void*> seen;
     std::shared_ptr<torch::nn::Module> model = mirror(module, seen);
     LaunchOptions lo;
     lo.config_path = config_path;
+    lo.config_text = config_text;
     lo.overrides = overrides;
     lo.program = program_values(program);
     lo.device = device;
@@ -160,10 +162,11 @@ void bind_engine(py::module_& m) {
   py::class_<GatheredScope>(m, "GatheredScope")
       .def("close", &GatheredScope::close, py::call_guard<py::gil_scoped_release>());
   py::class_<PyEngine>(m, "Engine")
-      .def(py::init<const py::object&, const std::string&, const std::vector<std::string>&,
-                    const py::dict&, const py::object&, const std::string&>(),
-           py::arg("module"), py::arg("config_path"), py::arg("overrides"), py::arg("program"),
-           py::arg("units"), py::arg("device") = "")
+      .def(py::init<const py::object&, const std::string&, const std::string&,
+                    const std::vector<std::string>&, const py::dict&, const py::object&,
+                    const std::string&>(),
+           py::arg("module"), py::arg("config_path"), py::arg("config_text"), py::arg("overrides"),
+           py::arg("program"), py::arg("units"), py::arg("device") = "")
       .def_property_readonly("gathers_units", &PyEngine::gathers_units)
       .def_property_readonly("units", &PyEngine::units)
       // A unit's forward pre- and post-hook (stage 3): gather (and prefetch), then release and
@@ -253,6 +256,25 @@ void bind_engine(py::module_& m) {
                              [](PyEngine& e) { return e.config().gradient_accumulation_steps; })
       .def_property_readonly("train_micro_batch_size_per_gpu",
                              [](PyEngine& e) { return e.config().train_micro_batch_size_per_gpu; })
+      // The resolved config's values the Python layer acts on, typed (config_json is the whole
+      // config for people to read).
+      .def_property_readonly("seed", [](PyEngine& e) { return e.config().seed; })
+      .def_property_readonly("data_drop_last",
+                             [](PyEngine& e) { return e.config().data.drop_last; })
+      .def_property_readonly(
+          "gather_16bit_weights_on_model_save",
+          [](PyEngine& e) {
+            return e.config().zero_optimization.stage3_gather_16bit_weights_on_model_save;
+          })
+      .def_property_readonly("activation_checkpointing_keys_set",
+                             [](PyEngine& e) {
+                               // The block's keys that configure the C++ library's checkpoint.
+                               const auto& ac = e.config().activation_checkpointing;
+                               std::vector<std::string> set;
+                               if (ac.number_checkpoints) set.push_back("number_checkpoints");
+                               if (ac.cpu_checkpointing) set.push_back("cpu_checkpointing");
+                               return set;
+                             })
       .def_property_readonly("config_json", [](PyEngine& e) { return e.config().to_json(); })
       .def(
           "save_checkpoint",

@@ -11,6 +11,7 @@
 #include <torch/python.h>
 
 #include "base/fatal_exit.h"
+#include "core/config/config.h"
 #include "parallel/env.h"
 #include "parallel/job_store.h"
 #include "python/csrc/bindings.h"
@@ -43,6 +44,9 @@ void bind_launch(py::module_& m) {
   // MPI_Abort, which does not return; with no backend that registered one, nothing.
   m.def(
       "stop_job", [](int exit_code) { call_fatal_exit_hook(exit_code); }, py::arg("exit_code"));
+  // The top-level keys of a config file as written (core/config/config.h: config_file_keys):
+  // which blocks the user's file gives, read as the engine reads it.
+  m.def("config_file_keys", &config_file_keys, py::arg("path"));
   // A fresh namespace of the job store (every rank must call it the same number of times, in
   // the same order relative to engine creation).
   m.def(

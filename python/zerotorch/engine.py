@@ -4,9 +4,7 @@ import atexit
 import itertools
 import json
 import os
-import re
 import sys
-import tempfile
 import warnings
 
 import torch
@@ -209,7 +207,7 @@ class ZeroEngine:
     and ``step()`` every micro-step, as with DeepSpeed's engine. The parameters of ``module`` are
     the engine's (sharded, cast and stepped in place): ``engine.module`` is the model."""
 
-    def __init__(self, module, config_path, overrides=(), program=None, units=None, device=None):
+    def __init__(self, module, config, overrides=(), program=None, units=None, device=None):
         self.module = module
         # DeepSpeed moves the module to the local rank's accelerator (cuda:LOCAL_RANK), whatever
         # device it was built on; so does the engine here, and a module already on a device stays
@@ -223,8 +221,11 @@ class ZeroEngine:
         choose = (lambda threshold: stage3_units(module, threshold)) if units is None \
             else list(units)
         try:
-            self._engine = _C.Engine(module, os.fspath(config_path), list(overrides),
-                                     program or {}, choose, str(self.device))
+            # A dict goes to the C++ loader as JSON text; a path is read there.
+            path, text = ("", json.dumps(config)) if isinstance(config, dict) \
+                else (os.fspath(config), "")
+            self._engine = _C.Engine(module, path, text, list(overrides), program or {}, choose,
+                                     str(self.device))
         except RuntimeError as e:
             if 'still "auto"' not in str(e):
                 raise
@@ -248,9 +249,8 @@ class ZeroEngine:
                 self._hooks.append(unit.register_forward_hook(
                     lambda _m, _args, out, i=i: engine.unit_after_forward(i, _tensors(out))))
         self.units = units
-        ac = json.loads(self._engine.config_json).get("activation_checkpointing", {})
-        for key in ("number_checkpoints", "cpu_checkpointing"):
-            if ac.get(key) and self._engine.rank == 0:
+        for key in self._engine.activation_checkpointing_keys_set:
+            if self._engine.rank == 0:
                 # The block configures the C++ library's checkpoint (what a C++ model calls); a
                 # Python model checkpoints with torch.utils.checkpoint or
                 # gradient_checkpointing_enable(), which this block does not reach.
@@ -365,9 +365,7 @@ class ZeroEngine:
         safetensors file when the name ends in ``.safetensors``. At stage 3 it needs
         ``stage3_gather_16bit_weights_on_model_save`` (else False and nothing written, as
         DeepSpeed); every rank calls it. Returns True when written."""
-        config = json.loads(self._engine.config_json)
-        if self._engine.stage == 3 and not config["zero_optimization"].get(
-                "stage3_gather_16bit_weights_on_model_save", False):
+        if self._engine.stage == 3 and not self._engine.gather_16bit_weights_on_model_save:
             if self.global_rank == 0:
                 warnings.warn("save_16bit_model: stage 3 without zero_optimization."
                               "stage3_gather_16bit_weights_on_model_save writes nothing; "
@@ -440,23 +438,19 @@ def auto_values(training_args=None, model=None, **values):
     return out
 
 
-def _names_block(text, key):
-    return re.search(r"""["']?\b%s\b["']?\s*:""" % key, text) is not None
-
-
-def _trainer_defaults(text, training_args):
+def _trainer_defaults(blocks, training_args):
     """What the Hugging Face Trainer adds to a DeepSpeed config without an optimizer or
     scheduler block: its own AdamW over its parameter groups (biases and LayerNorm weights
     without decay, which is the C++ programs' parameter_groups.no_decay default), and its
     learning-rate schedule (lr_scheduler_type "linear": warmup then linear decay to zero over
     max_steps, DeepSpeed's WarmupDecayLR; "constant": none)."""
     out = []
-    if not _names_block(text, "optimizer"):
+    if "optimizer" not in blocks:
         out += ["optimizer.type=AdamW"] + [f"optimizer.params.{k}=auto"
                                            for k in ("lr", "betas", "eps", "weight_decay")]
-    elif not _names_block(text, "parameter_groups"):
+    elif "parameter_groups" not in blocks:
         out.append("parameter_groups.no_decay=[]")
-    if not _names_block(text, "scheduler"):
+    if "scheduler" not in blocks:
         kind = str(getattr(training_args, "lr_scheduler_type", "linear") or "linear")
         kind = kind.split(".")[-1].lower()
         if kind == "linear":
@@ -534,36 +528,22 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     # none are given): one group, so every parameter decays. The C++ programs' default grouping
     # (parameter_groups.no_decay: biases and norms, as the Hugging Face Trainer groups them) is
     # kept only when the config names it.
-    if isinstance(config, dict):
-        text = json.dumps(config)
-    else:
-        with open(config) as f:
-            text = f.read()
+    # The blocks the user's config gives, as the C++ loader reads the file.
+    blocks = set(config) if isinstance(config, dict) else set(
+        _C.config_file_keys(os.fspath(config)))
     overrides = list(overrides)
     if training_args is not None:
-        overrides = _trainer_defaults(text, training_args) + overrides
-    elif "parameter_groups" not in text:
+        overrides = _trainer_defaults(blocks, training_args) + overrides
+    elif "parameter_groups" not in blocks:
         overrides.insert(0, "parameter_groups.no_decay=[]")
-    if isinstance(config, dict):
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(config, f)
-            path = f.name
-        try:
-            engine = ZeroEngine(model, path, overrides, program, units, device)
-        finally:
-            os.unlink(path)
-    else:
-        engine = ZeroEngine(model, config, overrides, program, units, device)
+    engine = ZeroEngine(model, config, overrides, program, units, device)
     loader = None
     if training_data is not None:
-        resolved = json.loads(engine._engine.config_json)
-        # DeepSpeed's dataloader_drop_last (the C++ programs' loaders read data.drop_last).
-        drop_last = bool(resolved["data"]["drop_last"]) or re.search(
-            r"""["']?dataloader_drop_last["']?\s*:\s*["']?(true|True|yes)""", text) is not None
+        # data.drop_last, which DeepSpeed's dataloader_drop_last sets too.
         sampler = torch.utils.data.DistributedSampler(
             training_data, num_replicas=engine.world_size, rank=engine.global_rank,
-            shuffle=True, seed=int(resolved.get("seed", 0) or 0))
+            shuffle=True, seed=engine._engine.seed)
         loader = torch.utils.data.DataLoader(
             training_data, batch_size=engine.train_micro_batch_size_per_gpu(), sampler=sampler,
-            collate_fn=collate_fn, drop_last=drop_last)
+            collate_fn=collate_fn, drop_last=engine._engine.data_drop_last)
     return engine, None, loader, None

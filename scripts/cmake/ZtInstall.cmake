@@ -82,6 +82,13 @@ function(zt_header_closure out)
 endfunction()
 
 zt_header_closure(_zt_installed_headers ${ZT_PUBLIC_HEADERS})
+# The engine's parts stay behind Engine::Impl: a public header that reaches one would install it
+# and rebuild every user program when ZeRO changes.
+foreach(h IN LISTS _zt_installed_headers)
+  if(h MATCHES "^core/zero/(bucket|grad_|sharded_step|master_store|host_offload|nvme_)")
+    message(FATAL_ERROR "ZtInstall: the public headers reach ${h}, one of the engine's parts")
+  endif()
+endforeach()
 foreach(h IN LISTS _zt_installed_headers)
   get_filename_component(dir ${h} DIRECTORY)
   install(FILES ${ZT_SOURCE_DIR}/${h} DESTINATION include/zerotorch/${dir})

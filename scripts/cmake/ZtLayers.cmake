@@ -15,7 +15,9 @@
 #   python    the Python package's C++ extension (python/csrc), zerotorch._C
 #   launcher  ztrun
 #   tools     the installed programs zt-config, zt-consolidate and zt-from-deepspeed
-#   examples  the example models and their programs
+#   models    the model families (GPT-2, LLaMA/Qwen2/Mistral, BERT/RoBERTa) with their Hugging
+#             Face formats
+#   examples  the example programs, their configs and READMEs
 #   testdevice the zttest test device (testdevice/test_device.h), a PrivateUse1 backend over host
 #             memory for the tests; loaded with dlopen, so no area may use it
 # tests/ and bench/ sit above everything and are not checked. Inside core the sub-layers below
@@ -31,7 +33,8 @@ set(ZT_LAYERS
     "python:base parallel optim data weights core train"
     "launcher:base"
     "tools:base parallel optim data weights core train"
-    "examples:base parallel optim data weights core train examples"
+    "models:base parallel optim weights core"
+    "examples:base parallel optim data weights core train models examples"
     "testdevice:")
 
 # Inside core, bottom to top: each sub-layer is the files under core/ that it names (a folder ends

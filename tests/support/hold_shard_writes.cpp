@@ -1,8 +1,9 @@
-// Test support, preloaded into the processes of a test (LD_PRELOAD=libzt_test_hold_shard_writes.so):
-// holds checkpoint shard writes back, so that a test can act while one is in flight (train on,
-// kill the ranks, remove the directory) without a hook in the writer. It stands in front of the
-// C library's open() and rename() and waits before touching a shard's temporary file
-// (core/checkpoint/format.h: shard_rNNNNN.zts, written as shard_rNNNNN.zts.tmp):
+// Test support, preloaded into the processes of a test
+// (LD_PRELOAD=libzt_test_hold_shard_writes.so): holds checkpoint shard writes back, so that a test
+// can act while one is in flight (train on, kill the ranks, remove the directory) without a hook in
+// the writer. It stands in front of the C library's open() and rename() and waits before touching a
+// shard's temporary file (core/checkpoint/format.h: shard_rNNNNN.zts, written as
+// shard_rNNNNN.zts.tmp):
 //
 //   ZT_TEST_HOLD_SHARD_CREATE_S=N   N seconds before the temporary file is created, so the whole
 //                                   write (its reads of NVMe swap files too) starts late
@@ -12,13 +13,12 @@
 // Both are read at each call, so a test process can set and unset them while it runs. Every
 // other call goes straight to the C library.
 
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace {
 

@@ -18,7 +18,7 @@ std::shared_ptr<dist::Communicator>& mpi_world() {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   zt::dist::CommOptions options;
-  options.backend = "mpi";
+  options.backend = zt::dist::Backend::kMpi;
   options.timeout = std::chrono::seconds(120);
   auto& world = zt::testing::mpi_world();
   world = zt::dist::create_communicator(options);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # config.json keys the BERT example does not compute are refused with one line naming the file
-# and the key (examples/bert/bert_config.h), through zt_bert_logits, which reads a directory as
+# and the key (models/bert/bert_config.h), through zt_bert_logits, which reads a directory as
 # train_bert does: each case edits one key of a valid tiny BERT made by transformers.
 #   bert_config_errors_test.sh BIN_DIR WORK_DIR PYTHON
 set -euo pipefail

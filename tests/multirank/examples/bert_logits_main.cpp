@@ -1,7 +1,7 @@
 // zt_bert_logits SOURCE INPUTS.safetensors OUT.safetensors: the BERT example's logits, in fp32,
 // for the inputs in INPUTS ("input_ids" and "attention_mask" (B, T) int64, optionally
 // "token_type_ids"), with the weights of SOURCE: a Hugging Face directory (config.json, loaded as
-// train_bert loads it, examples/bert/hf_bert.h) or a checkpoint directory of train_bert (its
+// train_bert loads it, models/bert/hf_bert.h) or a checkpoint directory of train_bert (its
 // consolidated masters). Writes OUT with "logits" (B, num_labels). Test helper of the Hugging
 // Face round trip (bert_hf_roundtrip_test.sh): Python compares these logits with transformers'.
 
@@ -13,8 +13,8 @@
 
 #include "base/error.h"
 #include "base/main_guard.h"
-#include "examples/bert/bert_model.h"
-#include "examples/bert/hf_bert.h"
+#include "models/bert/bert_model.h"
+#include "models/bert/hf_bert.h"
 #include "train/load_by_name.h"
 #include "weights/safetensors_reader.h"
 #include "weights/safetensors_writer.h"
@@ -22,7 +22,7 @@
 int main(int argc, char** argv) {
   return zt::run_main("zt_bert_logits", [&] {
     ZT_CHECK(argc == 4, "usage: zt_bert_logits SOURCE INPUTS.safetensors OUT.safetensors");
-    using namespace zt::examples;
+    using namespace zt::models;
     const std::string source = argv[1];
     BertForSequenceClassification model{nullptr};
     if (std::filesystem::is_regular_file(std::filesystem::path(source) / "config.json")) {

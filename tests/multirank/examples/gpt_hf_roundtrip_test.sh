@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPT example and Hugging Face GPT-2 (examples/gpt/hf_gpt2.h), both ways, against
+# The GPT example and Hugging Face GPT-2 (models/gpt/hf_gpt2.h), both ways, against
 # transformers' GPT2LMHeadModel in the project's virtualenv:
 #   A. train_gpt (2 ranks, ZeRO-3, fp32, gelu_new) -> checkpoint -> zt-export-hf ->
 #      GPT2LMHeadModel.from_pretrained: logits within 1e-4 of the C++ model's on a batch;

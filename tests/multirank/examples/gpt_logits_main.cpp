@@ -1,6 +1,6 @@
 // zt_gpt_logits PRETRAINED IDS.safetensors OUT.safetensors: the GPT example's logits, in fp32, for
 // the token ids in IDS ("input_ids", (B, T) int64), with the weights of PRETRAINED (a Hugging Face
-// GPT-2 directory or a checkpoint directory, examples/gpt/pretrained.h) loaded by name into a
+// GPT-2 directory or a checkpoint directory, models/gpt/pretrained.h) loaded by name into a
 // model of the shape they describe. Writes OUT with "logits" (B, T, V). Test helper of the
 // Hugging Face round trip (gpt_hf_roundtrip_test.sh): Python compares these logits with
 // transformers' GPT2LMHeadModel on the same ids.
@@ -12,8 +12,8 @@
 
 #include "base/error.h"
 #include "base/main_guard.h"
-#include "examples/gpt/gpt_model.h"
-#include "examples/gpt/pretrained.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/pretrained.h"
 #include "train/load_by_name.h"
 #include "weights/safetensors_reader.h"
 #include "weights/safetensors_writer.h"
@@ -21,7 +21,7 @@
 int main(int argc, char** argv) {
   return zt::run_main("zt_gpt_logits", [&] {
     ZT_CHECK(argc == 4, "usage: zt_gpt_logits PRETRAINED IDS.safetensors OUT.safetensors");
-    using namespace zt::examples;
+    using namespace zt::models;
     using namespace zt::train;
     PretrainedGpt p = read_pretrained_gpt(argv[1]);
     p.shape.dropout = 0;

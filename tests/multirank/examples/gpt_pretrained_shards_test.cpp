@@ -1,4 +1,4 @@
-// Pretrained weights into the shards of a GPT built partitioned (examples/gpt/pretrained.h:
+// Pretrained weights into the shards of a GPT built partitioned (models/gpt/pretrained.h:
 // load_pretrained_shards; weights/safetensors_weights.h), against the whole-model path
 // (read_pretrained_gpt + load_by_name into a model built whole): bit-identical parameters, and
 // three bf16 steps at stage 3 bit-identical, from one F32 file, a sharded set with its index, and
@@ -14,9 +14,9 @@
 
 #include "base/error.h"
 #include "core/engine.h"
-#include "examples/gpt/gpt_model.h"
-#include "examples/gpt/hf_gpt2.h"
-#include "examples/gpt/pretrained.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/hf_gpt2.h"
+#include "models/gpt/pretrained.h"
 #include "tests/support/full_parameters.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/safetensors_file.h"
@@ -25,7 +25,7 @@
 #include "weights/safetensors_reader.h"
 #include "weights/safetensors_writer.h"
 
-namespace zt::examples {
+namespace zt::models {
 
 // The training run's pieces (train/): TrainingRun and its bookkeeping.
 using namespace zt::train;
@@ -362,4 +362,4 @@ TEST(GptPretrainedShardsErrors, OneLineNamingFileAndTensor) {
 }
 
 }  // namespace
-}  // namespace zt::examples
+}  // namespace zt::models

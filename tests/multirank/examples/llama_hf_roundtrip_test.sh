@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The LLaMA example (examples/llama) and Hugging Face, both ways, for one architecture (llama,
+# The LLaMA example (models/llama) and Hugging Face, both ways, for one architecture (llama,
 # qwen2 or mistral), against transformers in the project's virtualenv:
 #   1. a tiny random model from transformers, saved whole and sharded with an index, imported:
 #      logits within 1e-4 of transformers' (without and with right padding); as a

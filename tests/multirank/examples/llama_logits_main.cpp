@@ -11,14 +11,14 @@
 
 #include "base/error.h"
 #include "base/main_guard.h"
-#include "examples/llama/hf_llama.h"
+#include "models/llama/hf_llama.h"
 #include "weights/safetensors_reader.h"
 #include "weights/safetensors_writer.h"
 
 int main(int argc, char** argv) {
   return zt::run_main("zt_llama_logits", [&] {
     ZT_CHECK(argc == 4, "usage: zt_llama_logits HF_DIR IDS.safetensors OUT.safetensors");
-    using namespace zt::examples;
+    using namespace zt::models;
     const std::string dir = argv[1];
     LlamaForCausalLM model(llama_shape_from_hf_config(dir + "/config.json"));
     std::cout << load_hf_llama(dir, *model) << "\n";

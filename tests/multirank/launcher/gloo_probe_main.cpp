@@ -53,7 +53,7 @@ int probe(int argc, char** argv) {
   const zt::dist::Env env = zt::dist::Env::discover();
   std::cout << "gloo-probe " << env.describe() << std::endl;
   zt::dist::CommOptions options;
-  options.backend = vm["backend"].as<std::string>();
+  options.backend = zt::dist::parse_backend(vm["backend"].as<std::string>());
   options.timeout = std::chrono::seconds(vm["timeout-s"].as<int>());
   auto comm = zt::dist::create_communicator(options, env);
   ZT_CHECK(comm->rank() == env.rank && comm->size() == env.world_size, "communicator is rank ",

@@ -454,7 +454,7 @@ int main(int argc, char** argv) {
   }
   return zt::run_main("zt_parallel_collectives_test", [&] {
     zt::dist::CommOptions options;
-    options.backend = zt::dist::g_backend;
+    options.backend = zt::dist::parse_backend(zt::dist::g_backend);
     options.mpi_mode = zt::dist::g_mpi_mode;
     options.timeout = std::chrono::seconds(120);
     zt::dist::g_comm = zt::dist::create_communicator(options);

@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
                          std::to_string(devices) + " visible (or the CUDA plugin is missing)";
     } else {
       zt::dist::CommOptions options;
-      options.backend = "nccl";
+      options.backend = zt::dist::Backend::kNccl;
       options.cuda = true;
       options.timeout = std::chrono::seconds(120);
       zt::dist::g_comm = zt::dist::create_communicator(options);

@@ -12,9 +12,13 @@ namespace {
 
 class SingleProcess : public testing::TestWithParam<std::string> {};
 
+const char* name_resolved(const CommOptions& options, const Env& env) {
+  return backend_name(resolve_backend(options, env));
+}
+
 TEST_P(SingleProcess, EveryCollectiveIsTheIdentity) {
   CommOptions options;
-  options.backend = GetParam();
+  options.backend = parse_backend(GetParam());
   options.timeout = std::chrono::seconds(30);
   auto comm = create_communicator(options, Env::from_map({}));
   ASSERT_NE(comm, nullptr);
@@ -49,42 +53,41 @@ INSTANTIATE_TEST_SUITE_P(CpuBackends, SingleProcess, testing::Values("gloo", "mp
 
 TEST(CreateCommunicator, AutoPicksByLauncher) {
   CommOptions options;
-  EXPECT_EQ(resolve_backend(options, Env::from_map({})), "gloo");
-  EXPECT_EQ(resolve_backend(options, Env::from_map({{"OMPI_COMM_WORLD_RANK", "0"},
-                                                    {"OMPI_COMM_WORLD_SIZE", "2"}})),
-            "mpi");
+  EXPECT_STREQ(name_resolved(options, Env::from_map({})), "gloo");
+  EXPECT_STREQ(name_resolved(options, Env::from_map({{"OMPI_COMM_WORLD_RANK", "0"},
+                                                     {"OMPI_COMM_WORLD_SIZE", "2"}})),
+               "mpi");
   // ztrun --transport mpi: torchrun's names on top of OpenMPI's.
-  EXPECT_EQ(resolve_backend(options, Env::from_map({{"RANK", "1"},
-                                                    {"WORLD_SIZE", "2"},
-                                                    {"OMPI_COMM_WORLD_RANK", "1"},
-                                                    {"OMPI_COMM_WORLD_SIZE", "2"}})),
-            "mpi");
-  EXPECT_EQ(resolve_backend(options, Env::from_map({{"RANK", "0"},
-                                                    {"WORLD_SIZE", "2"},
-                                                    {"MASTER_ADDR", "127.0.0.1"},
-                                                    {"MASTER_PORT", "29500"}})),
-            "gloo");
-  options.backend = "mpi";
-  EXPECT_EQ(resolve_backend(options, Env::from_map({})), "mpi");
+  EXPECT_STREQ(name_resolved(options, Env::from_map({{"RANK", "1"},
+                                                     {"WORLD_SIZE", "2"},
+                                                     {"OMPI_COMM_WORLD_RANK", "1"},
+                                                     {"OMPI_COMM_WORLD_SIZE", "2"}})),
+               "mpi");
+  EXPECT_STREQ(name_resolved(options, Env::from_map({{"RANK", "0"},
+                                                     {"WORLD_SIZE", "2"},
+                                                     {"MASTER_ADDR", "127.0.0.1"},
+                                                     {"MASTER_PORT", "29500"}})),
+               "gloo");
+  options.backend = Backend::kMpi;
+  EXPECT_STREQ(name_resolved(options, Env::from_map({})), "mpi");
 }
 
 TEST(CreateCommunicator, RejectsUnknownBackendAndMissingRendezvous) {
   CommOptions options;
-  options.backend = "tcp";
   try {
-    create_communicator(options, Env::from_map({}));
+    parse_backend("tcp");
     FAIL() << "expected an error";
   } catch (const zt::Error& e) {
     EXPECT_NE(e.message().find("got 'tcp'"), std::string::npos) << e.what();
   }
-  options.backend = "gloo";
+  options.backend = Backend::kGloo;
   try {
     create_communicator(options, Env::from_map({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
     FAIL() << "expected an error";
   } catch (const zt::Error& e) {
     EXPECT_NE(e.message().find("MASTER_ADDR and MASTER_PORT"), std::string::npos) << e.what();
   }
-  options.backend = "mpi";
+  options.backend = Backend::kMpi;
   try {
     create_communicator(options, Env::from_map({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
     FAIL() << "expected an error";
@@ -95,7 +98,7 @@ TEST(CreateCommunicator, RejectsUnknownBackendAndMissingRendezvous) {
 
 TEST(CreateCommunicator, NcclWithoutGpuFailsWithReason) {
   CommOptions options;
-  options.backend = "nccl";
+  options.backend = Backend::kNccl;
   options.cuda = true;
   if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present; covered by the nccl tests";
   try {
@@ -104,8 +107,8 @@ TEST(CreateCommunicator, NcclWithoutGpuFailsWithReason) {
   } catch (const zt::Error& e) {
     EXPECT_NE(e.message().find("nccl"), std::string::npos) << e.what();
   }
-  options.backend = "auto";
-  EXPECT_EQ(resolve_backend(options, Env::from_map({})), "gloo");
+  options.backend = Backend::kAuto;
+  EXPECT_STREQ(name_resolved(options, Env::from_map({})), "gloo");
 }
 
 }  // namespace

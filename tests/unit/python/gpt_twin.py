@@ -1,4 +1,4 @@
-"""The C++ GPT example (examples/gpt/gpt_model.h, gpt_block.h) as a Python torch.nn.Module: the
+"""The C++ GPT example (models/gpt/gpt_model.h, gpt_block.h) as a Python torch.nn.Module: the
 same modules registered under the same names in the same order, the same computation. Its
 parameters line up one to one with the C++ model's, so zerotorch checkpoints move between the
 Python front door and train_gpt."""

@@ -279,6 +279,24 @@ def test_training_data_gives_a_distributed_loader():
     assert len(batches) == 3 and all(b[0].shape == (3, 1) for b in batches)
 
 
+def test_a_config_file_is_read_for_its_blocks_not_scanned(tmp_path):
+    """Which blocks a file gives comes from the C++ reader: a comment naming parameter_groups
+    (hjson allows comments) is not a block, so DeepSpeed's one group (every parameter decays)
+    stays; a real parameter_groups block keeps its own no_decay."""
+    import json
+    import torch
+    path = tmp_path / "ds.json"
+    path.write_text('{\n  // parameter_groups: the C++ programs default to no_decay patterns\n'
+                    '  "train_micro_batch_size_per_gpu": 2,\n'
+                    '  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},\n}\n')
+    engine, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(2, 2), config=str(path))
+    assert json.loads(engine._engine.config_json)["parameter_groups"]["no_decay"] == []
+    path.write_text('{"train_micro_batch_size_per_gpu": 2, "parameter_groups": '
+                    '{"no_decay": ["bias"]}, "optimizer": {"type": "AdamW"}}')
+    engine, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(2, 2), config=str(path))
+    assert json.loads(engine._engine.config_json)["parameter_groups"]["no_decay"] == ["bias"]
+
+
 def test_bad_config_names_the_key(tmp_path):
     import torch
     config = {"train_batch_size": 2, "zero_optimization": {"stgae": 1}}

@@ -62,7 +62,7 @@ int probe(int argc, char** argv) {
   po::notify(vm);
 
   zt::dist::CommOptions co;
-  co.backend = "auto";
+  co.backend = zt::dist::Backend::kAuto;
   co.timeout = std::chrono::seconds(600);
   auto comm = zt::dist::create_communicator(co);
   const int rank = comm->rank();

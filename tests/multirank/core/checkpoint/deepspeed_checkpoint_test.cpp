@@ -29,7 +29,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/deepspeed_import.h"
 #include "core/engine.h"
-#include "examples/gpt/gpt_model.h"
+#include "models/gpt/gpt_model.h"
 #include "tests/support/mpi_world.h"
 #include "train/load_by_name.h"
 #include "weights/safetensors_reader.h"
@@ -44,8 +44,8 @@ std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
 constexpr int64_t kSavedStep = 3, kResumedSteps = 3, kGlobalBatch = 6;
 constexpr double kLossTolerance = 1e-5;
 
-zt::examples::GptShape twin_shape() {
-  zt::examples::GptShape s;
+zt::models::GptShape twin_shape() {
+  zt::models::GptShape s;
   s.n_layer = 2;
   s.n_head = 2;
   s.d_model = 32;
@@ -139,7 +139,7 @@ int run_tool(const std::string& args, std::string* err = nullptr) {
 
 enum class Offload { kNone, kCpu, kNvme };
 
-zt::EngineOptions engine_options(int stage, const zt::examples::Gpt& model,
+zt::EngineOptions engine_options(int stage, const zt::models::Gpt& model,
                                  Offload offload = Offload::kNone) {
   zt::EngineOptions o;
   o.stage = stage;
@@ -172,7 +172,7 @@ zt::EngineOptions engine_options(int stage, const zt::examples::Gpt& model,
 // This rank's rows of global batch `step`, the loss averaged over ranks (DeepSpeed's rows are
 // split the same way over its 2 ranks; every row has the same number of labels, so the mean of
 // the ranks' means is the global batch's mean).
-double train_step(zt::Engine& engine, zt::examples::Gpt& model, int64_t step) {
+double train_step(zt::Engine& engine, zt::models::Gpt& model, int64_t step) {
   const int world = g_comm->size(), rank = g_comm->rank();
   const int64_t micro = kGlobalBatch / world;
   const at::Tensor ids =
@@ -180,8 +180,8 @@ double train_step(zt::Engine& engine, zt::examples::Gpt& model, int64_t step) {
   const at::Tensor labels =
       batch("labels_" + std::to_string(step)).narrow(0, rank * micro, micro).contiguous();
   const at::Tensor mask = torch::ones_like(ids);
-  at::Tensor loss = engine.forward(
-      [&] { return zt::examples::GptImpl::loss(model->forward(ids, mask), labels); });
+  at::Tensor loss =
+      engine.forward([&] { return zt::models::GptImpl::loss(model->forward(ids, mask), labels); });
   engine.backward(loss);
   engine.step();
   at::Tensor l = torch::full({1}, loss.item<double>(), torch::kDouble);
@@ -223,7 +223,7 @@ TEST(DeepSpeedCheckpoint, WeightsEqualTheMasters) {
   for (const char* file : {"fp32/model.safetensors", "fp32/pytorch_model.bin"}) {
     const auto values = zt::read_state_dict_file((fs::path(reference_dir()) / file).string());
     torch::manual_seed(5);
-    zt::examples::Gpt model(twin_shape());
+    zt::models::Gpt model(twin_shape());
     EXPECT_EQ(values.size(), model->named_parameters().size()) << file;
     const zt::train::LoadReport report = zt::train::load_by_name(*model, values, {});
     EXPECT_TRUE(report.fresh.empty() && report.skipped.empty()) << file << ": " << report.summary();
@@ -242,7 +242,7 @@ TEST(DeepSpeedCheckpoint, WeightsImportAsAStepZeroCheckpoint) {
   }
   barrier();
   torch::manual_seed(5);
-  zt::examples::Gpt model(twin_shape());
+  zt::models::Gpt model(twin_shape());
   zt::Engine engine(model.ptr(), engine_options(3, model), g_comm);
   zt::load_checkpoint(engine, dir);
   EXPECT_EQ(engine.global_step(), 0);
@@ -271,7 +271,7 @@ TEST_P(UniversalResume, NextLossesEqualDeepSpeeds) {
   const int ds_stage = GetParam().ds_stage;
   const std::string dir = imported_universal(ds_stage);
   torch::manual_seed(999);  // any values: the checkpoint replaces them
-  zt::examples::Gpt model(twin_shape());
+  zt::models::Gpt model(twin_shape());
   zt::Engine engine(model.ptr(), engine_options(stage, model, offload), g_comm);
   zt::load_checkpoint(engine, dir);
   EXPECT_EQ(engine.global_step(), kSavedStep);
@@ -339,13 +339,13 @@ TEST(DeepSpeedCheckpoint, LargeLoadTime) {
   const char* dir = std::getenv("ZT_DS_LARGE");
   if (dir == nullptr) GTEST_SKIP() << "ZT_DS_LARGE names no imported 124M checkpoint";
   const char* stage_env = std::getenv("ZT_DS_LARGE_STAGE");
-  zt::examples::GptShape shape;
+  zt::models::GptShape shape;
   shape.vocab_size = 50304;
   shape.d_model = 768;
   shape.n_layer = 12;
   shape.n_head = 12;
   shape.max_seq_len = 1024;
-  zt::examples::Gpt model(shape);
+  zt::models::Gpt model(shape);
   zt::EngineOptions o = engine_options(stage_env != nullptr ? std::atoi(stage_env) : 3, model);
   o.reduce_bucket_size = 50'000'000;
   o.stage3_prefetch_bucket_size = 50'000'000;
@@ -462,7 +462,7 @@ TEST(DeepSpeedCheckpoint, AnotherModelIsRefusedByName) {
   }
   barrier();
   {
-    zt::examples::Gpt model(twin_shape());
+    zt::models::Gpt model(twin_shape());
     zt::Engine engine(model.ptr(), engine_options(2, model), g_comm);
     try {
       zt::load_checkpoint(engine, (root / "renamed").string());
@@ -473,9 +473,9 @@ TEST(DeepSpeedCheckpoint, AnotherModelIsRefusedByName) {
     }
   }
   {
-    zt::examples::GptShape wide = twin_shape();
+    zt::models::GptShape wide = twin_shape();
     wide.d_model = 48;
-    zt::examples::Gpt model(wide);
+    zt::models::Gpt model(wide);
     zt::Engine engine(model.ptr(), engine_options(2, model), g_comm);
     try {
       zt::load_checkpoint(engine, (root / "good").string());
@@ -494,7 +494,7 @@ TEST(DeepSpeedCheckpoint, AnotherModelIsRefusedByName) {
     zt::import_deepspeed_universal((root / "universal").string(), (root / "extra").string());
   }
   barrier();
-  zt::examples::Gpt model(twin_shape());
+  zt::models::Gpt model(twin_shape());
   zt::Engine engine(model.ptr(), engine_options(2, model), g_comm);
   try {
     zt::load_checkpoint(engine, (root / "extra").string());

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -574,6 +575,42 @@ TEST(ConfigLoad, CommsLoggerReachesTheCommunicator) {
   for (const auto& m : typo.errors) all += m + "\n";
   for (const auto& m : typo.warnings) all += m + "\n";
   EXPECT_NE(all.find("comms_logger.enable"), std::string::npos) << all;
+}
+
+// The backend as the config names it reaches the communicator as the same enum, never as text.
+TEST(ConfigLoad, BackendReachesTheCommunicatorTyped) {
+  for (const char* name : {"auto", "mpi", "gloo", "nccl"}) {
+    const Config c =
+        yaml(std::string("train_batch_size: 8\ncommunication: {backend: ") + name + "}");
+    EXPECT_STREQ(dist::backend_name(comm_options_from_config(c).backend), name);
+  }
+  EXPECT_THROW(dist::parse_backend("tcp"), Error);
+}
+
+// DeepSpeed's dataloader_drop_last (its deepspeed_io loader) sets data.drop_last, which every
+// loader here follows; unset, data.drop_last stands as given.
+TEST(ConfigLoad, DataloaderDropLastSetsTheLoadersDropLast) {
+  EXPECT_TRUE(yaml("train_batch_size: 8\ndataloader_drop_last: true\n").data.drop_last);
+  EXPECT_FALSE(yaml("train_batch_size: 8\ndataloader_drop_last: false\n").data.drop_last);
+  EXPECT_TRUE(yaml("train_batch_size: 8\ndata: {drop_last: true}\n").data.drop_last);
+  EXPECT_FALSE(yaml("train_batch_size: 8\n").data.drop_last);
+}
+
+// The blocks a file gives, read as the loader reads it (hjson-lenient JSON, YAML); no defaults.
+TEST(ConfigLoad, FileKeysAreTheBlocksAsWritten) {
+  const fs::path dir = fs::temp_directory_path() / ("zt_config_keys_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "a.json") << "{\n  // a comment, as hjson allows\n  \"optimizer\": "
+                                     "{\"type\": \"AdamW\"},\n  \"train_batch_size\": 8,\n}\n";
+    std::ofstream(dir / "b.yaml") << "scheduler:\n  type: WarmupLR\nparameter_groups: {}\n";
+  }
+  EXPECT_EQ(config_file_keys((dir / "a.json").string()),
+            (std::vector<std::string>{"optimizer", "train_batch_size"}));
+  EXPECT_EQ(config_file_keys((dir / "b.yaml").string()),
+            (std::vector<std::string>{"scheduler", "parameter_groups"}));
+  EXPECT_THROW(config_file_keys((dir / "missing.json").string()), Error);
+  fs::remove_all(dir);
 }
 
 // DeepSpeed's checkpoint.writer block (runtime/model_checkpointing/config.py): decoupled turns

@@ -1,0 +1,131 @@
+#include "models/llama/llama_config.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace zt::models {
+namespace {
+
+// The block's keys over `s` (keys absent keep s's values). `bias` and `window`: the values of
+// attention_bias and sliding_window afterwards (what `s` implies when absent).
+void read_block(ProgramBlockReader& r, LlamaShape& s, bool* bias, int64_t* window) {
+  r.field("model_type", s.model_type);
+  r.field("vocab_size", s.vocab_size);
+  r.field("hidden_size", s.hidden_size);
+  r.field("intermediate_size", s.intermediate_size);
+  r.field("num_hidden_layers", s.num_hidden_layers);
+  r.field("num_attention_heads", s.num_attention_heads);
+  r.field("num_key_value_heads", s.num_key_value_heads);
+  r.field("head_dim", s.head_dim);
+  r.field("max_position_embeddings", s.max_position_embeddings);
+  r.field("rms_norm_eps", s.rms_norm_eps);
+  r.field("rope_theta", s.rope_theta);
+  r.field("rope_type", s.rope_scaling.type);
+  r.field("rope_factor", s.rope_scaling.factor);
+  r.field("rope_low_freq_factor", s.rope_scaling.low_freq_factor);
+  r.field("rope_high_freq_factor", s.rope_scaling.high_freq_factor);
+  r.field("rope_original_max_position_embeddings", s.rope_scaling.original_max_position_embeddings);
+  r.field("tie_word_embeddings", s.tie_word_embeddings);
+  *bias = s.o_bias || (s.model_type != "qwen2" && s.qkv_bias);
+  r.field("attention_bias", *bias);
+  r.field("mlp_bias", s.mlp_bias);
+  r.field("attention_dropout", s.attention_dropout);
+  *window = s.layer_windows.empty() ? 0 : s.layer_windows.front();
+  r.field("sliding_window", *window);
+  r.field("activation_checkpointing", s.activation_checkpointing);
+  r.check(!(s.model_type == "mistral" && *bias), "attention_bias",
+          "Mistral has no attention biases");
+  r.check(!(s.model_type == "qwen2" && *bias), "attention_bias",
+          "Qwen2's biases are fixed (q/k/v yes, o no); leave attention_bias out");
+  r.check(*window >= 0, "sliding_window", "must be >= 0 (0 = none), got ", *window);
+}
+
+// Biases and windows as the model type and the block's keys say.
+void apply_block(LlamaShape& s, bool bias, int64_t window, bool window_set) {
+  if (s.model_type == "qwen2") {
+    s.qkv_bias = true;
+    s.o_bias = false;
+  } else {
+    s.qkv_bias = s.o_bias = bias;
+  }
+  if (window_set) s.layer_windows.assign(s.num_hidden_layers, window);
+}
+
+}  // namespace
+
+LlamaShape llama_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_size) {
+  ZT_CHECK(!model.empty(), "the config has no `", model.name(), "` block (the model's shape)");
+  LlamaShape s;
+  s.head_dim = 0;  // 0 until read: hidden_size / heads
+  s.num_key_value_heads = 0;
+  ProgramBlockReader r(model);
+  bool bias = false;
+  int64_t window = 0;
+  read_block(r, s, &bias, &window);
+  r.at_least("vocab_size", s.vocab_size, 0);
+  r.at_least("hidden_size", s.hidden_size, 1);
+  r.at_least("intermediate_size", s.intermediate_size, 1);
+  r.at_least("num_hidden_layers", s.num_hidden_layers, 1);
+  r.at_least("num_attention_heads", s.num_attention_heads, 1);
+  r.at_least("max_position_embeddings", s.max_position_embeddings, 1);
+  if (s.num_key_value_heads == 0) s.num_key_value_heads = s.num_attention_heads;
+  if (s.head_dim == 0 && s.num_attention_heads >= 1) {
+    r.check(s.hidden_size % s.num_attention_heads == 0, "hidden_size",
+            "must be divisible by num_attention_heads (", s.num_attention_heads,
+            ") unless head_dim is given, got ", s.hidden_size);
+    s.head_dim = s.hidden_size / s.num_attention_heads;
+  }
+  r.finish();
+  apply_block(s, bias, window, window > 0);
+  s.vocab_size = std::max(s.vocab_size, shard_vocab_size);
+  ZT_CHECK(s.vocab_size >= 1, r.path("vocab_size"), " is 0 and the shard names no vocabulary");
+  s.validate("config `" + model.name() + "` block");
+  return s;
+}
+
+LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaShape& pretrained,
+                                       const std::string& source) {
+  LlamaShape s = pretrained;
+  bool bias = false;
+  int64_t window = 0;
+  ProgramBlockReader r(model);
+  read_block(r, s, &bias, &window);
+  r.finish();
+  apply_block(s, bias, window, model.has("sliding_window"));
+  // Everything but the two training switches must be what the weights were made with.
+  LlamaShape cmp = s;
+  cmp.activation_checkpointing = pretrained.activation_checkpointing;
+  cmp.attention_dropout = pretrained.attention_dropout;
+  const auto& p = pretrained;
+  const bool same =
+      cmp.model_type == p.model_type && cmp.vocab_size == p.vocab_size &&
+      cmp.hidden_size == p.hidden_size && cmp.intermediate_size == p.intermediate_size &&
+      cmp.num_hidden_layers == p.num_hidden_layers &&
+      cmp.num_attention_heads == p.num_attention_heads &&
+      cmp.num_key_value_heads == p.num_key_value_heads && cmp.head_dim == p.head_dim &&
+      cmp.max_position_embeddings == p.max_position_embeddings &&
+      cmp.rms_norm_eps == p.rms_norm_eps && cmp.rope_theta == p.rope_theta &&
+      cmp.rope_scaling.type == p.rope_scaling.type &&
+      cmp.rope_scaling.factor == p.rope_scaling.factor &&
+      cmp.rope_scaling.low_freq_factor == p.rope_scaling.low_freq_factor &&
+      cmp.rope_scaling.high_freq_factor == p.rope_scaling.high_freq_factor &&
+      cmp.rope_scaling.original_max_position_embeddings ==
+          p.rope_scaling.original_max_position_embeddings &&
+      cmp.tie_word_embeddings == p.tie_word_embeddings && cmp.qkv_bias == p.qkv_bias &&
+      cmp.o_bias == p.o_bias && cmp.mlp_bias == p.mlp_bias && cmp.layer_windows == p.layer_windows;
+  if (!same) {
+    std::string keys;
+    for (const std::string& k : model.keys()) {
+      if (k != "activation_checkpointing" && k != "attention_dropout") {
+        keys += (keys.empty() ? "" : ", ") + model.name() + "." + k;
+      }
+    }
+    ZT_THROW("config `", model.name(), "` block disagrees with ", source, " (", keys,
+             "); with pretrained weights the shape is theirs: leave those keys out");
+  }
+  s.validate(source);
+  return s;
+}
+
+}  // namespace zt::models

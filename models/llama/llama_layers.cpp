@@ -1,0 +1,138 @@
+#include "models/llama/llama_layers.h"
+
+#include <cmath>
+
+#include "base/error.h"
+#include "core/activations/activation_checkpoint.h"
+
+namespace zt::models {
+
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  torch::Tensor xf = x.to(torch::kFloat);
+  torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return weight * y.to(x.scalar_type());
+}
+
+torch::Tensor rope_inverse_frequencies(const LlamaShape& s) {
+  const int64_t d = s.head_dim;
+  // 1 / theta^(2i/d), in fp32 from int64 exponents, as transformers computes it.
+  torch::Tensor inv =
+      1.0 / torch::pow(s.rope_theta, torch::arange(0, d, 2, torch::kLong).to(torch::kFloat) / d);
+  const RopeScaling& r = s.rope_scaling;
+  if (r.type == "default") return inv;
+  if (r.type == "linear") return inv / r.factor;
+  ZT_CHECK(r.type == "llama3", "llama: rope_scaling type '", r.type,
+           "' is not computed (default, linear and llama3 are)");
+  // Wavelengths longer than the original context / low_freq_factor are stretched by `factor`,
+  // shorter than context / high_freq_factor kept, and the band between interpolated.
+  const double old_len = static_cast<double>(r.original_max_position_embeddings);
+  const double low_wavelen = old_len / r.low_freq_factor;
+  const double high_wavelen = old_len / r.high_freq_factor;
+  torch::Tensor wavelen = 2 * M_PI / inv;
+  torch::Tensor scaled = torch::where(wavelen > low_wavelen, inv / r.factor, inv);
+  torch::Tensor smooth =
+      (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  torch::Tensor smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+  torch::Tensor medium = wavelen.ge(high_wavelen) & wavelen.le(low_wavelen);
+  return torch::where(medium, smoothed, scaled);
+}
+
+std::pair<torch::Tensor, torch::Tensor> rope_cos_sin(const torch::Tensor& inv_freq, int64_t t,
+                                                     torch::ScalarType dtype) {
+  torch::Tensor pos = torch::arange(t, inv_freq.options());
+  torch::Tensor freqs = torch::outer(pos, inv_freq);  // (T, D/2)
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(0);
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+namespace {
+
+// (x1, x2) -> (-x2, x1) over the last dimension's halves.
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t h = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
+}
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+}  // namespace
+
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaShape& s)
+    : heads_(s.num_attention_heads),
+      kv_heads_(s.num_key_value_heads),
+      head_dim_(s.head_dim),
+      dropout_(s.attention_dropout) {
+  q_proj = register_module("q_proj", linear(s.hidden_size, heads_ * head_dim_, s.qkv_bias));
+  k_proj = register_module("k_proj", linear(s.hidden_size, kv_heads_ * head_dim_, s.qkv_bias));
+  v_proj = register_module("v_proj", linear(s.hidden_size, kv_heads_ * head_dim_, s.qkv_bias));
+  o_proj = register_module("o_proj", linear(heads_ * head_dim_, s.hidden_size, s.o_bias));
+}
+
+torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                          const torch::Tensor& sin, const torch::Tensor& mask) {
+  const int64_t b = x.size(0), t = x.size(1);
+  auto heads = [&](const torch::Tensor& y, int64_t n) {
+    return y.view({b, t, n, head_dim_}).transpose(1, 2);
+  };
+  torch::Tensor q = heads(q_proj->forward(x), heads_);
+  torch::Tensor k = heads(k_proj->forward(x), kv_heads_);
+  torch::Tensor v = heads(v_proj->forward(x), kv_heads_);
+  const torch::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
+  q = q * c + rotate_half(q) * s;
+  k = k * c + rotate_half(k) * s;
+  const double p = is_training() ? dropout_ : 0.0;
+  // Query head h reads key/value head h / (heads / kv_heads), as transformers' repeat_kv lays
+  // them out; SDPA's enable_gqa does the same without copying them.
+  const bool gqa = kv_heads_ != heads_;
+  torch::Tensor y =
+      mask.defined()
+          ? at::scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, gqa)
+          : at::scaled_dot_product_attention(q, k, v, {}, p, /*is_causal=*/true, std::nullopt, gqa);
+  return o_proj->forward(y.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+}
+
+LlamaMlpImpl::LlamaMlpImpl(const LlamaShape& s) {
+  gate_proj = register_module("gate_proj", linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
+  up_proj = register_module("up_proj", linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
+  down_proj = register_module("down_proj", linear(s.intermediate_size, s.hidden_size, s.mlp_bias));
+}
+
+torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
+  return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));
+}
+
+LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaShape& s)
+    : checkpoint_(s.activation_checkpointing) {
+  self_attn = register_module("self_attn", LlamaAttention(s));
+  mlp = register_module("mlp", LlamaMlp(s));
+  input_layernorm = register_module("input_layernorm", RmsNorm(s.hidden_size, s.rms_norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RmsNorm(s.hidden_size, s.rms_norm_eps));
+}
+
+torch::Tensor LlamaDecoderLayerImpl::forward_impl(const torch::Tensor& x, const torch::Tensor& cos,
+                                                  const torch::Tensor& sin,
+                                                  const torch::Tensor& mask) {
+  torch::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                             const torch::Tensor& sin, const torch::Tensor& mask) {
+  if (checkpoint_ && is_training() && at::GradMode::is_enabled()) {
+    return zt::checkpoint_activations(
+        [this](const std::vector<torch::Tensor>& in) {
+          return forward_impl(in[0], in[1], in[2], in[3]);
+        },
+        {x, cos, sin, mask});
+  }
+  return forward_impl(x, cos, sin, mask);
+}
+
+}  // namespace zt::models

@@ -1,0 +1,123 @@
+#include "models/llama/llama_model.h"
+
+#include <map>
+
+#include "base/error.h"
+#include "core/zero/call_unit.h"
+#include "models/causal_lm_loss.h"
+
+namespace zt::models {
+
+LlamaTrunkImpl::LlamaTrunkImpl(const LlamaShape& s) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(s.vocab_size, s.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  norm = register_module("norm", RmsNorm(s.hidden_size, s.rms_norm_eps));
+}
+
+LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaShape& shape,
+                                           zero::PartitionedInit* partitioned)
+    : shape_(shape) {
+  shape_.validate("llama");
+  inv_freq_ = rope_inverse_frequencies(shape_);
+  model = register_module("model", LlamaTrunk(shape_));
+  if (!shape_.tie_word_embeddings) {
+    lm_head = register_module(
+        "lm_head",
+        torch::nn::Linear(
+            torch::nn::LinearOptions(shape_.hidden_size, shape_.vocab_size).bias(false)));
+  }
+  init_weights(*this);  // the root and the head: no layer exists yet
+  if (partitioned) {
+    // The head first: the root is what no unit added before holds.
+    if (lm_head) partitioned->add_unit("lm_head", *lm_head);
+    partitioned->add_root(*this);
+  }
+  for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
+    LlamaDecoderLayer layer(shape_);
+    init_weights(*layer);
+    model->layers->push_back(layer);
+    if (partitioned) partitioned->add_unit("model.layers." + std::to_string(i), *layer);
+  }
+}
+
+void LlamaForCausalLMImpl::init_weights(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.named_parameters()) {
+    const std::string& name = p.key();
+    torch::Tensor& t = p.value();
+    if (name.find("norm") != std::string::npos) continue;  // RMSNorm: ones already
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      t.zero_();
+    } else {
+      t.normal_(0.0, 0.02);
+    }
+  }
+}
+
+torch::Tensor LlamaForCausalLMImpl::attention_mask_for(int64_t window, const torch::Tensor& keys,
+                                                       int64_t t,
+                                                       const torch::TensorOptions& options) const {
+  const bool windowed = window > 0 && window < t;
+  if (!keys.defined() && !windowed) return {};
+  torch::Tensor q = torch::arange(t, options.dtype(torch::kLong)).view({t, 1});
+  torch::Tensor k = torch::arange(t, options.dtype(torch::kLong)).view({1, t});
+  torch::Tensor allowed = k.le(q);
+  if (windowed) allowed = allowed & k.gt(q - window);
+  allowed = allowed.view({1, 1, t, t});
+  return keys.defined() ? allowed & keys : allowed;
+}
+
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids,
+                                            const torch::Tensor& attention_mask) {
+  const int64_t b = input_ids.size(0), t = input_ids.size(1);
+  ZT_CHECK(t <= shape_.max_position_embeddings, "llama: sequence of ", t,
+           " tokens exceeds max_position_embeddings ", shape_.max_position_embeddings,
+           " (set data.max_length)");
+  torch::Tensor x = model->embed_tokens->forward(input_ids);
+  if (inv_freq_.device() != x.device()) inv_freq_ = inv_freq_.to(x.device());
+  auto [cos, sin] = rope_cos_sin(inv_freq_, t, x.scalar_type());
+  // The collator pads on the right, so every query row keeps at least its first real key.
+  torch::Tensor keys;
+  if (attention_mask.defined() && !attention_mask.all().item<bool>()) {
+    keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
+  }
+  std::map<int64_t, torch::Tensor> masks;  // by window: layers sharing one share its mask
+  for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
+    const int64_t w = shape_.window(i);
+    auto it = masks.find(w);
+    if (it == masks.end()) {
+      it = masks.emplace(w, attention_mask_for(w, keys, t, input_ids.options())).first;
+    }
+    auto& layer = *model->layers[i]->as<LlamaDecoderLayerImpl>();
+    x = zt::call_unit(layer, x, cos, sin, it->second);
+  }
+  x = model->norm->forward(x);
+  if (lm_head) return zt::call_unit(*lm_head, x);
+  return at::linear(x, model->embed_tokens->weight);
+}
+
+torch::Tensor LlamaForCausalLMImpl::loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return causal_lm_loss(logits, labels);
+}
+
+std::pair<double, int64_t> LlamaForCausalLMImpl::loss_sum(const torch::Tensor& logits,
+                                                          const torch::Tensor& labels) {
+  return causal_lm_loss_sum(logits, labels);
+}
+
+std::vector<std::string> LlamaForCausalLMImpl::unit_names() const {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
+    names.push_back("model.layers." + std::to_string(i));
+  }
+  if (lm_head) names.push_back("lm_head");
+  return names;
+}
+
+int64_t LlamaForCausalLMImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace zt::models

@@ -1,0 +1,74 @@
+#pragma once
+// A LLaMA-family causal language model (Llama 2/3, Qwen2, Mistral, SmolLM: llama_shape.h), with
+// transformers' LlamaForCausalLM parameter names, so a Hugging Face checkpoint maps one to one
+// (hf_llama.h):
+//
+//   model.embed_tokens.weight (V, C), model.layers.<i>.* (llama_layers.h), model.norm.weight,
+//   lm_head.weight (V, C), absent when tie_word_embeddings (the head is embed_tokens)
+//
+// Stage-3 units (unit_names()): every decoder layer "model.layers.<i>", and, when the head is
+// untied, "lm_head" (for a 128k vocabulary the largest matrix, gathered only around its call);
+// the embedding and final norm form the root unit. A tied head stays in the root with the
+// embedding it shares.
+//
+// Construction consumes the RNG root first (embedding, norm, head), then layer by layer, so a
+// partitioned build (core/zero/partitioned_init.h) holds the same values as a whole one.
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/zero/partitioned_init.h"
+#include "models/llama/llama_layers.h"
+
+namespace zt::models {
+
+// The trunk, registered as `model` to give transformers' names.
+class LlamaTrunkImpl : public torch::nn::Module {
+ public:
+  explicit LlamaTrunkImpl(const LlamaShape& shape);
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RmsNorm norm{nullptr};
+};
+TORCH_MODULE(LlamaTrunk);
+
+class LlamaForCausalLMImpl : public torch::nn::Module {
+ public:
+  // `partitioned`: build for ZeRO stage 3, each part handed over once initialised; null: whole.
+  explicit LlamaForCausalLMImpl(const LlamaShape& shape,
+                                zero::PartitionedInit* partitioned = nullptr);
+
+  // input_ids (B, T) int64, attention_mask (B, T) (1 = token, 0 = right padding) or undefined ->
+  // logits (B, T, V) in the compute dtype. Positions are 0..T-1 in every row, as transformers
+  // numbers them when given no position ids.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // Mean cross-entropy (fp32) over labels != -100; logits (B, T, V), labels (B, T).
+  static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
+  // Sum of the token losses and the number of tokens counted.
+  static std::pair<double, int64_t> loss_sum(const torch::Tensor& logits,
+                                             const torch::Tensor& labels);
+
+  std::vector<std::string> unit_names() const;
+  const LlamaShape& shape() const { return shape_; }
+  int64_t num_parameters() const;
+
+  LlamaTrunk model{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when tied
+
+ private:
+  // N(0, initializer_range 0.02) for linear and embedding weights, zero biases, RMSNorm ones:
+  // transformers' LlamaPreTrainedModel._init_weights.
+  static void init_weights(torch::nn::Module& module);
+  // (B or 1, 1, T, T) bool for a layer's window and the padding; undefined when plain causal
+  // attention computes the same.
+  torch::Tensor attention_mask_for(int64_t window, const torch::Tensor& keys, int64_t t,
+                                   const torch::TensorOptions& options) const;
+
+  LlamaShape shape_;
+  torch::Tensor inv_freq_;  // fp32 (head_dim / 2), not a parameter or buffer: derived from shape
+};
+TORCH_MODULE(LlamaForCausalLM);
+
+}  // namespace zt::models

@@ -1,6 +1,6 @@
 #include "models/bert/bert_layer.h"
 
-#include "core/activations/activation_checkpoint.h"
+#include "models/checkpointed_forward.h"
 
 namespace zt::models {
 
@@ -67,14 +67,10 @@ torch::Tensor BertLayerImpl::forward_impl(const torch::Tensor& x, const torch::T
 }
 
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
-  if (checkpoint_ && is_training() && at::GradMode::is_enabled()) {
-    // Keeps only (x, mask); the layer runs again in its backward, gathered by then at stage 3
-    // (call_unit's hook on the layer output).
-    return zt::checkpoint_activations(
-        [this](const std::vector<torch::Tensor>& in) { return forward_impl(in[0], in[1]); },
-        {x, mask});
-  }
-  return forward_impl(x, mask);
+  return checkpointed_forward(
+      checkpoint_, *this,
+      [this](const std::vector<torch::Tensor>& in) { return forward_impl(in[0], in[1]); },
+      {x, mask});
 }
 
 }  // namespace zt::models

@@ -1,7 +1,7 @@
 #include "models/gpt/gpt_block.h"
 
 #include "base/error.h"
-#include "core/activations/activation_checkpoint.h"
+#include "models/checkpointed_forward.h"
 
 namespace zt::models {
 
@@ -47,14 +47,10 @@ torch::Tensor GptBlockImpl::forward_impl(const torch::Tensor& x, const torch::Te
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
-  if (checkpoint_ && is_training() && at::GradMode::is_enabled()) {
-    // Keeps only (x, mask); the block runs again in its backward, gathered by then at stage 3
-    // (call_unit's hook on the block output).
-    return zt::checkpoint_activations(
-        [this](const std::vector<torch::Tensor>& in) { return forward_impl(in[0], in[1]); },
-        {x, mask});
-  }
-  return forward_impl(x, mask);
+  return checkpointed_forward(
+      checkpoint_, *this,
+      [this](const std::vector<torch::Tensor>& in) { return forward_impl(in[0], in[1]); },
+      {x, mask});
 }
 
 }  // namespace zt::models

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "core/activations/activation_checkpoint.h"
+#include "models/checkpointed_forward.h"
 
 namespace zt::models {
 
@@ -125,14 +125,11 @@ torch::Tensor LlamaDecoderLayerImpl::forward_impl(const torch::Tensor& x, const 
 
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                              const torch::Tensor& sin, const torch::Tensor& mask) {
-  if (checkpoint_ && is_training() && at::GradMode::is_enabled()) {
-    return zt::checkpoint_activations(
-        [this](const std::vector<torch::Tensor>& in) {
-          return forward_impl(in[0], in[1], in[2], in[3]);
-        },
-        {x, cos, sin, mask});
-  }
-  return forward_impl(x, cos, sin, mask);
+  return checkpointed_forward(checkpoint_, *this,
+                              [this](const std::vector<torch::Tensor>& in) {
+                                return forward_impl(in[0], in[1], in[2], in[3]);
+                              },
+                              {x, cos, sin, mask});
 }
 
 }  // namespace zt::models

@@ -3,7 +3,8 @@ optimizer_deepspeed_test.cpp.
 
 Runs under the DeepSpeed venv (DS_ACCELERATOR=cpu, world 1, gloo). --blocks NAME=JSON names the
 config blocks (optimizer, and optionally scheduler) of a kind of case; for each case given as
---case NAME:STAGE:CLIP (all in one process, so torch.compile compiles muon_update once), it
+--case NAME:STAGE:CLIP (all in one process, one DeepSpeed import; the test runs it with
+TORCHDYNAMO_DISABLE=1, so DeepSpeed's muon_update runs eagerly instead of compiled), it
 writes, as raw little-endian files under --out/<NAME>_stage<STAGE>_clip<CLIP>/:
   tokens.bin       int64 (steps, batch, seq)   the inputs of every step
   targets.bin      int64 (steps, batch, seq)

@@ -1,7 +1,8 @@
 #pragma once
 // The communication backends parallel/dist.h creates, named once: the config's
-// communication.backend, the programs' --backend flags and the communicators' own names use
-// these. No LibTorch here, so the config (core/config/config.h) can hold one.
+// communication.backend and the programs' --backend flags read these names into the enum, which
+// reaches create_communicator as it is. No LibTorch here, so the config (core/config/config.h)
+// can hold one.
 
 #include <string>
 

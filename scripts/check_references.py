@@ -17,7 +17,8 @@ import re
 import subprocess
 import sys
 
-TOP = ("base core parallel optim data weights train launcher tools examples tests bench scripts "
+TOP = ("base core parallel optim data weights train launcher tools models examples tests bench "
+       "scripts "
        "docs python testdevice configs").split()
 EXTENSIONS = ("h", "cpp", "cu", "py", "sh", "md", "cmake", "json", "yaml", "txt")
 PATH = re.compile(r"(?<![\w/.$-])((?:%s)/[\w./-]*\w\.(?:%s))\b" % ("|".join(TOP),

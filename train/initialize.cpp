@@ -44,8 +44,8 @@ Launch launch(const LaunchOptions& options) {
            "zt::launch: give the config as a path or as text, one of the two");
   l.config =
       options.config_path.empty()
-          ? parse_config(options.config_text, ConfigFormat::kJson, options.overrides,
-                         l.env.world_size, options.program)
+          ? load_config_text(options.config_text, "(dict)", options.overrides, l.env.world_size,
+                             options.program)
           : load_config(options.config_path, options.overrides, l.env.world_size, options.program);
   l.device = resolve_device(options.device, l.env);
   dist::CommOptions comm_options = comm_options_from_config(l.config);

@@ -371,6 +371,11 @@ Config parse_config(const std::string& text, ConfigFormat format,
                     const ProgramValues& program = {});
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    int world_size, const ProgramValues& program = {});
+// As load_config, for a config given as JSON text (the Python package's dict); `source` names it
+// in the messages.
+Config load_config_text(const std::string& json, const std::string& source,
+                        const std::vector<std::string>& overrides, int world_size,
+                        const ProgramValues& program = {});
 
 // The top-level keys of a config file as written (read as load_config reads it; no overrides,
 // no defaults): which blocks the file gives. An unreadable file is an error naming it.

@@ -118,13 +118,28 @@ Config parse_config(const std::string& text, ConfigFormat format,
   return throw_or_return(check_config(text, format, overrides, world_size, program), "");
 }
 
+namespace {
+
+// load_config's logging around a report of `source`.
+Config logged(ConfigReport report, const std::string& source, int world_size) {
+  for (const auto& line : report.autos) ZT_LOG_INFO("config ", source, ": ", line);
+  Config config = throw_or_return(std::move(report), source);
+  ZT_LOG_INFO("config ", source, " (world size ", world_size, "): ", config.to_json(false));
+  return config;
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,
                    int world_size, const ProgramValues& program) {
-  ConfigReport report = check_config_file(path, overrides, world_size, program);
-  for (const auto& line : report.autos) ZT_LOG_INFO("config ", path, ": ", line);
-  Config config = throw_or_return(std::move(report), path);
-  ZT_LOG_INFO("config ", path, " (world size ", world_size, "): ", config.to_json(false));
-  return config;
+  return logged(check_config_file(path, overrides, world_size, program), path, world_size);
+}
+
+Config load_config_text(const std::string& json, const std::string& source,
+                        const std::vector<std::string>& overrides, int world_size,
+                        const ProgramValues& program) {
+  return logged(check_config(json, ConfigFormat::kJson, overrides, world_size, program), source,
+                world_size);
 }
 
 }  // namespace zt

@@ -102,8 +102,8 @@ std::string gpt_name_from_hf(const std::string& hf_name, bool* transposed) {
 std::string hf_gpt2_config_json(const GptShape& s) {
   std::ostringstream j;
   j.precision(17);
-  // What transformers' GPT2Config reads (models/gpt2/configuration_gpt2.py); n_inner null =
-  // 4 n_embd; no bos/eos ids, since GPT-2's 50256 lies outside a smaller vocabulary.
+  // What transformers' GPT2Config reads (transformers/models/gpt2/configuration_gpt2.py); n_inner
+  // null = 4 n_embd; no bos/eos ids, since GPT-2's 50256 lies outside a smaller vocabulary.
   j << "{\n"
     << "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
     << "  \"model_type\": \"gpt2\",\n"

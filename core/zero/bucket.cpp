@@ -1,5 +1,7 @@
 #include "core/zero/bucket.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "base/error.h"
@@ -195,6 +197,12 @@ void Bucket::finish_grad_sync(WaitClock& clock) {
 void Bucket::next_micro_step() {
   pending_ = static_cast<int>(layout_.entries().size());
   launched_ = false;
+}
+
+bool steps_whole_buffers(const std::vector<std::unique_ptr<Bucket>>& buckets) {
+  return std::all_of(buckets.begin(), buckets.end(), [](const std::unique_ptr<Bucket>& b) {
+    return b->stepped().size() == b->layout().padded_numel();
+  });
 }
 
 }  // namespace zt::zero

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -143,5 +144,9 @@ class Bucket {
   int pending_ = 0;        // parameters of this micro-step still without gradient
   bool launched_ = false;  // reduction of this micro-step started
 };
+
+// Every rank steps whole buffers (stage 0, or one rank): each holds the whole reduced gradient,
+// so a sum over the stepped ranges needs no all-reduce.
+bool steps_whole_buffers(const std::vector<std::unique_ptr<Bucket>>& buckets);
 
 }  // namespace zt::zero

@@ -140,11 +140,8 @@ double MuonGradients::prepare(const std::vector<size_t>& stepped, double inv, do
                             .item<double>();
     grads_[b] = std::move(s);
   }
-  // Every rank steps whole buffers (stage 0, or one rank): the sum is already global.
-  const bool whole = std::all_of(buckets_.begin(), buckets_.end(), [](const auto& b) {
-    return b->stepped().size() == b->layout().padded_numel();
-  });
-  if (!whole) {
+  // Every rank steps whole buffers: the sum is already global.
+  if (!steps_whole_buffers(buckets_)) {
     at::Tensor t =
         at::full({1}, sum, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
     sum = clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);

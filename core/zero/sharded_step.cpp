@@ -187,12 +187,6 @@ void ShardedStep::reduce_across_replicas() {
   for (auto& w : works) clock_.wait(w);
 }
 
-bool ShardedStep::steps_whole_buffers() const {
-  return std::all_of(buckets_.begin(), buckets_.end(), [](const std::unique_ptr<Bucket>& b) {
-    return b->stepped().size() == b->layout().padded_numel();
-  });
-}
-
 double ShardedStep::global_grad_norm_squared() {
   // Per bucket the sum of squares, summed in float64 on the gradients' device, voted there, and
   // read back once. CPU fp32 (the common case) goes through optim::sum_of_squares, one
@@ -211,7 +205,7 @@ double ShardedStep::global_grad_norm_squared() {
     }
   }
   if (host_sum != 0) t.add_(host_sum);
-  if (steps_whole_buffers()) return t.item<double>();
+  if (steps_whole_buffers(buckets_)) return t.item<double>();
   return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
 

@@ -118,9 +118,6 @@ class ShardedStep {
   std::string overflow_culprits() const;
   // The model's device: where gradients are reduced.
   c10::Device compute_device() const;
-  // Every rank steps whole buffers (stage 0, or one rank): each holds the whole reduced gradient,
-  // so a sum over the stepped ranges needs no all-reduce.
-  bool steps_whole_buffers() const;
 
   const EngineOptions& options_;
   std::vector<std::unique_ptr<Bucket>>& buckets_;

@@ -178,6 +178,9 @@ class Engine {
   // Which copy of the sharded state this rank holds: 0 without hybrid sharding, else its group
   // (rank / mics_shard_size). Checkpoints are written by the ranks of copy 0.
   int replica_index() const;
+  // The process groups the engine runs over (parallel/topology.h); a sequence-parallel model
+  // takes its exchange group from topology().sequence.
+  const dist::Topology& topology() const;
   const EngineOptions& options() const;
 
   // Visits every parameter with its full values in the compute dtype, one stage-3 unit at a time

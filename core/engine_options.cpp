@@ -24,6 +24,8 @@ void check_engine_options(const EngineOptions& o) {
   ZT_CHECK(o.offload_param.device == OffloadDevice::kNone || o.stage == 3,
            "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
            o.stage);
+  ZT_CHECK(o.sequence_parallel_size >= 1, "sequence_parallel_size must be >= 1, got ",
+           o.sequence_parallel_size);
 }
 
 void read_environment_switches(EngineOptions& o) {
@@ -36,7 +38,8 @@ void read_environment_switches(EngineOptions& o) {
 }
 
 dist::TopologyOptions topology_options(const ZeroConfig& z,
-                                       EngineOptions::TwoLevelReduce hierarchical_reduce) {
+                                       EngineOptions::TwoLevelReduce hierarchical_reduce,
+                                       int sequence_parallel_size) {
   // Below stage 3 the stage-3 keys do nothing, as in DeepSpeed; the config says so once
   // (validate.cpp).
   const bool stage3 = z.stage == 3;
@@ -48,6 +51,7 @@ dist::TopologyOptions topology_options(const ZeroConfig& z,
       z.stage <= 2 ? hierarchical_reduce : dist::TopologyOptions::TwoLevel::kOff;
   t.hierarchical_gather = stage3 && z.mics_shard_size > 0 && z.mics_hierarchical_params_gather;
   t.quantized_weights = z.zero_quantized_weights;
+  t.sequence_parallel_size = sequence_parallel_size;
   return t;
 }
 

@@ -87,6 +87,10 @@ struct EngineOptions : ZeroConfig {
   // topology-aware already (ZT_HIERARCHICAL_REDUCE: auto, 0 or 1).
   using TwoLevelReduce = dist::TopologyOptions::TwoLevel;
   TwoLevelReduce hierarchical_reduce = TwoLevelReduce::kAuto;
+  // The config's sequence_parallel_size: ranks that split each batch's sequence (parallel/
+  // sequence_exchange.h). The gradient average is then over world / sp ranks, as DeepSpeed divides
+  // by its data-parallel size: the sp ranks of a group hold parts of one sample's gradient.
+  int sequence_parallel_size = 1;
 };
 
 // The engine's one check of its options (whoever filled them: engine_options_from_config, or a
@@ -100,10 +104,11 @@ void check_engine_options(const EngineOptions& options);
 void read_environment_switches(EngineOptions& options);
 
 // The process groups a job with this zero_optimization block runs over (parallel/topology.h):
-// hybrid sharding, hpZ and qgZ at stage 3, the hierarchical reduction at stages 0-2. Every key
-// that asks for a group is read here only.
+// hybrid sharding, hpZ and qgZ at stage 3, the hierarchical reduction at stages 0-2, and the
+// sequence-parallel groups. Every key that asks for a group is read here only.
 dist::TopologyOptions topology_options(const ZeroConfig& zero,
-                                       EngineOptions::TwoLevelReduce hierarchical_reduce);
+                                       EngineOptions::TwoLevelReduce hierarchical_reduce,
+                                       int sequence_parallel_size);
 
 // Bytes this rank holds for model states, by the engine's own accounting.
 struct MemoryReport {

@@ -46,15 +46,23 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   }
   impl_->rank_ = impl_->comm_->rank();
   impl_->world_ = impl_->comm_->size();
-  // The average is over every rank whatever the sharding: the replica sum completes it.
-  const auto [pre_scale, post_scale] = reduce_scales(impl_->options_, impl_->world_);
   if (!topology) {
-    topology = dist::make_topology(
-        impl_->comm_, topology_options(impl_->options_, impl_->options_.hierarchical_reduce),
-        dist::Env::from_lookup(::zt::env::get));
+    topology =
+        dist::make_topology(impl_->comm_,
+                            topology_options(impl_->options_, impl_->options_.hierarchical_reduce,
+                                             impl_->options_.sequence_parallel_size),
+                            dist::Env::from_lookup(::zt::env::get));
   }
   ZT_CHECK(topology->world == impl_->comm_,
            "Engine: the topology was made for another communicator than the engine's");
+  ZT_CHECK(topology->sequence_parallel_size() == impl_->options_.sequence_parallel_size,
+           "Engine: sequence_parallel_size is ", impl_->options_.sequence_parallel_size,
+           " but the topology's sequence groups have ", topology->sequence_parallel_size(),
+           " ranks");
+  // The sum is over every rank whatever the sharding (the replica sum completes it); the average
+  // is over the data-parallel ranks (DeepSpeed divides by dp_world_size / sequence_parallel_size).
+  const auto [pre_scale, post_scale] =
+      reduce_scales(impl_->options_, topology->data_parallel_size());
   impl_->topology_ = topology;
   impl_->shard_comm_ = topology->shard;
   impl_->replica_comm_ = topology->replica;
@@ -173,6 +181,9 @@ const dist::Communicator& Engine::shard_communicator() const {
 }
 int Engine::replica_index() const {
   return impl_->replica_comm_ ? impl_->replica_comm_->rank() : 0;
+}
+const dist::Topology& Engine::topology() const {
+  return *impl_->topology_;
 }
 
 const dist::Communicator& Engine::communicator() const {

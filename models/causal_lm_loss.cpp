@@ -18,11 +18,18 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
   return token_cross_entropy(logits, labels, {});
 }
 
+torch::Tensor causal_lm_loss_total(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return token_cross_entropy(
+      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+int64_t causal_lm_tokens(const torch::Tensor& labels) {
+  return labels.ne(-100).sum().item<int64_t>();
+}
+
 std::pair<double, int64_t> causal_lm_loss_sum(const torch::Tensor& logits,
                                               const torch::Tensor& labels) {
-  torch::Tensor sum = token_cross_entropy(
-      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-  return {sum.item<double>(), labels.ne(-100).sum().item<int64_t>()};
+  return {causal_lm_loss_total(logits, labels).item<double>(), causal_lm_tokens(labels)};
 }
 
 }  // namespace zt::models

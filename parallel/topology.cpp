@@ -107,6 +107,17 @@ std::shared_ptr<Communicator> hpz_group(int hpz, Communicator& shard) {
   return split_partition(shard, groups);
 }
 
+// Groups of `sp` consecutive ranks (DeepSpeed's initialize_sequence_parallel lays them out so).
+std::shared_ptr<Communicator> sequence_group(int sp, Communicator& world) {
+  ZT_CHECK(sp >= 1, "sequence_parallel_size must be >= 1, got ", sp);
+  ZT_CHECK(world.size() % sp == 0, "sequence_parallel_size = ", sp,
+           " must divide the number of ranks (", world.size(), ")");
+  if (sp == 1) return nullptr;
+  std::vector<std::vector<int>> groups(static_cast<size_t>(world.size() / sp));
+  for (int r = 0; r < world.size(); ++r) groups[static_cast<size_t>(r / sp)].push_back(r);
+  return split_partition(world, groups);
+}
+
 }  // namespace
 
 std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> world,
@@ -115,6 +126,7 @@ std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> worl
   auto t = std::make_shared<Topology>();
   t->world = world;
   t->shard = world;
+  t->sequence = sequence_group(options.sequence_parallel_size, *world);
   if (options.shard_size > 0) {
     HybridGroups g =
         make_hybrid_groups(world, options.shard_size, "zero_optimization.mics_shard_size");

@@ -15,7 +15,15 @@
 //                 gradient reductions                                 reduction
 //   gather_nodes  the shard group's node groups for MiCS's           mics_hierarchical_params_gather
 //                 hierarchical parameter gather
+//   sequence      sequence_parallel_size consecutive ranks, which    sequence_parallel_size > 1
+//                 hold one batch's sequence split in order
+//                 (parallel/sequence_exchange.h)
 // clang-format on
+//
+// Sequence parallelism and ZeRO (DeepSpeed's Ulysses layout, its seq_data_parallel group): the
+// ranks of a sequence group train one batch, so the data-parallel degree is world / sp and the
+// rank's data-parallel index is rank / sp; ZeRO still shards over the whole world (data x
+// sequence), since every rank holds every parameter's gradient.
 //
 // A group that would not help is not made, and a log line says why once: node groups need ranks
 // numbered node by node on several nodes; an hpZ group as large as the shard group is the shard
@@ -45,11 +53,18 @@ struct TopologyOptions {
   bool hierarchical_gather = false;
   // qwZ: quantized gathers stay one all-gather (no gather_nodes).
   bool quantized_weights = false;
+  // Ulysses sequence parallelism (the config's sequence_parallel_size): ranks per sequence group.
+  int sequence_parallel_size = 1;
 };
 
 struct Topology {
   std::shared_ptr<Communicator> world, shard, replica, hpz;
   std::shared_ptr<NodeGroups> reduce_nodes, gather_nodes;
+  std::shared_ptr<Communicator> sequence;  // null without sequence parallelism
+  int sequence_parallel_size() const { return sequence ? sequence->size() : 1; }
+  // Data-parallel degree and this rank's index in it: which batches this rank's group reads.
+  int data_parallel_size() const { return world->size() / sequence_parallel_size(); }
+  int data_parallel_rank() const { return world->rank() / sequence_parallel_size(); }
 };
 
 // Collective over `world`: every rank calls it with the same options.

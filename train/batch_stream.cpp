@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "data/collator.h"
+#include "data/sequence_split.h"
 
 namespace zt {
 
@@ -21,8 +22,14 @@ BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, cons
   // Evaluation draws its own order (seed + 1), so it never mirrors the training epoch's.
   so.seed = static_cast<uint64_t>(d.seed.value_or(c.seed)) + (o.training ? 0 : 1);
   so.tail = d.drop_last && o.training ? data::TailPolicy::kDrop : data::TailPolicy::kPadByRepeat;
-  so.rank = comm.rank();
-  so.world_size = comm.size();
+  // A sequence group reads one batch (its data-parallel index's) and splits it along the sequence.
+  const int sp = c.sequence_parallel_size;
+  ZT_CHECK(sp >= 1 && comm.size() % sp == 0, "sequence_parallel_size ", sp,
+           " must divide the number of ranks (", comm.size(), ")");
+  so.rank = comm.rank() / sp;
+  so.world_size = comm.size() / sp;
+  parts_ = sp;
+  part_ = comm.rank() % sp;
   so.max_length = o.causal_lm_shift ? max_len + 1 : max_len;
   so.pad_to_multiple = pad_multiple;
   if (!o.training || o.bucketing.value_or(d.bucketing)) {
@@ -32,6 +39,7 @@ BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, cons
   }
   data::CollatorOptions co;
   co.pad_id = dataset_->pad_id();  // the tokenizer's, from the shard; throws naming the file
+  pad_id_ = co.pad_id;
   co.pad_to_multiple = pad_multiple;
   co.max_length = max_len;
   co.causal_lm_shift = o.causal_lm_shift;
@@ -47,6 +55,7 @@ std::optional<data::Batch> BatchStream::next() {
     loader_->set_epoch(++epoch_);
     b = loader_->next();
   }
+  if (b && parts_ > 1) *b = data::sequence_part(*b, part_, parts_, pad_id_);
   if (b && device_ && !device_->is_cpu()) {
     for (at::Tensor* t : {&b->input_ids, &b->attention_mask, &b->labels, &b->sample_labels,
                           &b->indices, &b->repeated}) {

@@ -10,6 +10,8 @@
 //   data.pad_to_multiple  each batch padded to its longest sample, rounded up to this
 //   data.seed             the sampler's seed (unset: the top-level seed)
 //   data.drop_last        the tail that does not fill a step is dropped, else filled by repeats
+//   sequence_parallel_size  the ranks of a sequence group read one batch and each keeps its part
+//                         of the sequence (data/sequence_split.h)
 //
 // Pads take the shard's pad id (TokenDataset::pad_id(): the tokenizer's, recorded by
 // zt-pretokenize), so a shard without one is an error naming the file.
@@ -82,6 +84,8 @@ class BatchStream {
   bool training_;
   std::optional<c10::Device> device_;
   int64_t epoch_ = 0;
+  int parts_ = 1, part_ = 0;  // the sequence split: this rank's part of each batch
+  int64_t pad_id_ = 0;
 };
 
 }  // namespace zt

@@ -57,8 +57,11 @@ Launch launch(const LaunchOptions& options) {
   l.program = options.program;
   EngineOptions switches;
   read_environment_switches(switches);
-  l.topology = dist::make_topology(
-      l.comm, topology_options(l.config.zero_optimization, switches.hierarchical_reduce), l.env);
+  l.topology =
+      dist::make_topology(l.comm,
+                          topology_options(l.config.zero_optimization, switches.hierarchical_reduce,
+                                           l.config.sequence_parallel_size),
+                          l.env);
   l.partitioned = partitioned_init(l);
   torch::manual_seed(static_cast<uint64_t>(l.config.seed));
   return l;
@@ -100,6 +103,10 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
                 " B of shards on this rank, largest unit ",
                 launch.partitioned->largest_unit_bytes(), " B");
   }
+  ZT_CHECK(t.config.sequence_parallel_size <= 1 || options.sequence_parallel,
+           "sequence_parallel_size ", t.config.sequence_parallel_size,
+           ": this program's model has no sequence-parallel attention (the LLaMA family's has: "
+           "train_llama); set it to 1");
   const int64_t granularity = t.config.zero_optimization.stage3_module_granularity_threshold;
   if (granularity > 0 && !options.units_follow_granularity && t.comm->rank() == 0) {
     ZT_LOG_WARN("config: zero_optimization.stage3_module_granularity_threshold ", granularity,
@@ -120,6 +127,10 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
     t.loader = t.make_loader(std::move(options.train_data), options.data);
   }
   return t;
+}
+
+SequenceParallelSetup sequence_parallel_setup(const Launch& launch) {
+  return {launch.topology->sequence, sequence_parallel_dtype(launch.config)};
 }
 
 Training initialize(std::shared_ptr<torch::nn::Module> model, const LaunchOptions& launch_options,

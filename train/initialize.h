@@ -92,7 +92,19 @@ struct InitOptions {
   std::shared_ptr<const data::TokenDataset> train_data = {};
   // How the program's batches differ from the data block (training is forced on).
   BatchStreamOptions data = {};
+  // The model splits its sequence over the launch's sequence group (sequence_parallel_setup);
+  // a config with sequence_parallel_size > 1 is refused for a model that does not.
+  bool sequence_parallel = false;
 };
+
+// What a sequence-parallel model is set with: the topology's sequence group (null without
+// sequence parallelism) and the exchange's dtype (seq_parallel_communication_data_type, fp32 by
+// default as in DeepSpeed).
+struct SequenceParallelSetup {
+  std::shared_ptr<dist::Communicator> group;
+  at::ScalarType wire = at::kFloat;
+};
+SequenceParallelSetup sequence_parallel_setup(const Launch& launch);
 
 // What the training loop uses.
 struct Training {

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "core/profile/flops_profiler.h"
+#include "parallel/topology.h"
 #include "train/comms_report.h"
 #include "train/rank_sum.h"
 
@@ -103,10 +104,16 @@ StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
   StepTotals s;
   s.step = step;
   s.seconds = seconds_since(step_start_);
-  s.loss = g[0] / static_cast<double>(t_.config.gradient_accumulation_steps * t_.comm->size());
+  // The losses added are per data-parallel rank: either each rank's mean (the average of the
+  // means), or under token_loss_scale (train/token_loss.h) a part of the step's token mean, which
+  // the same division turns into that mean. The sp ranks of a sequence group add one batch's
+  // samples each.
+  const dist::Topology& topology = t_.engine->topology();
+  s.loss = g[0] / static_cast<double>(t_.config.gradient_accumulation_steps *
+                                      topology.data_parallel_size());
   s.tokens = g[1];
   s.padded = g[2];
-  s.samples = g[3];
+  s.samples = g[3] / topology.sequence_parallel_size();
   total_tokens_ += s.tokens;
   total_padded_ += s.padded;
   total_samples_ += s.samples;

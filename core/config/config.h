@@ -256,6 +256,13 @@ struct Config {
   Bf16Config bf16;  // also read as `bfloat16`
   DataTypesConfig data_types;
   std::optional<DType> communication_data_type;  // unset = the training dtype
+  // Ulysses sequence parallelism: ranks that split each batch's sequence (parallel/topology.h).
+  // The batch triple counts data-parallel ranks, world / sequence_parallel_size, as DeepSpeed's.
+  int sequence_parallel_size = 1;
+  // With sequence_parallel_size > 1 DeepSpeed reduces gradients in this dtype (its engine makes
+  // it the communication_data_type; default fp32); the all-to-alls of the attention exchange
+  // move it too. Without sequence parallelism it does nothing, and says so.
+  std::optional<DType> seq_parallel_communication_data_type;
   // Where the 1/world_size of the gradient average is applied (EngineOptions says how).
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;

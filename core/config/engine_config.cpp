@@ -86,6 +86,12 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   o.param_groups.no_decay_patterns = c.parameter_groups.no_decay;
   o.param_groups.llrd_decay = c.parameter_groups.layer_lr_decay;
   if (c.communication_data_type) o.communication_dtype = to_scalar(*c.communication_data_type);
+  o.sequence_parallel_size = c.sequence_parallel_size;
+  if (c.sequence_parallel_size > 1) {
+    // DeepSpeed's engine replaces communication_data_type by this key under sequence parallelism,
+    // fp32 when it is not given.
+    o.communication_dtype = sequence_parallel_dtype(c);
+  }
   o.prescale_gradients = c.prescale_gradients;
   o.gradient_predivide_factor = c.gradient_predivide_factor;
   o.wall_clock_breakdown = c.wall_clock_breakdown;
@@ -117,6 +123,11 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   }
   o.units = std::move(units);
   return o;
+}
+
+at::ScalarType sequence_parallel_dtype(const Config& c) {
+  const auto& d = c.seq_parallel_communication_data_type;
+  return d ? to_scalar(*d) : at::kFloat;
 }
 
 dist::CommOptions comm_options_from_config(const Config& c) {

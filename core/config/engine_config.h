@@ -28,4 +28,8 @@ EngineOptions engine_options_from_config(const Config& config, std::vector<std::
 // communication.backend / timeout.
 dist::CommOptions comm_options_from_config(const Config& config);
 
+// seq_parallel_communication_data_type, fp32 when not given (DeepSpeed's default): the dtype of
+// the sequence exchange's all-to-alls and, under sequence parallelism, of gradient reductions.
+at::ScalarType sequence_parallel_dtype(const Config& config);
+
 }  // namespace zt

@@ -129,6 +129,14 @@ class Resolver {
  private:
   bool is_auto(const std::string& path) const { return st_.autos.count(path) > 0; }
 
+  // The ranks the batch triple counts: with sequence parallelism a group of
+  // sequence_parallel_size ranks reads one batch (DeepSpeedConfig divides its world size so).
+  // A size that does not divide the world is validation's error; the world counts meanwhile.
+  int64_t data_parallel_size() const {
+    const int sp = c_.sequence_parallel_size;
+    return sp > 1 && world_size_ % sp == 0 ? world_size_ / sp : world_size_;
+  }
+
   void unresolved(const std::string& path, const std::string& why) {
     st_.errors.push_back(path + ": \"auto\" could not be resolved (" + why + ")");
     st_.failed.insert(path);
@@ -186,7 +194,7 @@ class Resolver {
       }
     }
     if (!ok) return;
-    const int64_t ws = world_size_;
+    const int64_t ws = data_parallel_size();
     auto divides = [&](int64_t total, int64_t per, const char* what) {
       if (total % per == 0) return true;
       st_.errors.push_back(detail::str(kTrainBatch, ": ", total, " is not divisible by ", what,

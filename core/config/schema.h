@@ -470,6 +470,9 @@ void visit_config(V& v, Config& c) {
           },
           {});
   v.choice("communication_data_type", c.communication_data_type, kCommDTypeNames, {});
+  v.field("sequence_parallel_size", c.sequence_parallel_size, {});
+  v.choice("seq_parallel_communication_data_type", c.seq_parallel_communication_data_type,
+           kCommDTypeNames, {});
   v.field("prescale_gradients", c.prescale_gradients, {});
   v.field("gradient_predivide_factor", c.gradient_predivide_factor, {});
   v.optional_block("optimizer", c.optimizer,
@@ -551,7 +554,6 @@ void visit_config(V& v, Config& c) {
        {"hybrid_engine", U::kFeature, "no RLHF hybrid engine"},
        {"nebula", U::kFeature, "no Nebula checkpoint service"},
        {"tensor_parallel", U::kRefused, "tensor parallelism (AutoTP) is not implemented"},
-       {"sequence_parallel_size", U::kRefused, "sequence parallelism is not implemented", "1"},
        {"amp", U::kRefused, "apex AMP is not implemented; use fp16 or bf16"},
        {"torch_autocast", U::kRefused, "autocast is not implemented; use fp16 or bf16"},
        {"compile", U::kFeature, "no torch.compile or DeepCompile"},
@@ -566,7 +568,6 @@ void visit_config(V& v, Config& c) {
        {"timers", U::kNoEffect, "timing follows wall_clock_breakdown"},
        {"graph_harvesting", U::kNoEffect, "no CUDA-graph harvesting"},
        {"load_universal_checkpoint", U::kNoEffect, "every checkpoint reshards on load"},
-       {"seq_parallel_communication_data_type", U::kNoEffect, "no sequence parallelism"},
        {"use_data_before_expert_parallelism", U::kNoEffect, "no expert parallelism"}});
 }
 

@@ -49,6 +49,12 @@ class Validator {
           c_.gradient_clipping);
     at_least<int64_t>("steps_per_print", c_.steps_per_print, 1);
     at_least<int64_t>("seed", c_.seed, 0);
+    at_least<int>("sequence_parallel_size", c_.sequence_parallel_size, 1);
+    if (c_.sequence_parallel_size > 1 && c_.world_size >= 1) {
+      check("sequence_parallel_size", c_.world_size % c_.sequence_parallel_size == 0,
+            "must divide the number of ranks (", c_.world_size, "), got ",
+            c_.sequence_parallel_size);
+    }
     check("gradient_predivide_factor", c_.gradient_predivide_factor > 0, "must be > 0, got ",
           c_.gradient_predivide_factor);
     const FlopsProfilerConfig& f = c_.flops_profiler;
@@ -344,6 +350,10 @@ void warn_inert_keys(const Config& c, ReadState& st) {
   if (c.flops_profiler.recompute_fwd_factor != 0.0) {
     warn("flops_profiler.recompute_fwd_factor",
          "the backward and activation checkpointing's recompute are counted, not estimated");
+  }
+  if (c.sequence_parallel_size <= 1) {
+    warn("seq_parallel_communication_data_type",
+         "it sets the gradient reduction's dtype only with sequence_parallel_size > 1");
   }
   const ZeroConfig& z = c.zero_optimization;
   const ZeroConfig d;  // DeepSpeed's defaults

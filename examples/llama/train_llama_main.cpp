@@ -21,9 +21,11 @@
 #include "base/logging.h"
 #include "base/main_guard.h"
 #include "core/activations/activation_checkpoint.h"
+#include "models/causal_lm_loss.h"
 #include "models/llama/hf_llama.h"
 #include "models/llama/llama_config.h"
 #include "train/initialize.h"
+#include "train/token_loss.h"
 #include "train/training_run.h"
 
 namespace po = boost::program_options;
@@ -128,10 +130,15 @@ int train(int argc, char** argv) {
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   const LlamaShape shape = shape_of(a, launch.config, shard->vocab_size());
   Model model = build_model(shape, launch.partitioned.get(), a);
+  const SequenceParallelSetup sp = sequence_parallel_setup(launch);
+  model->set_sequence_parallel(sp.group, sp.wire);
   const BatchStreamOptions batches{.max_length = shape.max_position_embeddings,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),
-                          {.units = model->unit_names(), .train_data = shard, .data = batches});
+                          {.units = model->unit_names(),
+                           .train_data = shard,
+                           .data = batches,
+                           .sequence_parallel = true});
   write_config(t, a, shape);
   std::unique_ptr<BatchStream> valid = validation_stream(t, a.valid_shard, batches);
   TrainingRun run(t, a);
@@ -139,10 +146,20 @@ int train(int argc, char** argv) {
   int64_t checkpointed = 0;  // layer calls checkpointed in the last training forward
   for (int64_t step = run.first_step(); step <= a.steps; ++step) {
     run.begin_step();
-    for (int m = 0; m < t.config.gradient_accumulation_steps; ++m) {
-      data::Batch b = *t.loader->next();
+    // The step's mean token loss (train/token_loss.h): every micro-batch's tokens are counted
+    // before the first forward.
+    const int accumulation = static_cast<int>(t.config.gradient_accumulation_steps);
+    std::vector<data::Batch> micro;
+    int64_t tokens = 0;
+    for (int m = 0; m < accumulation; ++m) {
+      micro.push_back(*t.loader->next());
+      tokens += causal_lm_tokens(micro.back().labels);
+    }
+    const double scale = token_loss_scale(tokens, t.engine->topology(), accumulation);
+    for (const data::Batch& b : micro) {
       torch::Tensor loss = t.engine->forward([&] {
-        return LlamaForCausalLMImpl::loss(model->forward(b.input_ids, b.attention_mask), b.labels);
+        return causal_lm_loss_total(model->forward(b.input_ids, b.attention_mask), b.labels) *
+               scale;
       });
       checkpointed = checkpoint_counts().checkpointed;
       t.engine->backward(loss);

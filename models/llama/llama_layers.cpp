@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "models/checkpointed_forward.h"
+#include "parallel/sequence_exchange.h"
 
 namespace zt::models {
 
@@ -74,8 +75,21 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaShape& s)
   o_proj = register_module("o_proj", linear(heads_ * head_dim_, s.hidden_size, s.o_bias));
 }
 
+torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
+                                         const torch::Tensor& v, const torch::Tensor& mask) {
+  // q (B, Hq, T, D), k and v (B, Hkv, T, D). Query head h reads key/value head h / (Hq / Hkv), as
+  // transformers' repeat_kv lays them out; SDPA's enable_gqa does the same without copying them.
+  const double p = is_training() ? dropout_ : 0.0;
+  const bool gqa = k.size(1) != q.size(1);
+  return mask.defined()
+             ? at::scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, gqa)
+             : at::scaled_dot_product_attention(q, k, v, {}, p, /*is_causal=*/true, std::nullopt,
+                                                gqa);
+}
+
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                           const torch::Tensor& sin, const torch::Tensor& mask) {
+  if (split_ && split_->parts() > 1) return split_forward(x, cos, sin, mask);
   const int64_t b = x.size(0), t = x.size(1);
   auto heads = [&](const torch::Tensor& y, int64_t n) {
     return y.view({b, t, n, head_dim_}).transpose(1, 2);
@@ -86,15 +100,50 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
   const torch::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
   q = q * c + rotate_half(q) * s;
   k = k * c + rotate_half(k) * s;
-  const double p = is_training() ? dropout_ : 0.0;
-  // Query head h reads key/value head h / (heads / kv_heads), as transformers' repeat_kv lays
-  // them out; SDPA's enable_gqa does the same without copying them.
-  const bool gqa = kv_heads_ != heads_;
-  torch::Tensor y =
-      mask.defined()
-          ? at::scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, gqa)
-          : at::scaled_dot_product_attention(q, k, v, {}, p, /*is_causal=*/true, std::nullopt, gqa);
+  torch::Tensor y = attend(q, k, v, mask);
   return o_proj->forward(y.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+}
+
+// Rotary embeddings at this rank's own positions (cos/sin are its slice), then the exchange: every
+// position of H / sp query heads and of their key/value heads, attention as one process computes
+// it for those heads, and back to this rank's positions of every head.
+torch::Tensor LlamaAttentionImpl::split_forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                                const torch::Tensor& sin,
+                                                const torch::Tensor& mask) {
+  dist::Communicator& group = *split_->group;
+  const int64_t sp = split_->parts();
+  const int64_t b = x.size(0), t = x.size(1);
+  const torch::Tensor c = cos.unsqueeze(2), s = sin.unsqueeze(2);  // (1, T/sp, 1, D)
+  auto rotated = [&](const torch::Tensor& y, int64_t n) {
+    torch::Tensor h = y.view({b, t, n, head_dim_});  // (B, T/sp, n, D)
+    return h * c + rotate_half(h) * s;
+  };
+  torch::Tensor q = rotated(q_proj->forward(x), heads_);
+  torch::Tensor k = rotated(k_proj->forward(x), kv_heads_);
+  torch::Tensor v = v_proj->forward(x).view({b, t, kv_heads_, head_dim_});
+  if (kv_heads_ < sp) {
+    // One key/value head per rank: head j serves query heads j * Hq/Hkv .. on ranks
+    // j * sp/Hkv .. (j+1) * sp/Hkv - 1, each of which receives a copy.
+    k = k.repeat_interleave(sp / kv_heads_, 2);
+    v = v.repeat_interleave(sp / kv_heads_, 2);
+  }
+  auto to_heads = [&](const torch::Tensor& y) {
+    return dist::sequence_to_heads(y, group, split_->wire).transpose(1, 2);  // (B, n/sp, T, D)
+  };
+  torch::Tensor y = attend(to_heads(q), to_heads(k), to_heads(v), mask);  // (B, Hq/sp, T, D)
+  y = dist::heads_to_sequence(y.transpose(1, 2).contiguous(), group, split_->wire);
+  return o_proj->forward(y.reshape({b, t, heads_ * head_dim_}));
+}
+
+void LlamaAttentionImpl::set_sequence_split(std::shared_ptr<const SequenceSplit> split) {
+  const int64_t sp = split ? split->parts() : 1;
+  ZT_CHECK(heads_ % sp == 0, "sequence_parallel_size ", sp, ": the model's ", heads_,
+           " attention heads do not divide over it (Ulysses gives each rank whole heads)");
+  ZT_CHECK(kv_heads_ % sp == 0 || sp % kv_heads_ == 0, "sequence_parallel_size ", sp,
+           ": the model's ", kv_heads_,
+           " key/value heads neither divide over it nor it over them (Ulysses gives each rank "
+           "whole or replicated key/value heads)");
+  split_ = std::move(split);
 }
 
 LlamaMlpImpl::LlamaMlpImpl(const LlamaShape& s) {

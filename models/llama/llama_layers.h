@@ -6,11 +6,25 @@
 //   input_layernorm.weight, self_attn.{q,k,v,o}_proj.{weight,bias?},
 //   post_attention_layernorm.weight, mlp.{gate,up,down}_proj.{weight,bias?}
 
+#include <memory>
+#include <optional>
+
 #include <torch/torch.h>
 
 #include "models/llama/llama_shape.h"
+#include "parallel/communicator.h"
 
 namespace zt::models {
+
+// A sequence split over the ranks of `group` (Ulysses: parallel/sequence_exchange.h): each rank
+// holds T / sp consecutive positions, and attention exchanges heads for positions around its
+// core. `wire`: the exchange's dtype (seq_parallel_communication_data_type).
+struct SequenceSplit {
+  std::shared_ptr<dist::Communicator> group;
+  std::optional<at::ScalarType> wire;
+  int64_t parts() const { return group ? group->size() : 1; }
+  int64_t index() const { return group ? group->rank() : 0; }
+};
 
 // y = weight * (x / sqrt(mean(x^2) + eps)), normalised in fp32 and cast back to x's dtype before
 // the weight multiplies it (as LlamaRMSNorm does, which matters in bf16).
@@ -36,15 +50,27 @@ class LlamaAttentionImpl : public torch::nn::Module {
  public:
   explicit LlamaAttentionImpl(const LlamaShape& shape);
   // x (B, T, C); cos/sin (1, T, D); mask (B or 1, 1, T, T) bool (true = may attend) or undefined
-  // for plain causal attention.
+  // for plain causal attention. Under a sequence split, x, cos and sin hold this rank's T / sp
+  // positions and the mask spans the whole sequence.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask);
+
+  // Attention over a sequence split (null: not split). The heads must divide over the group, and
+  // the key/value heads too, or the group over them (then each is replicated, as DeepSpeed's
+  // UlyssesSPAttentionHF does); else a zt::Error naming the counts.
+  void set_sequence_split(std::shared_ptr<const SequenceSplit> split);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& mask);
+  torch::Tensor split_forward(const torch::Tensor& x, const torch::Tensor& cos,
+                              const torch::Tensor& sin, const torch::Tensor& mask);
+
   int64_t heads_, kv_heads_, head_dim_;
   double dropout_;
+  std::shared_ptr<const SequenceSplit> split_;
 };
 TORCH_MODULE(LlamaAttention);
 

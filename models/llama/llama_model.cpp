@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "core/zero/call_unit.h"
 #include "models/causal_lm_loss.h"
+#include "parallel/sequence_exchange.h"
 
 namespace zt::models {
 
@@ -67,19 +68,40 @@ torch::Tensor LlamaForCausalLMImpl::attention_mask_for(int64_t window, const tor
   return keys.defined() ? allowed & keys : allowed;
 }
 
+void LlamaForCausalLMImpl::set_sequence_parallel(std::shared_ptr<dist::Communicator> group,
+                                                 std::optional<at::ScalarType> wire) {
+  auto split = group && group->size() > 1
+                   ? std::make_shared<const SequenceSplit>(SequenceSplit{std::move(group), wire})
+                   : nullptr;
+  for (const auto& layer : *model->layers) {
+    layer->as<LlamaDecoderLayerImpl>()->self_attn->set_sequence_split(split);
+  }
+  split_ = std::move(split);
+}
+
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids,
                                             const torch::Tensor& attention_mask) {
-  const int64_t b = input_ids.size(0), t = input_ids.size(1);
+  const int64_t b = input_ids.size(0), local = input_ids.size(1);
+  const int64_t parts = split_ ? split_->parts() : 1;
+  const int64_t t = local * parts;  // the whole sequence's positions
   ZT_CHECK(t <= shape_.max_position_embeddings, "llama: sequence of ", t,
            " tokens exceeds max_position_embeddings ", shape_.max_position_embeddings,
            " (set data.max_length)");
   torch::Tensor x = model->embed_tokens->forward(input_ids);
   if (inv_freq_.device() != x.device()) inv_freq_ = inv_freq_.to(x.device());
   auto [cos, sin] = rope_cos_sin(inv_freq_, t, x.scalar_type());
+  torch::Tensor mask_rows = attention_mask;
+  if (parts > 1) {
+    // Rotary embeddings at this rank's positions; attention sees every key, so the padding mask
+    // spans the whole sequence on every rank of the group.
+    cos = cos.narrow(1, split_->index() * local, local);
+    sin = sin.narrow(1, split_->index() * local, local);
+    if (attention_mask.defined()) mask_rows = dist::gather_sequence(attention_mask, *split_->group);
+  }
   // The collator pads on the right, so every query row keeps at least its first real key.
   torch::Tensor keys;
-  if (attention_mask.defined() && !attention_mask.all().item<bool>()) {
-    keys = attention_mask.to(torch::kBool).view({b, 1, 1, t});
+  if (mask_rows.defined() && !mask_rows.all().item<bool>()) {
+    keys = mask_rows.to(torch::kBool).view({b, 1, 1, t});
   }
   std::map<int64_t, torch::Tensor> masks;  // by window: layers sharing one share its mask
   for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {

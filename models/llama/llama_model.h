@@ -42,8 +42,16 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
 
   // input_ids (B, T) int64, attention_mask (B, T) (1 = token, 0 = right padding) or undefined ->
   // logits (B, T, V) in the compute dtype. Positions are 0..T-1 in every row, as transformers
-  // numbers them when given no position ids.
+  // numbers them when given no position ids. Under a sequence split each rank passes its T / sp
+  // consecutive positions (data/sequence_split.h) and gets their logits; rank r's positions are
+  // r T/sp .. (r+1) T/sp - 1.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+
+  // Ulysses sequence parallelism over `group` (the topology's sequence group; null: none): every
+  // layer's attention exchanges heads for positions (llama_layers.h). Throws naming the head
+  // counts when they do not split over the group.
+  void set_sequence_parallel(std::shared_ptr<dist::Communicator> group,
+                             std::optional<at::ScalarType> wire = std::nullopt);
   // Mean cross-entropy (fp32) over labels != -100; logits (B, T, V), labels (B, T).
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
   // Sum of the token losses and the number of tokens counted.
@@ -67,6 +75,7 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
                                    const torch::TensorOptions& options) const;
 
   LlamaShape shape_;
+  std::shared_ptr<const SequenceSplit> split_;
   torch::Tensor inv_freq_;  // fp32 (head_dim / 2), not a parameter or buffer: derived from shape
 };
 TORCH_MODULE(LlamaForCausalLM);

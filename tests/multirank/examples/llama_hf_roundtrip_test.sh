@@ -12,7 +12,9 @@
 #      within 2e-5;
 #   4. in one process, from_pretrained's validation loss of the import and of the export is the
 #      C++ run's logged one before and after training, and has fallen; at 2 ranks the logged
-#      validation loss before training is the same (the sampler tail's repeats left out).
+#      validation loss before training is the same (the sampler tail's repeats left out);
+#   5. (llama) 2 ranks with sequence_parallel_size 2 train like the one process: the same losses
+#      within 1e-5 and the same exported weights within 2e-5.
 #   llama_hf_roundtrip_test.sh ARCH BIN_DIR TOOL_DIR WORK_DIR PYTHON CONFIG
 set -euo pipefail
 arch="$1"; bin="$2"; tools="$3"; work="$4"; python="$5"; config="$6"
@@ -72,10 +74,22 @@ later same "$out/z0/hf" "$out/z3/hf" 2e-5
 # One process: its validation pass covers each sample once (at 2 ranks the sampler repeats
 # samples to even out the ranks), so Python's loss must equal the logged one.
 train 1 one
+# Ulysses sequence parallelism (one architecture suffices; its GQA heads exchange whole): 2 ranks
+# that split every sequence form one data-parallel rank, so they read the 1-rank run's batches
+# and train like it, step by step, to the same weights.
+sp_runs=()
+if [ "$arch" = llama ]; then
+  train 2 sp2 --set sequence_parallel_size=2
+  "$python" "$here/same_losses.py" "$out/one" "$out/sp2" 1e-5
+  "$bin/zt-export-hf" "$out/sp2/ckpt" "$out/sp2/hf"
+  later same "$out/sp2/hf" "$out/one/hf" 2e-5
+  sp_runs=("$out/sp2/summary.json")
+fi
 # Validation counts each sample once at any rank count: the 2-rank runs leave the sampler tail's
 # repeats out, so their loss before training is the 1-rank run's (only the summation order
 # differs).
-"$python" - "$out/one/summary.json" "$out/z3/summary.json" "$out/z0/summary.json" <<'PY'
+"$python" - "$out/one/summary.json" "$out/z3/summary.json" "$out/z0/summary.json" \
+  "${sp_runs[@]}" <<'PY'
 import json, sys
 one, *others = [json.load(open(p))["valid_loss_before"] for p in sys.argv[1:]]
 for other in others:

@@ -348,7 +348,7 @@ TEST(ConfigLoad, TopologyOptionsFollowTheStage) {
                  "\n  mics_shard_size: 2\n  mics_hierarchical_params_gather: true\n"
                  "  zero_hpz_partition_size: 2\n  zero_quantized_gradients: true\n",
              /*world_size=*/4);
-    const dist::TopologyOptions t = topology_options(c.zero_optimization, T::kOn);
+    const dist::TopologyOptions t = topology_options(c.zero_optimization, T::kOn, 1);
     const bool s3 = stage == 3;
     EXPECT_EQ(t.shard_size, s3 ? 2 : 0) << "stage " << stage;
     EXPECT_EQ(t.hpz, s3 ? 2 : 1) << "stage " << stage;
@@ -361,7 +361,7 @@ TEST(ConfigLoad, TopologyOptionsFollowTheStage) {
       "train_batch_size: 8\nzero_optimization:\n  stage: 3\n"
       "  mics_hierarchical_params_gather: true\n",
       /*world_size=*/4);
-  const dist::TopologyOptions t = topology_options(plain.zero_optimization, T::kAuto);
+  const dist::TopologyOptions t = topology_options(plain.zero_optimization, T::kAuto, 1);
   EXPECT_EQ(t.shard_size, 0);
   EXPECT_FALSE(t.hierarchical_gather);
 }

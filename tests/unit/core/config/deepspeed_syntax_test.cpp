@@ -174,6 +174,37 @@ TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
   }
 }
 
+// sequence_parallel_size acts (DeepSpeedConfig): the batch triple counts world / sp data-parallel
+// ranks; it must divide the ranks; under it seq_parallel_communication_data_type (fp32 unless
+// given) is the gradient reduction's dtype, and without it that key says it does nothing.
+TEST(DeepSpeedSyntax, SequenceParallelSizeActsOnTheBatchAndTheReductionDtype) {
+  ConfigReport r = json(R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3,
+    "sequence_parallel_size": 2, "bf16": {"enabled": true}})",
+                        {}, 8);
+  ASSERT_TRUE(r.config) << all(r.errors);
+  EXPECT_EQ(r.config->train_batch_size, 2 * 3 * 4);  // 4 data-parallel ranks of 8
+  EngineOptions o = engine_options_from_config(*r.config, {});
+  EXPECT_EQ(o.sequence_parallel_size, 2);
+  EXPECT_EQ(o.communication_dtype, at::kFloat);  // DeepSpeed's fp32 default, not bf16
+  ConfigReport bf = json(R"({"train_batch_size": 8, "sequence_parallel_size": 4,
+    "seq_parallel_communication_data_type": "bf16"})",
+                         {}, 8);
+  ASSERT_TRUE(bf.config) << all(bf.errors);
+  EXPECT_EQ(bf.config->train_micro_batch_size_per_gpu, 4);  // 8 over 2 data-parallel ranks
+  EXPECT_EQ(engine_options_from_config(*bf.config, {}).communication_dtype, at::kBFloat16);
+
+  ConfigReport odd = json(R"({"train_batch_size": 8, "sequence_parallel_size": 3})", {}, 8);
+  ASSERT_EQ(odd.errors.size(), 1u) << all(odd.errors);
+  EXPECT_NE(odd.errors[0].find("sequence_parallel_size"), std::string::npos) << odd.errors[0];
+  EXPECT_NE(odd.errors[0].find("must divide the number of ranks (8)"), std::string::npos);
+
+  ConfigReport idle =
+      json(R"({"train_batch_size": 8, "seq_parallel_communication_data_type": "fp16"})");
+  ASSERT_TRUE(idle.config) << all(idle.errors);
+  EXPECT_TRUE(has_line_starting(idle.warnings, "seq_parallel_communication_data_type: no effect"))
+      << all(idle.warnings);
+}
+
 // ZeRO++'s quantized collectives act at stage 3 and say once where they do not.
 TEST(DeepSpeedSyntax, QuantizedCollectivesActAtStage3AndWarnBelow) {
   ConfigReport on = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,

@@ -195,29 +195,30 @@ class Resolver {
     }
     if (!ok) return;
     const int64_t ws = data_parallel_size();
-    auto divides = [&](int64_t total, int64_t per, const char* what) {
+    const std::string ranks = ws == world_size_ ? "world size" : "data-parallel size";
+    auto divides = [&](int64_t total, int64_t per, const std::string& what) {
       if (total % per == 0) return true;
       st_.errors.push_back(detail::str(kTrainBatch, ": ", total, " is not divisible by ", what,
-                                       " (", per, ") with world size ", ws));
+                                       " (", per, ") with ", ranks, " ", ws));
       return false;
     };
     if (train && micro && accum) {
       if (*train != *micro * *accum * ws) {
         st_.errors.push_back(detail::str(kTrainBatch, ": ", *train, " != ", kMicroBatch, " ",
                                          *micro, " * ", kAccumulation, " ", *accum,
-                                         " * world size ", ws, " (= ", *micro * *accum * ws, ")"));
+                                         " * ", ranks, " ", ws, " (= ", *micro * *accum * ws, ")"));
         return;
       }
     } else if (train && micro) {
-      if (!divides(*train, *micro * ws, "train_micro_batch_size_per_gpu * world size")) return;
+      if (!divides(*train, *micro * ws, "train_micro_batch_size_per_gpu * " + ranks)) return;
       accum = *train / (*micro * ws);
     } else if (train && accum) {
-      if (!divides(*train, *accum * ws, "gradient_accumulation_steps * world size")) return;
+      if (!divides(*train, *accum * ws, "gradient_accumulation_steps * " + ranks)) return;
       micro = *train / (*accum * ws);
     } else if (micro && accum) {
       train = *micro * *accum * ws;
     } else if (train) {
-      if (!divides(*train, ws, "the world size")) return;
+      if (!divides(*train, ws, "the " + ranks)) return;
       accum = 1;
       micro = *train / ws;
     } else if (micro) {
@@ -248,7 +249,8 @@ class Resolver {
     }
     if (is_auto(kTrainBatch)) {
       note(kTrainBatch, *train,
-           detail::str("micro ", *micro, " * accumulation ", *accum, " * world size ", ws));
+           detail::str("micro ", *micro, " * accumulation ", *accum, " * ",
+                       ws == world_size_ ? "world size " : "data-parallel size ", ws));
     }
   }
 

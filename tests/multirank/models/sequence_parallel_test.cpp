@@ -13,6 +13,7 @@
 // gradient is summed in another order (over ranks, parts and micro-batches), a few ulps in fp32.
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -20,6 +21,7 @@
 #include <torch/torch.h>
 
 #include "base/error.h"
+#include "core/checkpoint/checkpoint.h"
 #include "core/engine.h"
 #include "data/sequence_split.h"
 #include "models/causal_lm_loss.h"
@@ -100,9 +102,16 @@ zt::EngineOptions options(int stage, int sp, int accumulation) {
   return o;
 }
 
-// Trains on `comm` with `sp` ranks per sequence group; each data-parallel rank takes its rows of
-// every micro-batch, each sequence rank its part of them.
-Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, int sp, int accumulation) {
+// Trains steps [first, last) on `comm` with `sp` ranks per sequence group; each data-parallel
+// rank takes its rows of every micro-batch, each sequence rank its part of them. `load`: a
+// checkpoint directory to resume from first; `save`: where to save after the last step.
+struct Span {
+  int first = 0, last = kSteps;
+  std::string load, save;
+};
+
+Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, int sp, int accumulation,
+            const Span& span = {}) {
   torch::manual_seed(7);
   LlamaForCausalLM model(shape());
   zt::EngineOptions o = options(stage, sp, accumulation);
@@ -113,8 +122,12 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, int sp, int
   const int dp = topology.data_parallel_size(), dp_rank = topology.data_parallel_rank();
   const int part = comm->rank() % sp;
   const int64_t micro = kRows / (dp * accumulation);
+  if (!span.load.empty()) {
+    zt::load_checkpoint(engine, span.load);
+    EXPECT_EQ(engine.global_step(), span.first);
+  }
   Trace t;
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = span.first; s < span.last; ++s) {
     const zt::data::Batch global = global_batch(s);
     std::vector<zt::data::Batch> mine;
     int64_t tokens = 0;
@@ -141,6 +154,7 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, int sp, int
     // Adam would forgive a gradient off by a constant factor; the norm does not.
     t.grad_norms.push_back(engine.last_grad_norm());
   }
+  if (!span.save.empty()) zt::save_checkpoint(engine, span.save, "mid");
   zt::Engine::GatheredParameters full(engine);
   for (auto& p : model->named_parameters()) t.params[p.key()] = p.value().detach().clone();
   return t;
@@ -156,13 +170,15 @@ const Trace& one_process() {
   return trace;
 }
 
-void expect_like_one_process(const Trace& got, const std::string& what) {
+// `got` trained steps [first, kSteps) of the one-process run.
+void expect_like_one_process(const Trace& got, const std::string& what, int first = 0) {
   const Trace& want = one_process();
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t s = 0; s < want.losses.size(); ++s) {
-    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5 * std::abs(want.losses[s]))
+  ASSERT_EQ(got.losses.size(), want.losses.size() - first);
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    const size_t s = i + first;
+    EXPECT_NEAR(got.losses[i], want.losses[s], 1e-5 * std::abs(want.losses[s]))
         << what << ": loss of step " << s;
-    EXPECT_NEAR(got.grad_norms[s], want.grad_norms[s], 1e-5 * std::abs(want.grad_norms[s]))
+    EXPECT_NEAR(got.grad_norms[i], want.grad_norms[s], 1e-5 * std::abs(want.grad_norms[s]))
         << what << ": gradient norm of step " << s;
   }
   for (const auto& [name, w] : want.params) {
@@ -196,6 +212,28 @@ TEST(SequenceParallel, Sp2) {
 TEST(SequenceParallel, Sp4) {
   if (g_comm->size() != 4) GTEST_SKIP() << "sp4 is the 4-rank split";
   expect_split(4, "sp4");
+}
+
+// A checkpoint does not depend on the split: ZeRO shards over every rank whatever sp is. Saved
+// after 10 steps with every rank in one sequence group, it resumes with every rank data-parallel
+// (and the other way round, at stage 2 after stage 3), and the last 10 steps are one process's.
+TEST(SequenceParallel, CheckpointsResumeAtAnotherSplit) {
+  const int world = g_comm->size();
+  const std::string dir = std::string(ZT_BINARY_DIR) + "/sequence_parallel_ckpt_np" +
+                          std::to_string(world);
+  std::filesystem::remove_all(dir);
+  g_comm->barrier()->wait();
+  train(g_comm, 3, world, kAccumulation, {0, kSteps / 2, "", dir + "/sp"});
+  expect_like_one_process(
+      train(g_comm, 3, 1, kAccumulation, {kSteps / 2, kSteps, dir + "/sp", ""}),
+      "saved at sp " + std::to_string(world) + ", resumed at dp " + std::to_string(world),
+      kSteps / 2);
+  train(g_comm, 3, 1, kAccumulation, {0, kSteps / 2, "", dir + "/dp"});
+  expect_like_one_process(
+      train(g_comm, 2, world, kAccumulation, {kSteps / 2, kSteps, dir + "/dp", ""}),
+      "saved at dp " + std::to_string(world) + " stage 3, resumed at sp " +
+          std::to_string(world) + " stage 2",
+      kSteps / 2);
 }
 
 // The exchange is its own inverse across the group, values and gradients: heads out and back is

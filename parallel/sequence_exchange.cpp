@@ -23,8 +23,7 @@ at::Tensor exchange(const at::Tensor& x, Communicator& group, bool to_heads,
     ZT_CHECK(h % sp == 0, "sequence exchange: ", h, " heads do not divide over ", sp, " ranks");
     send = x.view({b, t, sp, h / sp, d}).permute({2, 0, 1, 3, 4});
   } else {
-    ZT_CHECK(t % sp == 0, "sequence exchange: ", t, " positions do not divide over ", sp,
-             " ranks");
+    ZT_CHECK(t % sp == 0, "sequence exchange: ", t, " positions do not divide over ", sp, " ranks");
     send = x.view({b, sp, t / sp, h, d}).permute({1, 0, 2, 3, 4});
   }
   send = send.to(wire.value_or(x.scalar_type())).contiguous();  // (sp, B, Tl, Hl, D)
@@ -54,8 +53,8 @@ struct SequenceAllToAll : torch::autograd::Function<SequenceAllToAll> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto* group = reinterpret_cast<Communicator*>(
-        static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
+    auto* group =
+        reinterpret_cast<Communicator*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
     const bool to_heads = ctx->saved_data["to_heads"].toBool();
     const int64_t wire = ctx->saved_data["wire"].toInt();
     at::Tensor g = exchange(grads[0].contiguous(), *group, !to_heads, wire_type(wire));

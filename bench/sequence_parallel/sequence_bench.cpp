@@ -50,8 +50,7 @@ Args parse(int argc, char** argv) {
     } else if (k == "--json") {
       a.json = v;
     } else {
-      ZT_CHECK(false, "zt_bench_sequence: unknown option ", k,
-               " (--seq, --sp, --steps, --json)");
+      ZT_CHECK(false, "zt_bench_sequence: unknown option ", k, " (--seq, --sp, --steps, --json)");
     }
   }
   ZT_CHECK(a.steps >= 2, "zt_bench_sequence: --steps must be >= 2 (the first is a warm-up)");

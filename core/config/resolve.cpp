@@ -205,8 +205,8 @@ class Resolver {
     if (train && micro && accum) {
       if (*train != *micro * *accum * ws) {
         st_.errors.push_back(detail::str(kTrainBatch, ": ", *train, " != ", kMicroBatch, " ",
-                                         *micro, " * ", kAccumulation, " ", *accum,
-                                         " * ", ranks, " ", ws, " (= ", *micro * *accum * ws, ")"));
+                                         *micro, " * ", kAccumulation, " ", *accum, " * ", ranks,
+                                         " ", ws, " (= ", *micro * *accum * ws, ")"));
         return;
       }
     } else if (train && micro) {

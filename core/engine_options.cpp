@@ -26,6 +26,11 @@ void check_engine_options(const EngineOptions& o) {
            o.stage);
   ZT_CHECK(o.sequence_parallel_size >= 1, "sequence_parallel_size must be >= 1, got ",
            o.sequence_parallel_size);
+  ZT_CHECK(o.tensor_parallel_size >= 1, "tensor_parallel.autotp_size must be >= 1, got ",
+           o.tensor_parallel_size);
+  ZT_CHECK(o.tensor_parallel_size == 1 || o.optimizer.type != optim::OptimizerKind::kMuon,
+           "optimizer Muon with tensor parallelism: it orthogonalises whole matrices, which "
+           "tensor parallelism splits");
 }
 
 void read_environment_switches(EngineOptions& o) {
@@ -39,7 +44,7 @@ void read_environment_switches(EngineOptions& o) {
 
 dist::TopologyOptions topology_options(const ZeroConfig& z,
                                        EngineOptions::TwoLevelReduce hierarchical_reduce,
-                                       int sequence_parallel_size) {
+                                       int sequence_parallel_size, int tensor_parallel_size) {
   // Below stage 3 the stage-3 keys do nothing, as in DeepSpeed; the config says so once
   // (validate.cpp).
   const bool stage3 = z.stage == 3;
@@ -52,6 +57,7 @@ dist::TopologyOptions topology_options(const ZeroConfig& z,
   t.hierarchical_gather = stage3 && z.mics_shard_size > 0 && z.mics_hierarchical_params_gather;
   t.quantized_weights = z.zero_quantized_weights;
   t.sequence_parallel_size = sequence_parallel_size;
+  t.tensor_parallel_size = tensor_parallel_size;
   return t;
 }
 

@@ -91,6 +91,13 @@ struct EngineOptions : ZeroConfig {
   // sequence_exchange.h). The gradient average is then over world / sp ranks, as DeepSpeed divides
   // by its data-parallel size: the sp ranks of a group hold parts of one sample's gradient.
   int sequence_parallel_size = 1;
+  // Tensor parallelism (the model's layers split over tensor groups of this many ranks, made by
+  // the topology): the engine runs ZeRO over the ranks of this rank's tensor index, and the
+  // gradient norm counts each slice once and each replicated parameter once.
+  int tensor_parallel_size = 1;
+  // The parameters each rank of a tensor group holds a different slice of (the model says which,
+  // e.g. LlamaForCausalLMImpl::tensor_split_parameters()); the others are replicated over it.
+  std::vector<std::string> tensor_split_params;
 };
 
 // The engine's one check of its options (whoever filled them: engine_options_from_config, or a
@@ -108,7 +115,7 @@ void read_environment_switches(EngineOptions& options);
 // sequence-parallel groups. Every key that asks for a group is read here only.
 dist::TopologyOptions topology_options(const ZeroConfig& zero,
                                        EngineOptions::TwoLevelReduce hierarchical_reduce,
-                                       int sequence_parallel_size);
+                                       int sequence_parallel_size, int tensor_parallel_size = 1);
 
 // Bytes this rank holds for model states, by the engine's own accounting.
 struct MemoryReport {

@@ -50,11 +50,20 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     topology =
         dist::make_topology(impl_->comm_,
                             topology_options(impl_->options_, impl_->options_.hierarchical_reduce,
-                                             impl_->options_.sequence_parallel_size),
+                                             impl_->options_.sequence_parallel_size,
+                                             impl_->options_.tensor_parallel_size),
                             dist::Env::from_lookup(::zt::env::get));
   }
-  ZT_CHECK(topology->world == impl_->comm_,
+  ZT_CHECK(topology->world == impl_->comm_ || topology->all == impl_->comm_,
            "Engine: the topology was made for another communicator than the engine's");
+  ZT_CHECK(topology->tensor_parallel_size() == impl_->options_.tensor_parallel_size,
+           "Engine: tensor_parallel_size is ", impl_->options_.tensor_parallel_size,
+           " but the topology's tensor groups have ", topology->tensor_parallel_size(), " ranks");
+  // ZeRO runs over the ranks of this rank's tensor index (every rank without tensor parallelism);
+  // rank_ stays the job's rank, which names this rank's files.
+  impl_->comm_ = topology->world;
+  impl_->rank_ = topology->all->rank();
+  impl_->world_ = impl_->comm_->size();
   ZT_CHECK(topology->sequence_parallel_size() == impl_->options_.sequence_parallel_size,
            "Engine: sequence_parallel_size is ", impl_->options_.sequence_parallel_size,
            " but the topology's sequence groups have ", topology->sequence_parallel_size(),
@@ -107,6 +116,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->sharded_step_ = std::make_unique<zero::ShardedStep>(
       impl_->options_, impl_->buckets_, *impl_->shard_comm_, impl_->replica_comm_.get(),
       impl_->rank_, impl_->clock_, post_scale);
+  if (topology->tensor) impl_->sharded_step_->set_tensor_group(topology->tensor.get());
   broadcast_initial_state();
   cast_model_to_compute_dtype();
   move_param_shards_to_nvme();

@@ -124,6 +124,20 @@ std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> worl
                                               const TopologyOptions& options, const Env& env) {
   ZT_CHECK(world != nullptr, "make_topology: communicator is null");
   auto t = std::make_shared<Topology>();
+  t->all = world;
+  const int tp = options.tensor_parallel_size;
+  ZT_CHECK(tp >= 1 && world->size() % tp == 0, "tensor_parallel.autotp_size = ", tp,
+           " must divide the number of ranks (", world->size(), ")");
+  if (tp > 1) {
+    std::vector<std::vector<int>> tensor(static_cast<size_t>(world->size() / tp));
+    std::vector<std::vector<int>> same_index(static_cast<size_t>(tp));
+    for (int r = 0; r < world->size(); ++r) {
+      tensor[static_cast<size_t>(r / tp)].push_back(r);
+      same_index[static_cast<size_t>(r % tp)].push_back(r);
+    }
+    t->tensor = split_partition(*world, tensor);
+    world = split_partition(*world, same_index);
+  }
   t->world = world;
   t->shard = world;
   t->sequence = sequence_group(options.sequence_parallel_size, *world);

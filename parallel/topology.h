@@ -15,10 +15,20 @@
 //                 gradient reductions                                 reduction
 //   gather_nodes  the shard group's node groups for MiCS's           mics_hierarchical_params_gather
 //                 hierarchical parameter gather
-//   sequence      sequence_parallel_size consecutive ranks, which    sequence_parallel_size > 1
-//                 hold one batch's sequence split in order
-//                 (parallel/sequence_exchange.h)
+//   sequence      sequence_parallel_size consecutive ranks of        sequence_parallel_size > 1
+//                 `world`, which hold one batch's sequence split in
+//                 order (parallel/sequence_exchange.h)
+//   tensor        tensor_parallel_size consecutive ranks of `all`,   tensor_parallel_size > 1
+//                 which hold slices of the same layers
+//                 (parallel/tensor_parallel.h)
+//   all           every rank; `world` is then the ranks with this    always (= world without
+//                 rank's tensor index, which ZeRO runs over          tensor parallelism)
 // clang-format on
+//
+// The mesh: rank = ((data index * sp) + sequence index) * tp + tensor index. Tensor groups are
+// innermost (AutoTP's, within a node when tp divides the node's ranks); each tensor index is a
+// ZeRO world of its own, since its ranks hold the same slices (DeepSpeed's data-parallel group
+// under AutoTP).
 //
 // Sequence parallelism and ZeRO (DeepSpeed's Ulysses layout, its seq_data_parallel group): the
 // ranks of a sequence group train one batch, so the data-parallel degree is world / sp and the
@@ -55,19 +65,24 @@ struct TopologyOptions {
   bool quantized_weights = false;
   // Ulysses sequence parallelism (the config's sequence_parallel_size): ranks per sequence group.
   int sequence_parallel_size = 1;
+  // Tensor parallelism (tensor_parallel.autotp_size): ranks per tensor group.
+  int tensor_parallel_size = 1;
 };
 
 struct Topology {
-  std::shared_ptr<Communicator> world, shard, replica, hpz;
+  // world: the ranks ZeRO runs over (every rank without tensor parallelism).
+  std::shared_ptr<Communicator> all, world, shard, replica, hpz;
   std::shared_ptr<NodeGroups> reduce_nodes, gather_nodes;
   std::shared_ptr<Communicator> sequence;  // null without sequence parallelism
+  std::shared_ptr<Communicator> tensor;    // null without tensor parallelism
   int sequence_parallel_size() const { return sequence ? sequence->size() : 1; }
+  int tensor_parallel_size() const { return tensor ? tensor->size() : 1; }
   // Data-parallel degree and this rank's index in it: which batches this rank's group reads.
   int data_parallel_size() const { return world->size() / sequence_parallel_size(); }
   int data_parallel_rank() const { return world->rank() / sequence_parallel_size(); }
 };
 
-// Collective over `world`: every rank calls it with the same options.
+// Collective over `world` (every rank): every rank calls it with the same options.
 std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> world,
                                               const TopologyOptions& options, const Env& env);
 

@@ -553,7 +553,9 @@ void visit_config(V& v, Config& c) {
        {"weight_quantization", U::kRefused, "weight quantization is not implemented"},
        {"hybrid_engine", U::kFeature, "no RLHF hybrid engine"},
        {"nebula", U::kFeature, "no Nebula checkpoint service"},
-       {"tensor_parallel", U::kRefused, "tensor parallelism (AutoTP) is not implemented"},
+       {"tensor_parallel", U::kRefused,
+        "tensor parallelism (AutoTP) from the config is not implemented yet: the LLaMA model and "
+        "the engine split tensors, but no program or checkpoint does"},
        {"amp", U::kRefused, "apex AMP is not implemented; use fp16 or bf16"},
        {"torch_autocast", U::kRefused, "autocast is not implemented; use fp16 or bf16"},
        {"compile", U::kFeature, "no torch.compile or DeepCompile"},

@@ -205,8 +205,41 @@ double ShardedStep::global_grad_norm_squared() {
     }
   }
   if (host_sum != 0) t.add_(host_sum);
+  if (tensor_) t = tensor_sum_of_squares(t);
   if (steps_whole_buffers(buckets_)) return t.item<double>();
   return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
+}
+
+void ShardedStep::set_tensor_group(dist::Communicator* tensor) {
+  tensor_ = tensor;
+  tensor_split_ = {options_.tensor_split_params.begin(), options_.tensor_split_params.end()};
+}
+
+// The sum of squares over the tensor group: the slices of split parameters add up, while a
+// replicated parameter, the same on every rank of the group, is counted 1/tp on each, so once in
+// the sum. `whole` is this rank's unweighted sum; the replicated part is taken from it.
+at::Tensor ShardedStep::tensor_sum_of_squares(const at::Tensor& whole) {
+  double split = 0;
+  for (auto& b : buckets_) {
+    at::Tensor g = b->owned_grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    const dist::Range view = b->stepped();
+    for (const auto& e : b->layout().entries()) {
+      if (!tensor_split_.count(e.name)) continue;
+      dist::Range r = dist::intersect(e.range, view);
+      if (r.empty()) continue;
+      split += at::linalg_vector_norm(g.narrow(0, r.begin - view.begin, r.size()), 2, c10::nullopt,
+                                      false, at::kDouble)
+                   .square()
+                   .item<double>();
+    }
+  }
+  const double tp = tensor_->size();
+  at::Tensor t = whole.clone();
+  t.mul_(1.0 / tp).add_(split * (1.0 - 1.0 / tp));
+  at::Tensor on_group = t.to(tensor_->device());
+  tensor_->all_reduce(on_group)->wait();
+  return on_group.to(whole.device());
 }
 
 // Names of the parameters whose owned gradient holds inf/NaN on this rank.

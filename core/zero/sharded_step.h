@@ -36,6 +36,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -75,6 +76,10 @@ class ShardedStep {
   ShardedStep(const ShardedStep&) = delete;
   ShardedStep& operator=(const ShardedStep&) = delete;
 
+  // Tensor parallelism: the gradient norm sums the squares of options.tensor_split_params over
+  // `tensor` too, and counts the replicated parameters (the same on every rank of it) once.
+  void set_tensor_group(dist::Communicator* tensor);
+
   // Takes the separate fp32 masters from the current parameter values. Call once, after every
   // rank holds the same parameters and before they are cast to the compute dtype.
   void init_masters();
@@ -99,6 +104,7 @@ class ShardedStep {
   int64_t nvme_buffer_bytes() const;  // host buffers they stream through
 
  private:
+  at::Tensor tensor_sum_of_squares(const at::Tensor& whole);
   struct Slot {
     std::unique_ptr<optim::ShardOptimizer> optimizer;
     std::vector<optim::ParamInfo> params;  // entries in flat-buffer coordinates
@@ -123,6 +129,8 @@ class ShardedStep {
   std::vector<std::unique_ptr<Bucket>>& buckets_;
   dist::Communicator& comm_;
   dist::Communicator* replica_;
+  dist::Communicator* tensor_ = nullptr;
+  std::unordered_set<std::string> tensor_split_;  // options_.tensor_split_params
   WaitClock& clock_;
   double post_reduce_scale_;
   std::vector<Slot> slots_;

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "models/checkpointed_forward.h"
 #include "parallel/sequence_exchange.h"
+#include "parallel/tensor_parallel.h"
 
 namespace zt::models {
 
@@ -62,6 +63,33 @@ torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+// Keeps part `index` of `parts` along `dim` of a parameter (a copy: the rest is freed).
+void keep_part(torch::Tensor& p, int64_t dim, int64_t index, int64_t parts) {
+  if (!p.defined()) return;
+  torch::NoGradGuard no_grad;
+  const int64_t n = p.size(dim) / parts;
+  p.set_data(p.narrow(dim, index * n, n).clone());
+}
+
+// Output features of a column-split linear: its weight's rows and its bias.
+void keep_rows(torch::nn::Linear& l, int64_t index, int64_t parts) {
+  keep_part(l->weight, 0, index, parts);
+  keep_part(l->bias, 0, index, parts);
+}
+
+// The input of a column-split layer enters the group; the partial output of a row-split one
+// leaves it summed, and its bias is added once, after the sum.
+torch::Tensor enter(const torch::Tensor& x, const std::shared_ptr<const TensorSplit>& t) {
+  return t ? dist::enter_tensor_group(x, *t->group) : x;
+}
+
+torch::Tensor row_split_out(torch::nn::Linear& l, const torch::Tensor& x,
+                            const std::shared_ptr<const TensorSplit>& t) {
+  if (!t) return l->forward(x);
+  torch::Tensor y = dist::leave_tensor_group(at::linear(x, l->weight), *t->group);
+  return l->bias.defined() ? y + l->bias : y;
+}
+
 }  // namespace
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaShape& s)
@@ -89,19 +117,24 @@ torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q, const torch::Te
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
                                           const torch::Tensor& sin, const torch::Tensor& mask) {
-  if (split_ && split_->parts() > 1) return split_forward(x, cos, sin, mask);
+  if (split_ && split_->parts() > 1) return split_forward(enter(x, tensor_), cos, sin, mask);
   const int64_t b = x.size(0), t = x.size(1);
   auto heads = [&](const torch::Tensor& y, int64_t n) {
     return y.view({b, t, n, head_dim_}).transpose(1, 2);
   };
-  torch::Tensor q = heads(q_proj->forward(x), heads_);
-  torch::Tensor k = heads(k_proj->forward(x), kv_heads_);
-  torch::Tensor v = heads(v_proj->forward(x), kv_heads_);
+  const torch::Tensor in = enter(x, tensor_);
+  torch::Tensor q = heads(q_proj->forward(in), heads_);
+  torch::Tensor k = heads(k_proj->forward(in), kv_heads_);
+  torch::Tensor v = heads(v_proj->forward(in), kv_heads_);
   const torch::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
   q = q * c + rotate_half(q) * s;
   k = k * c + rotate_half(k) * s;
   torch::Tensor y = attend(q, k, v, mask);
-  return o_proj->forward(y.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+  return project_out(y.transpose(1, 2).reshape({b, t, heads_ * head_dim_}));
+}
+
+torch::Tensor LlamaAttentionImpl::project_out(const torch::Tensor& y) {
+  return row_split_out(o_proj, y, tensor_);
 }
 
 // Rotary embeddings at this rank's own positions (cos/sin are its slice), then the exchange: every
@@ -132,7 +165,7 @@ torch::Tensor LlamaAttentionImpl::split_forward(const torch::Tensor& x, const to
   };
   torch::Tensor y = attend(to_heads(q), to_heads(k), to_heads(v), mask);  // (B, Hq/sp, T, D)
   y = dist::heads_to_sequence(y.transpose(1, 2).contiguous(), group, split_->wire);
-  return o_proj->forward(y.reshape({b, t, heads_ * head_dim_}));
+  return project_out(y.reshape({b, t, heads_ * head_dim_}));
 }
 
 void LlamaAttentionImpl::set_sequence_split(std::shared_ptr<const SequenceSplit> split) {
@@ -146,6 +179,24 @@ void LlamaAttentionImpl::set_sequence_split(std::shared_ptr<const SequenceSplit>
   split_ = std::move(split);
 }
 
+void LlamaAttentionImpl::set_tensor_split(std::shared_ptr<const TensorSplit> split) {
+  ZT_CHECK(!split_, "llama: split the tensors before the sequence");
+  ZT_CHECK(!tensor_, "llama: the tensors are split already");
+  const int64_t tp = split ? split->parts() : 1;
+  if (tp == 1) return;
+  ZT_CHECK(heads_ % tp == 0 && kv_heads_ % tp == 0, "tensor_parallel.autotp_size ", tp,
+           ": the model's ", heads_, " attention heads and ", kv_heads_,
+           " key/value heads must each divide over it (each rank keeps whole heads)");
+  const int64_t r = split->index();
+  keep_rows(q_proj, r, tp);
+  keep_rows(k_proj, r, tp);
+  keep_rows(v_proj, r, tp);
+  keep_part(o_proj->weight, 1, r, tp);
+  heads_ /= tp;
+  kv_heads_ /= tp;
+  tensor_ = std::move(split);
+}
+
 LlamaMlpImpl::LlamaMlpImpl(const LlamaShape& s) {
   gate_proj = register_module("gate_proj", linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
   up_proj = register_module("up_proj", linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
@@ -153,7 +204,23 @@ LlamaMlpImpl::LlamaMlpImpl(const LlamaShape& s) {
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  return down_proj->forward(torch::silu(gate_proj->forward(x)) * up_proj->forward(x));
+  const torch::Tensor in = enter(x, tensor_);
+  return row_split_out(down_proj, torch::silu(gate_proj->forward(in)) * up_proj->forward(in),
+                       tensor_);
+}
+
+void LlamaMlpImpl::set_tensor_split(std::shared_ptr<const TensorSplit> split) {
+  ZT_CHECK(!tensor_, "llama: the tensors are split already");
+  const int64_t tp = split ? split->parts() : 1;
+  if (tp == 1) return;
+  const int64_t inter = gate_proj->weight.size(0);
+  ZT_CHECK(inter % tp == 0, "tensor_parallel.autotp_size ", tp, ": the model's intermediate_size ",
+           inter, " must divide over it");
+  const int64_t r = split->index();
+  keep_rows(gate_proj, r, tp);
+  keep_rows(up_proj, r, tp);
+  keep_part(down_proj->weight, 1, r, tp);
+  tensor_ = std::move(split);
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaShape& s)

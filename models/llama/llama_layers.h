@@ -26,6 +26,15 @@ struct SequenceSplit {
   int64_t index() const { return group ? group->rank() : 0; }
 };
 
+// Layers split over the ranks of a tensor group (parallel/tensor_parallel.h, DeepSpeed AutoTP's
+// LLaMA preset): q, k, v, gate and up by output features (whole heads), o and down by input
+// features, whose partial outputs one all-reduce adds before their bias.
+struct TensorSplit {
+  std::shared_ptr<dist::Communicator> group;
+  int64_t parts() const { return group ? group->size() : 1; }
+  int64_t index() const { return group ? group->rank() : 0; }
+};
+
 // y = weight * (x / sqrt(mean(x^2) + eps)), normalised in fp32 and cast back to x's dtype before
 // the weight multiplies it (as LlamaRMSNorm does, which matters in bf16).
 class RmsNormImpl : public torch::nn::Module {
@@ -59,18 +68,24 @@ class LlamaAttentionImpl : public torch::nn::Module {
   // the key/value heads too, or the group over them (then each is replicated, as DeepSpeed's
   // UlyssesSPAttentionHF does); else a zt::Error naming the counts.
   void set_sequence_split(std::shared_ptr<const SequenceSplit> split);
+  // Keeps this rank's heads of q, k, v and its columns of o (before any sequence split): the
+  // heads and key/value heads must divide over the group, else a zt::Error naming the counts.
+  void set_tensor_split(std::shared_ptr<const TensorSplit> split);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
+  torch::Tensor project_out(const torch::Tensor& y);
+
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& mask);
   torch::Tensor split_forward(const torch::Tensor& x, const torch::Tensor& cos,
                               const torch::Tensor& sin, const torch::Tensor& mask);
 
-  int64_t heads_, kv_heads_, head_dim_;
+  int64_t heads_, kv_heads_, head_dim_;  // this rank's, under a tensor split
   double dropout_;
   std::shared_ptr<const SequenceSplit> split_;
+  std::shared_ptr<const TensorSplit> tensor_;
 };
 TORCH_MODULE(LlamaAttention);
 
@@ -79,7 +94,13 @@ class LlamaMlpImpl : public torch::nn::Module {
  public:
   explicit LlamaMlpImpl(const LlamaShape& shape);
   torch::Tensor forward(const torch::Tensor& x);
+  // Keeps this rank's intermediate features of gate, up and down; they must divide over the
+  // group.
+  void set_tensor_split(std::shared_ptr<const TensorSplit> split);
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  std::shared_ptr<const TensorSplit> tensor_;
 };
 TORCH_MODULE(LlamaMlp);
 

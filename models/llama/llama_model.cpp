@@ -79,6 +79,30 @@ void LlamaForCausalLMImpl::set_sequence_parallel(std::shared_ptr<dist::Communica
   split_ = std::move(split);
 }
 
+void LlamaForCausalLMImpl::set_tensor_parallel(std::shared_ptr<dist::Communicator> group) {
+  if (!group || group->size() == 1) return;
+  ZT_CHECK(!split_, "llama: set_tensor_parallel goes before set_sequence_parallel");
+  auto split = std::make_shared<const TensorSplit>(TensorSplit{std::move(group)});
+  for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
+    auto& layer = *model->layers[i]->as<LlamaDecoderLayerImpl>();
+    layer.self_attn->set_tensor_split(split);
+    layer.mlp->set_tensor_split(split);
+    const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    for (const char* p : {"self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj.",
+                          "mlp.gate_proj.", "mlp.up_proj."}) {
+      tensor_split_.push_back(prefix + p + "weight");
+      if (shape_.qkv_bias && std::string(p).rfind("self_attn", 0) == 0) {
+        tensor_split_.push_back(prefix + p + "bias");
+      }
+      if (shape_.mlp_bias && std::string(p).rfind("mlp", 0) == 0) {
+        tensor_split_.push_back(prefix + p + "bias");
+      }
+    }
+    tensor_split_.push_back(prefix + "self_attn.o_proj.weight");
+    tensor_split_.push_back(prefix + "mlp.down_proj.weight");
+  }
+}
+
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids,
                                             const torch::Tensor& attention_mask) {
   const int64_t b = input_ids.size(0), local = input_ids.size(1);

@@ -52,6 +52,15 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // counts when they do not split over the group.
   void set_sequence_parallel(std::shared_ptr<dist::Communicator> group,
                              std::optional<at::ScalarType> wire = std::nullopt);
+
+  // Tensor parallelism over `group` (the topology's tensor group; null: none), before the engine
+  // is built and before set_sequence_parallel: each rank keeps its slices of every layer's
+  // projections (llama_layers.h, TensorSplit); embeddings, norms and the head stay whole. Throws
+  // naming the counts that do not divide.
+  void set_tensor_parallel(std::shared_ptr<dist::Communicator> group);
+  // The parameters each rank of the tensor group holds a different slice of (the engine's
+  // EngineOptions::tensor_split_params); empty without tensor parallelism.
+  const std::vector<std::string>& tensor_split_parameters() const { return tensor_split_; }
   // Mean cross-entropy (fp32) over labels != -100; logits (B, T, V), labels (B, T).
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
   // Sum of the token losses and the number of tokens counted.
@@ -76,6 +85,7 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
 
   LlamaShape shape_;
   std::shared_ptr<const SequenceSplit> split_;
+  std::vector<std::string> tensor_split_;
   torch::Tensor inv_freq_;  // fp32 (head_dim / 2), not a parameter or buffer: derived from shape
 };
 TORCH_MODULE(LlamaForCausalLM);

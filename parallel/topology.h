@@ -6,7 +6,10 @@
 //
 // clang-format off
 //   group         ranks                                              made when
-//   world         every rank                                         always
+//   all           every rank                                         always
+//   world         the ranks ZeRO runs over: every rank, or with      always
+//                 tensor parallelism those of this rank's tensor
+//                 index (ranks r with the same r % tp)
 //   shard         the ranks the ZeRO state is sharded over: groups   always (world itself
 //                 of shard_size consecutive ranks (groups.h)          without hybrid sharding)
 //   replica       this rank's position in every shard group          hybrid sharding (MiCS)
@@ -21,8 +24,6 @@
 //   tensor        tensor_parallel_size consecutive ranks of `all`,   tensor_parallel_size > 1
 //                 which hold slices of the same layers
 //                 (parallel/tensor_parallel.h)
-//   all           every rank; `world` is then the ranks with this    always (= world without
-//                 rank's tensor index, which ZeRO runs over          tensor parallelism)
 // clang-format on
 //
 // The mesh: rank = ((data index * sp) + sequence index) * tp + tensor index. Tensor groups are
@@ -32,8 +33,8 @@
 //
 // Sequence parallelism and ZeRO (DeepSpeed's Ulysses layout, its seq_data_parallel group): the
 // ranks of a sequence group train one batch, so the data-parallel degree is world / sp and the
-// rank's data-parallel index is rank / sp; ZeRO still shards over the whole world (data x
-// sequence), since every rank holds every parameter's gradient.
+// rank's data-parallel index is its world rank / sp; ZeRO still shards over the whole world (data
+// x sequence), since every rank holds every parameter's gradient.
 //
 // A group that would not help is not made, and a log line says why once: node groups need ranks
 // numbered node by node on several nodes; an hpZ group as large as the shard group is the shard

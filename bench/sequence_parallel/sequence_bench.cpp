@@ -3,7 +3,11 @@
 // under mpirun. With --sp 1 each rank holds a whole sequence (data parallel); with --sp 2 the two
 // ranks of a group split one sequence (Ulysses, parallel/sequence_exchange.h):
 //
-//   mpirun -np 2 build/bin/zt_bench_sequence --seq 8192 --sp 2 [--steps 3] [--json FILE]
+//   mpirun -np 2 build/bin/zt_bench_sequence --seq 8192 --sp 2 [--tile 1024] [--steps 3]
+//       [--json FILE]
+//
+// --tile N computes the head and loss N positions at a time (the model's loss_tile_tokens,
+// models/tiled_loss.h) instead of the whole logits at once.
 //
 // Prints (and writes to --json) the peak resident memory of the larger rank (VmHWM) and tokens/s
 // over the steps after the first (tokens: every position of every rank's data, once).
@@ -32,6 +36,7 @@ struct Args {
   int64_t seq = 4096;
   int sp = 1;
   int steps = 3;
+  int64_t tile = 0;  // the model's loss_tile_tokens: 0 = whole logits
   std::string json;
 };
 
@@ -45,19 +50,22 @@ Args parse(int argc, char** argv) {
       a.seq = std::stoll(v);
     } else if (k == "--sp") {
       a.sp = std::stoi(v);
+    } else if (k == "--tile") {
+      a.tile = std::stoll(v);
     } else if (k == "--steps") {
       a.steps = std::stoi(v);
     } else if (k == "--json") {
       a.json = v;
     } else {
-      ZT_CHECK(false, "zt_bench_sequence: unknown option ", k, " (--seq, --sp, --steps, --json)");
+      ZT_CHECK(false, "zt_bench_sequence: unknown option ", k,
+               " (--seq, --sp, --tile, --steps, --json)");
     }
   }
   ZT_CHECK(a.steps >= 2, "zt_bench_sequence: --steps must be >= 2 (the first is a warm-up)");
   return a;
 }
 
-zt::models::LlamaShape shape(int64_t seq) {
+zt::models::LlamaShape shape(int64_t seq, int64_t tile) {
   zt::models::LlamaShape s;
   s.vocab_size = 2048;
   s.hidden_size = 256;
@@ -68,6 +76,7 @@ zt::models::LlamaShape shape(int64_t seq) {
   s.head_dim = 32;
   s.max_position_embeddings = seq;
   s.activation_checkpointing = true;
+  s.loss_tile_tokens = tile;
   return s;
 }
 
@@ -75,7 +84,7 @@ int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   auto comm = zt::dist::create_communicator({});
   torch::manual_seed(1);
-  zt::models::LlamaForCausalLM model(shape(a.seq));
+  zt::models::LlamaForCausalLM model(shape(a.seq, a.tile));
   zt::EngineOptions o;
   o.stage = 3;
   o.sequence_parallel_size = a.sp;
@@ -100,9 +109,8 @@ int run(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     const double scale =
         zt::train::token_loss_scale(zt::models::causal_lm_tokens(b.labels), topology, 1);
-    torch::Tensor loss = engine.forward([&] {
-      return zt::models::causal_lm_loss_total(model->forward(b.input_ids, {}), b.labels) * scale;
-    });
+    torch::Tensor loss =
+        engine.forward([&] { return model->loss_total(b.input_ids, {}, b.labels) * scale; });
     engine.backward(loss);
     engine.step();
     seconds.push_back(
@@ -117,11 +125,12 @@ int run(int argc, char** argv) {
   const double tokens_per_s = static_cast<double>(dp * a.seq) * seconds.size() / total;
   const double peak_mib = peak.item<double>() / 1024.0;
   if (comm->rank() == 0) {
-    std::printf("seq %lld sp %d dp %d: peak RSS %.0f MiB (larger rank), %.0f tokens/s\n",
-                static_cast<long long>(a.seq), a.sp, dp, peak_mib, tokens_per_s);
+    std::printf("seq %lld sp %d dp %d tile %lld: peak RSS %.0f MiB (larger rank), %.0f tokens/s\n",
+                static_cast<long long>(a.seq), a.sp, dp, static_cast<long long>(a.tile), peak_mib,
+                tokens_per_s);
     if (!a.json.empty()) {
       std::ofstream(a.json) << "{\"seq\": " << a.seq << ", \"sp\": " << a.sp << ", \"dp\": " << dp
-                            << ", \"peak_rss_mib\": " << peak_mib
+                            << ", \"tile\": " << a.tile << ", \"peak_rss_mib\": " << peak_mib
                             << ", \"tokens_per_s\": " << tokens_per_s << "}\n";
     }
   }

@@ -56,4 +56,18 @@ at::Tensor call_unit(ModuleImpl& module, Args&&... args) {
   return out;
 }
 
+// call_unit for code that uses a unit's parameters other than through its forward (a tiled loss
+// over a head's weight, models/tiled_loss.h): fn() runs with them gathered, and they are gathered
+// again before the backward of what it returns.
+template <typename Fn>
+at::Tensor call_unit_with(torch::nn::Module& module, Fn&& fn) {
+  profile::ModuleScope scope(module);
+  UnitHooks* hooks = UnitRegistry::instance().find(&module);
+  if (hooks == nullptr) return fn();
+  hooks->before_forward();
+  at::Tensor out = fn();
+  hooks->after_forward({out});
+  return out;
+}
+
 }  // namespace zt

@@ -157,10 +157,8 @@ int train(int argc, char** argv) {
     }
     const double scale = token_loss_scale(tokens, t.engine->topology(), accumulation);
     for (const data::Batch& b : micro) {
-      torch::Tensor loss = t.engine->forward([&] {
-        return causal_lm_loss_total(model->forward(b.input_ids, b.attention_mask), b.labels) *
-               scale;
-      });
+      torch::Tensor loss = t.engine->forward(
+          [&] { return model->loss_total(b.input_ids, b.attention_mask, b.labels) * scale; });
       checkpointed = checkpoint_counts().checkpointed;
       t.engine->backward(loss);
       t.engine->step();

@@ -34,6 +34,7 @@ void read_block(ProgramBlockReader& r, LlamaShape& s, bool* bias, int64_t* windo
   *window = s.layer_windows.empty() ? 0 : s.layer_windows.front();
   r.field("sliding_window", *window);
   r.field("activation_checkpointing", s.activation_checkpointing);
+  r.field("loss_tile_tokens", s.loss_tile_tokens);
   r.check(!(s.model_type == "mistral" && *bias), "attention_bias",
           "Mistral has no attention biases");
   r.check(!(s.model_type == "qwen2" && *bias), "attention_bias",
@@ -93,10 +94,11 @@ LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaSha
   read_block(r, s, &bias, &window);
   r.finish();
   apply_block(s, bias, window, model.has("sliding_window"));
-  // Everything but the two training switches must be what the weights were made with.
+  // Everything but the training switches must be what the weights were made with.
   LlamaShape cmp = s;
   cmp.activation_checkpointing = pretrained.activation_checkpointing;
   cmp.attention_dropout = pretrained.attention_dropout;
+  cmp.loss_tile_tokens = pretrained.loss_tile_tokens;
   const auto& p = pretrained;
   const bool same =
       cmp.model_type == p.model_type && cmp.vocab_size == p.vocab_size &&
@@ -117,7 +119,7 @@ LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaSha
   if (!same) {
     std::string keys;
     for (const std::string& k : model.keys()) {
-      if (k != "activation_checkpointing" && k != "attention_dropout") {
+      if (k != "activation_checkpointing" && k != "attention_dropout" && k != "loss_tile_tokens") {
         keys += (keys.empty() ? "" : ", ") + model.name() + "." + k;
       }
     }

@@ -14,7 +14,8 @@
 // rope_low_freq_factor 1, rope_high_freq_factor 4, rope_original_max_position_embeddings 0,
 // tie_word_embeddings false, attention_bias false (Qwen2: its q/k/v biases regardless),
 // mlp_bias false, attention_dropout 0, sliding_window 0 (none; > 0: every layer),
-// activation_checkpointing false. vocab_size 0 takes the shard's vocabulary.
+// activation_checkpointing false, loss_tile_tokens 0 (ours: the head and loss a tile of positions
+// at a time, models/tiled_loss.h). vocab_size 0 takes the shard's vocabulary.
 
 #include <cstdint>
 
@@ -27,9 +28,9 @@ namespace zt::models {
 LlamaShape llama_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_size);
 
 // The shape of a pretrained directory (`pretrained`, from `source`) with the block's
-// activation_checkpointing and attention_dropout; any other key the block sets must equal the
-// pretrained value (an error naming both otherwise), so a config cannot silently disagree with
-// the weights.
+// activation_checkpointing, attention_dropout and loss_tile_tokens; any other key the block sets
+// must equal the pretrained value (an error naming both otherwise), so a config cannot silently
+// disagree with the weights.
 LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaShape& pretrained,
                                        const std::string& source);
 

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "core/zero/call_unit.h"
 #include "models/causal_lm_loss.h"
+#include "models/tiled_loss.h"
 #include "parallel/sequence_exchange.h"
 
 namespace zt::models {
@@ -105,6 +106,24 @@ void LlamaForCausalLMImpl::set_tensor_parallel(std::shared_ptr<dist::Communicato
 
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids,
                                             const torch::Tensor& attention_mask) {
+  torch::Tensor x = hidden_states(input_ids, attention_mask);
+  if (lm_head) return zt::call_unit(*lm_head, x);
+  return at::linear(x, model->embed_tokens->weight);
+}
+
+torch::Tensor LlamaForCausalLMImpl::loss_total(const torch::Tensor& input_ids,
+                                               const torch::Tensor& attention_mask,
+                                               const torch::Tensor& labels) {
+  const int64_t tile = shape_.loss_tile_tokens;
+  if (tile <= 0) return causal_lm_loss_total(forward(input_ids, attention_mask), labels);
+  torch::Tensor x = hidden_states(input_ids, attention_mask);
+  if (!lm_head) return tiled_causal_lm_loss_total(x, model->embed_tokens->weight, labels, tile);
+  return zt::call_unit_with(
+      *lm_head, [&] { return tiled_causal_lm_loss_total(x, lm_head->weight, labels, tile); });
+}
+
+torch::Tensor LlamaForCausalLMImpl::hidden_states(const torch::Tensor& input_ids,
+                                                  const torch::Tensor& attention_mask) {
   const int64_t b = input_ids.size(0), local = input_ids.size(1);
   const int64_t parts = split_ ? split_->parts() : 1;
   const int64_t t = local * parts;  // the whole sequence's positions
@@ -137,9 +156,7 @@ torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids,
     auto& layer = *model->layers[i]->as<LlamaDecoderLayerImpl>();
     x = zt::call_unit(layer, x, cos, sin, it->second);
   }
-  x = model->norm->forward(x);
-  if (lm_head) return zt::call_unit(*lm_head, x);
-  return at::linear(x, model->embed_tokens->weight);
+  return model->norm->forward(x);
 }
 
 torch::Tensor LlamaForCausalLMImpl::loss(const torch::Tensor& logits, const torch::Tensor& labels) {

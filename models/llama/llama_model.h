@@ -61,6 +61,11 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // The parameters each rank of the tensor group holds a different slice of (the engine's
   // EngineOptions::tensor_split_params); empty without tensor parallelism.
   const std::vector<std::string>& tensor_split_parameters() const { return tensor_split_; }
+  // The sum of the token losses (fp32) over labels != -100, labels (B, T) shifted as forward's
+  // positions: forward and causal_lm_loss_total, or with the shape's loss_tile_tokens the head
+  // and loss a tile of positions at a time (models/tiled_loss.h), never holding the whole logits.
+  torch::Tensor loss_total(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                           const torch::Tensor& labels);
   // Mean cross-entropy (fp32) over labels != -100; logits (B, T, V), labels (B, T).
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
   // Sum of the token losses and the number of tokens counted.
@@ -78,6 +83,8 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // N(0, initializer_range 0.02) for linear and embedding weights, zero biases, RMSNorm ones:
   // transformers' LlamaPreTrainedModel._init_weights.
   static void init_weights(torch::nn::Module& module);
+  // The trunk: the final norm's output (B, T, C) for forward's inputs.
+  torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   // (B or 1, 1, T, T) bool for a layer's window and the padding; undefined when plain causal
   // attention computes the same.
   torch::Tensor attention_mask_for(int64_t window, const torch::Tensor& keys, int64_t t,

@@ -13,8 +13,8 @@
 #   4. in one process, from_pretrained's validation loss of the import and of the export is the
 #      C++ run's logged one before and after training, and has fallen; at 2 ranks the logged
 #      validation loss before training is the same (the sampler tail's repeats left out);
-#   5. (llama) 2 ranks with sequence_parallel_size 2 train like the one process: the same losses
-#      within 1e-5 and the same exported weights within 2e-5.
+#   5. (llama) 2 ranks with sequence_parallel_size 2 and a tiled loss train like the one process:
+#      the same losses within 1e-5 and the same exported weights within 2e-5.
 #   llama_hf_roundtrip_test.sh ARCH BIN_DIR TOOL_DIR WORK_DIR PYTHON CONFIG
 set -euo pipefail
 arch="$1"; bin="$2"; tools="$3"; work="$4"; python="$5"; config="$6"
@@ -76,10 +76,11 @@ later same "$out/z0/hf" "$out/z3/hf" 2e-5
 train 1 one
 # Ulysses sequence parallelism (one architecture suffices; its GQA heads exchange whole): 2 ranks
 # that split every sequence form one data-parallel rank, so they read the 1-rank run's batches
-# and train like it, step by step, to the same weights.
+# and train like it, step by step, to the same weights; with the head and loss computed 5
+# positions at a time (model.loss_tile_tokens), which changes only the order of a sum.
 sp_runs=()
 if [ "$arch" = llama ]; then
-  train 2 sp2 --set sequence_parallel_size=2
+  train 2 sp2 --set sequence_parallel_size=2 --set model.loss_tile_tokens=5
   "$python" "$here/same_losses.py" "$out/one" "$out/sp2" 1e-5
   "$bin/zt-export-hf" "$out/sp2/ckpt" "$out/sp2/hf"
   later same "$out/sp2/hf" "$out/one/hf" 2e-5

@@ -114,6 +114,7 @@ struct Mesh {
   // The model's query and key/value heads: tensor splits take 8 over 4 (4 key/value heads split
   // at tp 4), sequence splits 4 over 2 (replicated at sp 4).
   int64_t heads = 4, kv_heads = 2;
+  int64_t loss_tile = 0;  // the model's loss_tile_tokens (models/tiled_loss.h)
 };
 
 Mesh split(int sp, int tp) {
@@ -132,7 +133,9 @@ struct Span {
 Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, int accumulation,
             const Span& span = {}) {
   torch::manual_seed(7);
-  LlamaForCausalLM model(shape(mesh.heads, mesh.kv_heads));
+  zt::models::LlamaShape s = shape(mesh.heads, mesh.kv_heads);
+  s.loss_tile_tokens = mesh.loss_tile;
+  LlamaForCausalLM model(s);
   zt::EngineOptions o = options(stage, mesh.sp, accumulation);
   o.tensor_parallel_size = mesh.tp;
   zt::dist::TopologyOptions to;
@@ -165,11 +168,8 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
     const double scale = zt::train::token_loss_scale(tokens, topology, accumulation);
     double added = 0;
     for (const zt::data::Batch& b : mine) {
-      torch::Tensor loss = engine.forward([&] {
-        return zt::models::causal_lm_loss_total(model->forward(b.input_ids, b.attention_mask),
-                                                b.labels) *
-               scale;
-      });
+      torch::Tensor loss = engine.forward(
+          [&] { return model->loss_total(b.input_ids, b.attention_mask, b.labels) * scale; });
       engine.backward(loss);
       engine.step();
       added += loss.item<double>();
@@ -300,6 +300,18 @@ TEST(ModelParallel, Tp4) {
 TEST(ModelParallel, Sp2Tp2) {
   if (g_comm->size() != 4) GTEST_SKIP() << "the 4-rank split";
   expect_split(2, 2);
+}
+
+// The tiled head and loss (loss_tile_tokens 3: tiles of 3 of each part's 7 positions, the last
+// one short) at stage 3, where the untied head is a unit gathered around the tiles and again for
+// their recomputation in backward: one process's training, on every rank in one sequence group.
+TEST(ModelParallel, TiledLossTrainsLikeOneProcess) {
+  Mesh mesh = split(g_comm->size() > 1 ? 2 : 1, 1);
+  mesh.loss_tile = 3;
+  for (int stage : {1, 3}) {
+    expect_like_one_process(train(g_comm, stage, mesh, kAccumulation), mesh,
+                            "tiled loss, " + name_of(mesh, stage));
+  }
 }
 
 // A checkpoint does not depend on the sequence split: ZeRO shards over every rank whatever sp is.

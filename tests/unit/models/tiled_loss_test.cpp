@@ -1,11 +1,12 @@
 // The tiled head and loss (models/tiled_loss.h) against the whole logits at once: the same loss
 // and gradients of the hidden states and the head's weight, with ignored labels and a tile that
 // does not divide the sequence; in fp32 within float rounding, in bf16 within bf16's.
+#include "models/tiled_loss.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "models/causal_lm_loss.h"
-#include "models/tiled_loss.h"
 
 namespace zt::models {
 namespace {

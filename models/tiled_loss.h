@@ -4,7 +4,9 @@
 // floats per position (128k for Llama 3), are the largest activation of a step; here the forward
 // keeps none and the backward recomputes one tile's at a time, so the peak holds tile x V of them
 // instead of T x V. The same sums as causal_lm_loss_total (models/causal_lm_loss.h) over
-// logits = hidden @ weight^T, up to the order in which the weight's gradient adds the tiles.
+// logits = hidden @ weight^T, up to the order in which the weight's gradient adds the tiles: it
+// adds them in fp32, one (V, C) fp32 buffer during the backward (the gradient's own size for an
+// fp32 head, twice it for a 16-bit one), so a bf16 head's gradient is rounded once, not per tile.
 
 #include <cstdint>
 

@@ -44,8 +44,6 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   if (impl_->options_.compute_dtype == at::kHalf) {
     impl_->scaler_ = std::make_unique<DynamicLossScaler>(impl_->options_.fp16);
   }
-  impl_->rank_ = impl_->comm_->rank();
-  impl_->world_ = impl_->comm_->size();
   if (!topology) {
     topology =
         dist::make_topology(impl_->comm_,

@@ -38,15 +38,30 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-int free_port() {
+bool bindable(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // as ztrun's listeners do
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   close(fd);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+// A master port P with P + 1 (the launcher link's default port) free as well. Both are drawn
+// below the kernel's ephemeral range (ip_local_port_range starts at 32768), so the client sockets
+// of tests running beside this one cannot take P + 1 between this check and ztrun's bind.
+int free_port() {
+  static unsigned state = static_cast<unsigned>(getpid()) * 2654435761u;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    state = state * 1103515245u + 12345u;
+    const int port = 20000 + static_cast<int>((state >> 8) % 12000);
+    if (bindable(port) && bindable(port + 1)) return port;
+  }
+  ADD_FAILURE() << "no free port pair in [20000, 32001)";
+  return 0;
 }
 
 int64_t now_ms() {
@@ -538,9 +553,7 @@ class ZtrunTwoNodes : public ZtrunLaunch {
   // The store's port and the launcher link's (port + 1) must both be free.
   void SetUp() override {
     ZtrunLaunch::SetUp();
-    do {
-      port_ = free_port();
-    } while (port_ >= 65535);
+    port_ = free_port();
   }
   int port_ = 0;
 };

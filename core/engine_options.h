@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,9 +96,11 @@ struct EngineOptions : ZeroConfig {
   // the topology): the engine runs ZeRO over the ranks of this rank's tensor index, and the
   // gradient norm counts each slice once and each replicated parameter once.
   int tensor_parallel_size = 1;
-  // The parameters each rank of a tensor group holds a different slice of (the model says which,
-  // e.g. LlamaForCausalLMImpl::tensor_split_parameters()); the others are replicated over it.
-  std::vector<std::string> tensor_split_params;
+  // The parameters each rank of a tensor group holds a different slice of, each with the
+  // dimension it is split along (the model says which, e.g. LlamaForCausalLMImpl::
+  // tensor_split_parameters()); the others are replicated over it. Rank t of the group holds
+  // the t-th of tp equal parts, so a checkpoint joins them whatever tp it is read at.
+  std::map<std::string, int64_t> tensor_split_params;
 };
 
 // The engine's one check of its options (whoever filled them: engine_options_from_config, or a

@@ -22,14 +22,18 @@ BatchStream::BatchStream(std::shared_ptr<const data::TokenDataset> dataset, cons
   // Evaluation draws its own order (seed + 1), so it never mirrors the training epoch's.
   so.seed = static_cast<uint64_t>(d.seed.value_or(c.seed)) + (o.training ? 0 : 1);
   so.tail = d.drop_last && o.training ? data::TailPolicy::kDrop : data::TailPolicy::kPadByRepeat;
-  // A sequence group reads one batch (its data-parallel index's) and splits it along the sequence.
-  const int sp = c.sequence_parallel_size;
-  ZT_CHECK(sp >= 1 && comm.size() % sp == 0, "sequence_parallel_size ", sp,
-           " must divide the number of ranks (", comm.size(), ")");
-  so.rank = comm.rank() / sp;
-  so.world_size = comm.size() / sp;
+  // A sequence group reads one batch (its data-parallel index's) and splits it along the sequence;
+  // the ranks of a tensor group read the same batch (the mesh rank is ((data · sp) + sequence) ·
+  // tp + tensor, parallel/topology.h).
+  const int sp = c.sequence_parallel_size, tp = c.tensor_parallel.size();
+  ZT_CHECK(sp >= 1 && comm.size() % (sp * tp) == 0, "sequence_parallel_size ", sp,
+           " times tensor_parallel.autotp_size ", tp, " must divide the number of ranks (",
+           comm.size(), ")");
+  const int group_rank = comm.rank() / tp;
+  so.rank = group_rank / sp;
+  so.world_size = comm.size() / (sp * tp);
   parts_ = sp;
-  part_ = comm.rank() % sp;
+  part_ = group_rank % sp;
   so.max_length = o.causal_lm_shift ? max_len + 1 : max_len;
   so.pad_to_multiple = pad_multiple;
   if (!o.training || o.bucketing.value_or(d.bucketing)) {

@@ -21,6 +21,9 @@ namespace {
 // "auto" resolved from the program's values as initialize() will resolve them.
 std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
   if (l.config.zero_optimization.stage != 3) return nullptr;
+  // Under tensor parallelism the model is built whole and then split (set_tensor_parallel cuts
+  // whole weights); building slices partitioned is not done.
+  if (l.config.tensor_parallel.size() > 1) return nullptr;
   Config resolved = l.config;
   if (!resolved.pending_autos.empty()) resolve_program_autos(resolved, l.program);
   const ZeroConfig& z = resolved.zero_optimization;
@@ -57,11 +60,11 @@ Launch launch(const LaunchOptions& options) {
   l.program = options.program;
   EngineOptions switches;
   read_environment_switches(switches);
-  l.topology =
-      dist::make_topology(l.comm,
-                          topology_options(l.config.zero_optimization, switches.hierarchical_reduce,
-                                           l.config.sequence_parallel_size),
-                          l.env);
+  l.topology = dist::make_topology(
+      l.comm,
+      topology_options(l.config.zero_optimization, switches.hierarchical_reduce,
+                       l.config.sequence_parallel_size, l.config.tensor_parallel.size()),
+      l.env);
   l.partitioned = partitioned_init(l);
   torch::manual_seed(static_cast<uint64_t>(l.config.seed));
   return l;
@@ -107,6 +110,10 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
            "sequence_parallel_size ", t.config.sequence_parallel_size,
            ": this program's model has no sequence-parallel attention (the LLaMA family's has: "
            "train_llama); set it to 1");
+  ZT_CHECK(t.config.tensor_parallel.size() <= 1 || options.tensor_parallel,
+           "tensor_parallel.autotp_size ", t.config.tensor_parallel.autotp_size,
+           ": this program's model does not split its layers (the LLaMA family's does: "
+           "train_llama); set it to 0 or 1");
   const int64_t granularity = t.config.zero_optimization.stage3_module_granularity_threshold;
   if (granularity > 0 && !options.units_follow_granularity && t.comm->rank() == 0) {
     ZT_LOG_WARN("config: zero_optimization.stage3_module_granularity_threshold ", granularity,
@@ -118,9 +125,10 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
       options.units.push_back(std::move(name));
     }
   }
-  t.engine = std::make_unique<Engine>(
-      std::move(model), engine_options_from_config(t.config, std::move(options.units)), t.comm,
-      std::move(launch.partitioned), std::move(launch.topology));
+  EngineOptions engine_options = engine_options_from_config(t.config, std::move(options.units));
+  engine_options.tensor_split_params = std::move(options.tensor_split);
+  t.engine = std::make_unique<Engine>(std::move(model), std::move(engine_options), t.comm,
+                                      std::move(launch.partitioned), std::move(launch.topology));
   t.monitor = make_monitor(t.config, t.comm->rank());
   if (options.train_data) {
     options.data.training = true;

@@ -28,6 +28,7 @@
 // parameter groups, LR schedule, accumulation, clipping), and, given a token dataset, the
 // training BatchStream from the config's `data` block (batch_stream.h).
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,6 +96,11 @@ struct InitOptions {
   // The model splits its sequence over the launch's sequence group (sequence_parallel_setup);
   // a config with sequence_parallel_size > 1 is refused for a model that does not.
   bool sequence_parallel = false;
+  // The model splits its layers over the launch's tensor group (Launch::topology->tensor) and
+  // names the split parameters in EngineOptions::tensor_split_params (tensor_split below); a
+  // config with tensor_parallel.autotp_size > 1 is refused for a model that does not.
+  bool tensor_parallel = false;
+  std::map<std::string, int64_t> tensor_split = {};
 };
 
 // What a sequence-parallel model is set with: the topology's sequence group (null without

@@ -100,7 +100,9 @@ bool TrainingRun::prints(int64_t step) const {
 
 StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
                                  const std::function<std::string(const StepTotals&)>& progress) {
-  std::vector<double> g = sum_over_ranks(*t_.comm, {micro_[0], micro_[1], micro_[2], micro_[3]});
+  // Over the ZeRO world: under tensor parallelism the ranks of a tensor group hold one batch.
+  std::vector<double> g =
+      sum_over_ranks(*t_.engine->topology().world, {micro_[0], micro_[1], micro_[2], micro_[3]});
   StepTotals s;
   s.step = step;
   s.seconds = seconds_since(step_start_);
@@ -186,7 +188,7 @@ std::vector<double> TrainingRun::evaluate(
     }
   }
   e.train();
-  return sum_over_ranks(*t_.comm, sums);
+  return sum_over_ranks(*t_.engine->topology().world, sums);
 }
 
 ParameterChanges TrainingRun::check_frozen() {

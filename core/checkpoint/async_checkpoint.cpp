@@ -23,6 +23,7 @@
 #include "core/checkpoint/save_parts.h"
 #include "core/zero/master_store.h"
 #include "parallel/communicator.h"
+#include "parallel/topology.h"
 
 namespace zt {
 namespace fs = std::filesystem;
@@ -316,7 +317,8 @@ bool AsyncCheckpointer::poll() {
                 static_cast<int64_t>(w.size), 0};
     std::memcpy(&p.report[3], &w.fnv64, sizeof(uint64_t));
   }
-  dist::Communicator& comm = engine_.communicator();
+  // Every rank's report, every tensor index included (each writes its own shard files).
+  dist::Communicator& comm = *engine_.topology().all;
   const auto opts = at::TensorOptions().dtype(at::kLong);
   at::Tensor in =
       at::tensor(c10::ArrayRef<int64_t>(p.report.data(), p.report.size()), opts).to(comm.device());

@@ -37,11 +37,29 @@ using ckpt::ShardIndex;
 
 namespace {
 
-dist::Communicator& comm_of(Engine& e) {
-  return e.communicator();
-}
+// Every rank, every tensor index included (the engine's communicator is its tensor index's ZeRO
+// world).
 void barrier(Engine& e) {
-  comm_of(e).barrier()->wait();
+  e.topology().all->barrier()->wait();
+}
+
+// The running engine's tensor split: tp, this rank's index in its tensor group, and the dimension
+// each split parameter is split along.
+struct TensorPlace {
+  int tp = 1, index = 0;
+  const std::map<std::string, int64_t>* dims = nullptr;
+  int dim_of(const std::string& name) const {
+    if (tp == 1 || dims == nullptr) return -1;
+    auto it = dims->find(name);
+    return it == dims->end() ? -1 : static_cast<int>(it->second);
+  }
+};
+TensorPlace tensor_place(const Engine& e) {
+  TensorPlace p;
+  p.tp = e.topology().tensor_parallel_size();
+  p.index = e.topology().tensor ? e.topology().tensor->rank() : 0;
+  p.dims = &e.options().tensor_split_params;
+  return p;
 }
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
@@ -50,12 +68,28 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
   w.commit();
 }
 
+// Whole shapes: a split parameter's slice times tp along its split dimension.
 std::vector<ckpt::ParamInfo> model_params(const Engine& engine) {
+  const TensorPlace place = tensor_place(engine);
   std::vector<ckpt::ParamInfo> out;
   for (const auto& p : engine.model()->named_parameters()) {
-    out.push_back({p.key(), p.value().requires_grad(), p.value().sizes().vec()});
+    ckpt::ParamInfo info{p.key(), p.value().requires_grad(), p.value().sizes().vec()};
+    info.split_dim = place.dim_of(p.key());
+    if (info.split_dim >= 0) info.shape[info.split_dim] *= place.tp;
+    out.push_back(std::move(info));
   }
   return out;
+}
+
+// Checkpoints keep frozen parameters whole (rank 0 saves them, every rank loads them as they are).
+void check_frozen_whole(const Engine& engine) {
+  const TensorPlace place = tensor_place(engine);
+  for (const auto& p : engine.model()->named_parameters()) {
+    ZT_CHECK(p.value().requires_grad() || place.dim_of(p.key()) < 0,
+             "checkpoint: frozen parameter ", p.key(),
+             " is split over the tensor group, and checkpoints hold frozen parameters "
+             "whole; train it or leave it out of the split");
+  }
 }
 
 // ---- opening a checkpoint: everything validated before anything is used ----
@@ -131,18 +165,23 @@ struct Piece {
   const ShardBuffer* buf;
   int64_t pbegin, pend, at;
 };
-using PieceIndex = std::map<std::string, std::vector<Piece>>;
+// Keyed by (parameter name, tensor index): the pieces saved by that tensor index's shards, in
+// the coordinates of its slice (the whole parameter when it is not split).
+using PieceIndex = std::map<std::pair<std::string, int>, std::vector<Piece>>;
 
 PieceIndex index_pieces(const OpenCheckpoint& c) {
   PieceIndex idx;
-  // At stage 0 every rank steps (and saved) the whole buffer: one copy is enough.
-  const size_t shards = c.meta.stage == 0 ? std::min<size_t>(1, c.shards.size()) : c.shards.size();
-  for (size_t s = 0; s < shards; ++s) {
+  const int per_index = c.meta.world_size / c.meta.tensor_parallel_size;
+  for (size_t s = 0; s < c.shards.size(); ++s) {
+    // At stage 0 every rank of a tensor index steps (and saved) the whole buffer: one copy is
+    // enough.
+    if (c.meta.stage == 0 && s % per_index != 0) continue;
+    const int t = static_cast<int>(s) / per_index;
     for (const auto& b : c.shards[s].buffers) {
       for (const auto& e : b.entries) {
         const int64_t lo = std::max(e.begin, b.stepped_begin), hi = std::min(e.end, b.stepped_end);
         if (lo >= hi) continue;
-        idx[e.name].push_back(
+        idx[{e.name, t}].push_back(
             {static_cast<int>(s), &b, lo - e.begin, hi - e.begin, lo - b.stepped_begin});
       }
     }
@@ -161,11 +200,12 @@ const ckpt::TensorRef& piece_ref(const OpenCheckpoint& c, const Piece& p, const 
   return it->second;
 }
 
-// Fills dst[dst_at, dst_at + (pend - pbegin)) with elements [pbegin, pend) of parameter `name`.
-void fill_range(const OpenCheckpoint& c, const PieceIndex& idx, const std::string& name,
+// Fills dst[dst_at, dst_at + (pend - pbegin)) with elements [pbegin, pend) of parameter `name` as
+// tensor index t saved it (its slice, or the whole parameter).
+void fill_range(const OpenCheckpoint& c, const PieceIndex& idx, const std::string& name, int t,
                 const std::string& what, int64_t pbegin, int64_t pend, at::Tensor& dst,
                 int64_t dst_at) {
-  auto it = idx.find(name);
+  auto it = idx.find({name, t});
   ZT_CHECK(it != idx.end(), "checkpoint ", c.meta_path, " holds no values of parameter ", name);
   int64_t covered = 0;
   char* base = static_cast<char*>(dst.data_ptr());
@@ -183,6 +223,63 @@ void fill_range(const OpenCheckpoint& c, const PieceIndex& idx, const std::strin
   ZT_CHECK(covered == pend - pbegin, "checkpoint ", c.meta_path, " covers ", covered, " of ",
            pend - pbegin, " requested elements of parameter ", name);
 }
+
+// Parameter values as an engine holds them (its tensor slice, or the whole parameter) from a
+// checkpoint saved at any tensor split: read straight from the pieces when the split is the same,
+// else joined from every tensor index's slices and cut again (one parameter at a time, kept until
+// another is asked for, so chunked reads of one parameter join it once).
+class ParamValues {
+ public:
+  ParamValues(const OpenCheckpoint& c, TensorPlace place)
+      : c_(c), idx_(index_pieces(c)), place_(place) {
+    for (const auto& p : c.meta.params) info_[p.name] = &p;
+  }
+  void fill(const std::string& name, const std::string& what, int64_t pbegin, int64_t pend,
+            at::Tensor& dst, int64_t dst_at) {
+    auto it = info_.find(name);
+    ZT_CHECK(it != info_.end(), "checkpoint ", c_.meta_path, " has no parameter ", name);
+    const ckpt::ParamInfo& info = *it->second;
+    const int saved_tp = c_.meta.tensor_parallel_size;
+    const int saved = saved_tp > 1 ? info.split_dim : -1;
+    const int mine = place_.dim_of(name);
+    if (saved < 0 && mine < 0)
+      return fill_range(c_, idx_, name, 0, what, pbegin, pend, dst, dst_at);
+    if (saved == mine && saved_tp == place_.tp)
+      return fill_range(c_, idx_, name, place_.index, what, pbegin, pend, dst, dst_at);
+    if (name != held_name_ || what != held_what_) {
+      const auto opts = at::TensorOptions().dtype(dst.scalar_type());
+      at::Tensor whole;
+      if (saved < 0) {
+        whole = at::empty(info.shape, opts);
+        fill_range(c_, idx_, name, 0, what, 0, whole.numel(), whole, 0);
+      } else {
+        std::vector<int64_t> shape = info.shape;
+        shape[saved] /= saved_tp;
+        std::vector<at::Tensor> parts;
+        for (int t = 0; t < saved_tp; ++t) {
+          at::Tensor part = at::empty(shape, opts);
+          fill_range(c_, idx_, name, t, what, 0, part.numel(), part, 0);
+          parts.push_back(std::move(part));
+        }
+        whole = at::cat(parts, saved);
+      }
+      held_ = (mine < 0 ? whole : whole.chunk(place_.tp, mine)[place_.index]).contiguous().view(-1);
+      held_name_ = name;
+      held_what_ = what;
+    }
+    ZT_CHECK(pend <= held_.numel(), "checkpoint ", c_.meta_path, ": parameter ", name, " has ",
+             held_.numel(), " elements in this rank's slice, ", pend, " were asked for");
+    dst.view(-1).narrow(0, dst_at, pend - pbegin).copy_(held_.narrow(0, pbegin, pend - pbegin));
+  }
+
+ private:
+  const OpenCheckpoint& c_;
+  PieceIndex idx_;
+  TensorPlace place_;
+  std::map<std::string, const ckpt::ParamInfo*> info_;
+  std::string held_name_, held_what_;
+  at::Tensor held_;
+};
 
 at::Tensor read_ref(const OpenCheckpoint& c, int shard, const ckpt::TensorRef& ref) {
   at::Tensor t = at::empty(ref.shape, at::TensorOptions().dtype(ref.dtype));
@@ -240,10 +337,9 @@ std::vector<Prepared> prepare_exact(const OpenCheckpoint& c, int rank,
   return out;
 }
 
-std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
+std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c, ParamValues& values,
                                       const std::vector<Engine::ShardState>& states,
                                       const std::set<std::string>& streamed) {
-  const PieceIndex idx = index_pieces(c);
   const auto [proto, proto_shard] = prototype(c);
   std::vector<Prepared> out;
   for (const auto& st : states) {
@@ -272,7 +368,7 @@ std::vector<Prepared> prepare_reshard(const OpenCheckpoint& c,
       const int64_t pb = lo - e.range.begin, pe = hi - e.range.begin;
       const int64_t dst_at = lo - st.stepped.begin;
       for (const auto& k : laid_out) {
-        fill_range(c, idx, e.name, k, pb, pe, k == "master" ? p.master : p.state[k], dst_at);
+        values.fill(e.name, k, pb, pe, k == "master" ? p.master : p.state[k], dst_at);
       }
     }
     out.push_back(std::move(p));
@@ -323,8 +419,8 @@ void write_buffer_state(ckpt::ShardWriter& w, zero::MasterStore& store, size_t b
 // what it does not (the store streams it) is read from checkpoint `c` chunk by chunk (this rank's
 // own shard when exact, else resharded from every shard's pieces). State missing from the
 // checkpoint (saved before the first step) is zero, as a fresh Adam has it.
-void fill_store_buffer(const OpenCheckpoint& c, const PieceIndex& idx, int rank, bool exact,
-                       size_t b, const Engine::ShardState& st, const Prepared& prepared,
+void fill_store_buffer(const OpenCheckpoint& c, ParamValues& values, int rank, bool exact, size_t b,
+                       const Engine::ShardState& st, const Prepared& prepared,
                        zero::MasterStore& store) {
   const ShardBuffer* own = exact ? &c.shards[rank].buffers[b] : prototype(c).first;
   auto fill = [&](const std::string& what, int64_t begin, int64_t n, at::Tensor& dst) {
@@ -353,7 +449,7 @@ void fill_store_buffer(const OpenCheckpoint& c, const PieceIndex& idx, int rank,
     for (const auto& e : st.layout->entries()) {
       const int64_t lo = std::max(e.range.begin, lo_chunk), hi = std::min(e.range.end, hi_chunk);
       if (lo >= hi) continue;
-      fill_range(c, idx, e.name, what, lo - e.range.begin, hi - e.range.begin, dst, lo - lo_chunk);
+      values.fill(e.name, what, lo - e.range.begin, hi - e.range.begin, dst, lo - lo_chunk);
     }
   };
   const auto& names = store.state_names();
@@ -417,22 +513,9 @@ std::vector<std::string> complete_checkpoint_tags(const std::string& dir) {
   return tags;
 }
 
-namespace checkpoint_detail {
-
-// Each tensor index holds other slices under the same names, so its shards need their own files
-// and a consolidation that joins them; neither exists yet.
-void check_no_tensor_split(const Engine& engine) {
-  const int tp = engine.topology().tensor_parallel_size();
-  ZT_CHECK(tp == 1, "checkpoints under tensor parallelism (", tp,
-           " ranks per tensor group) are not written or read yet");
-}
-
-}  // namespace checkpoint_detail
-
 void save_checkpoint(Engine& engine, const std::string& dir, const std::string& tag,
                      const ClientState& client, const CheckpointOptions& options) {
   using namespace checkpoint_detail;
-  check_no_tensor_split(engine);
   const SaveTarget target = begin_save(engine, dir, tag);
   auto states = engine.shard_states();
   if (target.writer) {
@@ -478,13 +561,18 @@ SaveTarget begin_save(Engine& engine, const std::string& dir, const std::string&
   // Shards are numbered within the shard group; with hybrid sharding (mics_shard_size) only the
   // first group writes (the others hold the same state), so the checkpoint looks like one saved
   // by shard-size ranks and loads at any world size and group size.
+  // Under tensor parallelism each tensor index's shard group numbers its files after those of
+  // the indices before it (core/checkpoint/format.h).
+  check_frozen_whole(engine);
+  const TensorPlace place = tensor_place(engine);
   SaveTarget t;
   t.dir = dir;
   t.tag = tag;
   t.tag_dir = fs::path(dir) / tag;
-  t.shard_rank = engine.shard_communicator().rank();
-  t.shard_world = engine.shard_communicator().size();
-  t.lead = engine.communicator().rank() == 0;
+  const int per_index = engine.shard_communicator().size();
+  t.shard_rank = place.index * per_index + engine.shard_communicator().rank();
+  t.shard_world = place.tp * per_index;
+  t.lead = engine.topology().all->rank() == 0;
   t.writer = engine.replica_index() == 0;
   if (t.lead) {
     fs::create_directories(t.tag_dir);
@@ -496,7 +584,8 @@ SaveTarget begin_save(Engine& engine, const std::string& dir, const std::string&
 
 Metadata metadata_now(Engine& engine, const CheckpointOptions& options) {
   Metadata m;
-  m.world_size = engine.shard_communicator().size();
+  m.tensor_parallel_size = engine.topology().tensor_parallel_size();
+  m.world_size = m.tensor_parallel_size * engine.shard_communicator().size();
   m.stage = engine.options().stage;
   m.compute_dtype = engine.options().compute_dtype;
   m.global_step = engine.global_step();
@@ -585,9 +674,13 @@ void check_free_space(const fs::path& dir, const fs::path& file, uint64_t need) 
 }  // namespace checkpoint_detail
 
 ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::string& tag) {
-  checkpoint_detail::check_no_tensor_split(engine);
-  // Every copy of a hybrid-sharded state reads the shards of its place in the group.
-  const int rank = engine.shard_communicator().rank(), world = engine.shard_communicator().size();
+  // Every copy of a hybrid-sharded state reads the shards of its place in the group; under tensor
+  // parallelism, of its tensor index (core/checkpoint/format.h).
+  check_frozen_whole(engine);
+  const TensorPlace place = tensor_place(engine);
+  const int rank =
+      place.index * engine.shard_communicator().size() + engine.shard_communicator().rank();
+  const int world = place.tp * engine.shard_communicator().size();
   // Validation: no collective and no change to the engine until everything is read, so a bad
   // checkpoint throws the same error on every rank.
   OpenCheckpoint c = open_checkpoint(dir, tag);
@@ -598,7 +691,8 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
              " was saved with optimizer ", c.meta.optimizer, ", the engine uses ",
              states.front().optimizer->name());
   }
-  const bool exact = c.meta.world_size == world && same_layouts(states, c.shards[rank]);
+  const bool exact = c.meta.world_size == world && c.meta.tensor_parallel_size == place.tp &&
+                     same_layouts(states, c.shards[rank]);
   // A store that holds the state in files streams it (and the master) in at the commit instead.
   zero::MasterStore& store = engine.master_store();
   std::set<std::string> streamed;
@@ -606,9 +700,9 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
     streamed.insert("master");
     streamed.insert(store.state_names().begin(), store.state_names().end());
   }
+  ParamValues values(c, place);
   std::vector<Prepared> prepared =
-      exact ? prepare_exact(c, rank, streamed) : prepare_reshard(c, states, streamed);
-  const PieceIndex idx = exact || streamed.empty() ? PieceIndex() : index_pieces(c);
+      exact ? prepare_exact(c, rank, streamed) : prepare_reshard(c, values, states, streamed);
   const ShardIndex& own = c.shards[rank < c.meta.world_size ? rank : 0];
   std::map<std::string, at::Tensor> frozen;
   for (const auto& [name, ref] : c.shards[0].frozen) frozen.emplace(name, read_ref(c, 0, ref));
@@ -621,7 +715,7 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
   {
     c10::NoGradGuard no_grad;
     for (size_t b = 0; b < states.size(); ++b) {
-      fill_store_buffer(c, idx, rank, exact, b, states[b], prepared[b], store);
+      fill_store_buffer(c, values, rank, exact, b, states[b], prepared[b], store);
       // The state was read into host memory; it lives where the masters live (the GPU, unless
       // offloaded), which every optimizer's step expects. "step" is a host counter.
       for (auto& [name, t] : prepared[b].state) {
@@ -652,11 +746,11 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
 void for_each_consolidated(const std::string& dir, const std::string& tag, const std::string& what,
                            const std::function<void(const std::string&, const at::Tensor&)>& fn) {
   OpenCheckpoint c = open_checkpoint(dir, tag);
-  const PieceIndex idx = index_pieces(c);
+  ParamValues values(c, TensorPlace{});  // whole parameters, joined from tensor slices
   for (const auto& p : c.meta.params) {
     if (!p.trainable) continue;
     at::Tensor t = at::empty(p.shape, at::kFloat);
-    if (t.numel() > 0) fill_range(c, idx, p.name, what, 0, t.numel(), t, 0);
+    if (t.numel() > 0) values.fill(p.name, what, 0, t.numel(), t, 0);
     fn(p.name, t);
   }
   if (what == "master") {

@@ -148,6 +148,7 @@ void write_metadata(const std::string& path, const Metadata& m) {
   write_magic(w, kMetadataMagic);
   w.u32(m.world_size);
   w.u32(m.stage);
+  w.u32(m.tensor_parallel_size);
   w.u8(static_cast<uint8_t>(m.compute_dtype));
   w.i64(m.global_step);
   w.i64(m.skipped_steps);
@@ -165,6 +166,7 @@ void write_metadata(const std::string& path, const Metadata& m) {
     w.u8(p.trainable ? 1 : 0);
     w.u32(p.shape.size());
     for (int64_t d : p.shape) w.i64(d);
+    w.i64(p.split_dim);
   }
   w.u32(m.shards.size());
   for (auto& s : m.shards) {
@@ -178,9 +180,13 @@ void write_metadata(const std::string& path, const Metadata& m) {
 Metadata read_metadata(const std::string& path) {
   RecordReader r(path);
   Metadata m;
-  r.magic(kMetadataMagic, kOldestFormatVersion, kFormatVersion);
+  const uint32_t version = r.magic(kMetadataMagic, kOldestFormatVersion, kFormatVersion);
   m.world_size = static_cast<int>(r.u32());
   m.stage = static_cast<int>(r.u32());
+  if (version >= 3) m.tensor_parallel_size = static_cast<int>(r.u32());
+  ZT_CHECK(m.tensor_parallel_size >= 1 && m.world_size % m.tensor_parallel_size == 0,
+           "checkpoint file ", path, " is corrupt (tensor parallel size ", m.tensor_parallel_size,
+           " for world size ", m.world_size, ")");
   m.compute_dtype = static_cast<at::ScalarType>(r.u8());
   m.global_step = r.i64();
   m.skipped_steps = r.i64();
@@ -200,6 +206,11 @@ Metadata read_metadata(const std::string& path) {
     const uint32_t nd = r.u32();
     ZT_CHECK(nd <= 16, "checkpoint file ", path, " is corrupt (parameter of ", nd, " dims)");
     for (uint32_t d = 0; d < nd; ++d) p.shape.push_back(r.i64());
+    if (version >= 3) p.split_dim = static_cast<int>(r.i64());
+    ZT_CHECK(p.split_dim >= -1 && p.split_dim < static_cast<int>(nd) &&
+                 (p.split_dim < 0 || p.shape[p.split_dim] % m.tensor_parallel_size == 0),
+             "checkpoint file ", path, " is corrupt (parameter ", p.name, " split along dim ",
+             p.split_dim, ")");
     m.params.push_back(std::move(p));
   }
   const uint32_t nsh = r.u32();

@@ -23,11 +23,20 @@
 //   u32 num_client, per item: str key, str value       (this rank's ClientState)
 //
 // Metadata file:
-//   "ZTMETA01", u32 version, u32 world_size, u32 stage, u8 compute_dtype,
+//   "ZTMETA01", u32 version, u32 world_size, u32 stage,
+//   u32 tensor_parallel_size            (version 3 on; 1 before)
+//   u8 compute_dtype,
 //   i64 global_step, i64 skipped_steps, i64 micro_steps, str optimizer, str config_json,
 //   u32 num_scaler, per item: str key, f64 value          (loss scaler state; 0 items if none)
-//   u32 num_params, per parameter: str name, u8 trainable, u32 ndim, i64 dims[ndim]
+//   u32 num_params, per parameter: str name, u8 trainable, u32 ndim, i64 dims[ndim] (the whole
+//     parameter's), i64 split_dim (version 3 on: the dimension split over the tensor group, -1
+//     for a parameter every rank of it holds whole)
 //   u32 num_shards, per shard: str file name, u64 size in bytes, u64 FNV-1a-64 of its bytes
+//
+// Tensor parallelism: each tensor index t of tp runs its own ZeRO world of w ranks, and its shards
+// are files t·w .. t·w + w - 1 (world_size = tp·w). A split parameter's entries in them are
+// offsets in t's slice (the t-th of tp equal parts along split_dim); the others are whole
+// parameters, the same under every t.
 
 #include <cstdint>
 #include <map>
@@ -46,8 +55,9 @@ using io::RecordReader;
 using io::RecordWriter;
 using io::TensorRef;
 
-// Version 2 added the shard's device_rng; this build reads version 1 files too (no device_rng).
-constexpr uint32_t kFormatVersion = 2;
+// Version 2 added the shard's device_rng, version 3 the metadata's tensor split; this build reads
+// version 1 and 2 files too (no device_rng; no tensor split).
+constexpr uint32_t kFormatVersion = 3;
 constexpr uint32_t kOldestFormatVersion = 1;
 constexpr const char* kMetadataFile = "metadata.ztm";
 constexpr const char* kLatestFile = "latest";
@@ -111,11 +121,13 @@ class ShardWriter {
 struct ParamInfo {
   std::string name;
   bool trainable = true;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // the whole parameter's
+  int split_dim = -1;          // split over the tensor group along this dimension; -1: whole
 };
 
 struct Metadata {
   int world_size = 0, stage = 0;
+  int tensor_parallel_size = 1;  // divides world_size
   at::ScalarType compute_dtype = at::kFloat;
   int64_t global_step = 0, skipped_steps = 0, micro_steps = 0;
   std::string optimizer, config_json;

@@ -3,9 +3,12 @@
 #include <filesystem>
 #include <memory>
 
+#include <ATen/ATen.h>
+
 #include "base/error.h"
 #include "base/logging.h"
 #include "parallel/communicator.h"
+#include "parallel/topology.h"
 #include "weights/safetensors_writer.h"
 
 namespace zt {
@@ -18,7 +21,15 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
                 "stage 3; save a checkpoint and run zt-consolidate to get fp32 weights");
     return false;
   }
-  dist::Communicator& comm = engine.communicator();
+  // Under tensor parallelism a split parameter's slices are gathered over the tensor group and
+  // joined along their split dimension, so the file holds the whole model whatever tp.
+  dist::Communicator& comm = *engine.topology().all;
+  dist::Communicator* tensor = engine.topology().tensor.get();
+  const auto& split = o.tensor_split_params;
+  auto split_dim = [&](const std::string& name) -> int64_t {
+    auto it = split.find(name);
+    return tensor == nullptr || it == split.end() ? -1 : it->second;
+  };
   const bool writer = comm.rank() == 0;
   std::unique_ptr<SafetensorsWriter> out;
   std::string error;
@@ -29,17 +40,29 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
       const std::filesystem::path parent = std::filesystem::path(path).parent_path();
       if (!parent.empty()) std::filesystem::create_directories(parent);
       std::vector<SafetensorsWriter::Entry> entries;
-      for (const auto& [name, p] : engine.named_parameters_by_unit())
-        entries.push_back({name, p.scalar_type(), p.sizes().vec()});
+      for (const auto& [name, p] : engine.named_parameters_by_unit()) {
+        std::vector<int64_t> shape = p.sizes().vec();
+        if (split_dim(name) >= 0) shape[split_dim(name)] *= tensor->size();
+        entries.push_back({name, p.scalar_type(), shape});
+      }
       out = std::make_unique<SafetensorsWriter>(path, std::move(entries));
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
   engine.for_each_full_parameter([&](const std::string& name, const at::Tensor& value) {
+    at::Tensor whole = value;
+    if (split_dim(name) >= 0) {  // every rank of the group visits the same parameter here
+      const at::Tensor part = value.contiguous();
+      at::Tensor parts = at::empty({tensor->size() * part.numel()}, part.options());
+      tensor->all_gather(part.view(-1), parts)->wait();
+      std::vector<int64_t> shape = part.sizes().vec();
+      shape.insert(shape.begin(), tensor->size());
+      whole = at::cat(parts.view(shape).unbind(0), split_dim(name));
+    }
     if (!out || !error.empty()) return;
     try {
-      out->write(name, value);
+      out->write(name, whole);
     } catch (const std::exception& e) {
       error = e.what();
     }

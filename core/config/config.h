@@ -263,6 +263,15 @@ struct Config {
   // it the communication_data_type; default fp32); the all-to-alls of the attention exchange
   // move it too. Without sequence parallelism it does nothing, and says so.
   std::optional<DType> seq_parallel_communication_data_type;
+  // DeepSpeed's tensor_parallel block (AutoTP training): autotp_size ranks split each layer of a
+  // model that can split (the LLaMA family: train_llama), innermost in the mesh
+  // (parallel/topology.h). The batch triple counts world / (sequence_parallel_size · tp) ranks.
+  struct TensorParallel {
+    int autotp_size = 0;       // 0 or 1: off (DeepSpeed's default 0)
+    std::string preset_model;  // empty, or DeepSpeed's "llama" / "qwen2": the split the model makes
+    int tp_size = 1;           // the `tp` sub-block's; 1 or autotp_size, as DeepSpeed requires
+    int size() const { return autotp_size > 1 ? autotp_size : 1; }
+  } tensor_parallel;
   // Where the 1/world_size of the gradient average is applied (EngineOptions says how).
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;

@@ -3,6 +3,7 @@
 // values (CliOptions gives the Trainer's flags and defaults), then from the other fields. Keys
 // whose value needs the built model or the step count stay pending (Config::pending_autos)
 // until resolve_program_autos; any other "auto" left unresolved is an error naming the key.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -129,12 +130,13 @@ class Resolver {
  private:
   bool is_auto(const std::string& path) const { return st_.autos.count(path) > 0; }
 
-  // The ranks the batch triple counts: with sequence parallelism a group of
-  // sequence_parallel_size ranks reads one batch (DeepSpeedConfig divides its world size so).
-  // A size that does not divide the world is validation's error; the world counts meanwhile.
+  // The ranks the batch triple counts: a group of sequence_parallel_size ranks reads one batch
+  // (DeepSpeedConfig divides its world size so), and so does a tensor group (DeepSpeed's batch
+  // counts its data-parallel group). A product that does not divide the world is validation's
+  // error; the world counts meanwhile.
   int64_t data_parallel_size() const {
-    const int sp = c_.sequence_parallel_size;
-    return sp > 1 && world_size_ % sp == 0 ? world_size_ / sp : world_size_;
+    const int split = std::max(c_.sequence_parallel_size, 1) * c_.tensor_parallel.size();
+    return split > 1 && world_size_ % split == 0 ? world_size_ / split : world_size_;
   }
 
   void unresolved(const std::string& path, const std::string& why) {

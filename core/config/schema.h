@@ -438,6 +438,42 @@ void visit_elasticity(V& v, ElasticityConfig& c) {
                   "DeepSpeed reads prefer_larger_batch, not this name; set that key", "true"}});
 }
 
+// DeepSpeed 0.19's TPTrainingConfig (deepspeed/runtime/tensor_parallel/config.py).
+template <typename V>
+void visit_tensor_parallel(V& v, Config::TensorParallel& c) {
+  v.field("autotp_size", c.autotp_size, {});
+  v.field("preset_model", c.preset_model, {});
+  v.block(
+      "tp",
+      [&](auto& w) {
+        w.field("tp_size", c.tp_size, {});
+        w.unsupported({{"tp_grain_size", Unsupported::kNoEffect,
+                        "DeepSpeed's training ignores it too (slices are equal parts)", "1"},
+                       {"mpu", Unsupported::kRefused,
+                        "the mesh comes from the topology, not from an mpu object"},
+                       {"tp_group", Unsupported::kRefused,
+                        "the tensor groups come from the topology (consecutive ranks)"}});
+      },
+      also_named("tensor_parallel"));
+  v.unsupported(
+      {{"partition_config", Unsupported::kRefused,
+        "custom partition patterns are not implemented; the LLaMA-family models split as "
+        "DeepSpeed's llama preset (q/k/v/gate/up by output features, o/down by input features)"},
+       {"tp_overlap_comm", Unsupported::kNoEffect,
+        "the row-parallel all-reduce is not overlapped with compute", "false"},
+       {"dtype", Unsupported::kNoEffect, "the training dtype comes from the fp16 and bf16 blocks"},
+       {"vocab_parallel_lm_head", Unsupported::kRefused,
+        "the head and embeddings stay whole on every rank of a tensor group"},
+       {"vocab_parallel_ce_backend", Unsupported::kNoEffect,
+        "the loss runs on the whole vocabulary", "torch"},
+       {"keep_module_on_host", Unsupported::kNoEffect,
+        "weights are split on the host before the engine places them"},
+       {"replace_with_kernel_inject", Unsupported::kRefused, "no inference kernels are injected"},
+       {"kernel_inject", Unsupported::kRefused, "no inference kernels are injected"},
+       {"injection_policy_tuple", Unsupported::kRefused,
+        "the model names its split layers itself"}});
+}
+
 template <typename V>
 void visit_config(V& v, Config& c) {
   v.field("train_batch_size", c.train_batch_size, auto_ok());
@@ -473,6 +509,7 @@ void visit_config(V& v, Config& c) {
   v.field("sequence_parallel_size", c.sequence_parallel_size, {});
   v.choice("seq_parallel_communication_data_type", c.seq_parallel_communication_data_type,
            kCommDTypeNames, {});
+  v.block("tensor_parallel", [&](auto& w) { visit_tensor_parallel(w, c.tensor_parallel); }, {});
   v.field("prescale_gradients", c.prescale_gradients, {});
   v.field("gradient_predivide_factor", c.gradient_predivide_factor, {});
   v.optional_block("optimizer", c.optimizer,
@@ -553,9 +590,6 @@ void visit_config(V& v, Config& c) {
        {"weight_quantization", U::kRefused, "weight quantization is not implemented"},
        {"hybrid_engine", U::kFeature, "no RLHF hybrid engine"},
        {"nebula", U::kFeature, "no Nebula checkpoint service"},
-       {"tensor_parallel", U::kRefused,
-        "tensor parallelism (AutoTP) from the config is not implemented yet: the LLaMA model and "
-        "the engine split tensors, but no program or checkpoint does"},
        {"amp", U::kRefused, "apex AMP is not implemented; use fp16 or bf16"},
        {"torch_autocast", U::kRefused, "autocast is not implemented; use fp16 or bf16"},
        {"compile", U::kFeature, "no torch.compile or DeepCompile"},

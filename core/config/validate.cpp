@@ -55,6 +55,21 @@ class Validator {
             "must divide the number of ranks (", c_.world_size, "), got ",
             c_.sequence_parallel_size);
     }
+    const Config::TensorParallel& tp = c_.tensor_parallel;
+    at_least<int>("tensor_parallel.autotp_size", tp.autotp_size, 0);
+    check("tensor_parallel.tp.tp_size", tp.tp_size == 1 || tp.tp_size == tp.autotp_size,
+          "must be 1 or tensor_parallel.autotp_size (", tp.autotp_size, "), got ", tp.tp_size);
+    check("tensor_parallel.preset_model",
+          tp.preset_model.empty() || tp.preset_model == "llama" || tp.preset_model == "qwen2", "'",
+          tp.preset_model,
+          "' is not a split the models here make: \"llama\" or \"qwen2\" (the LLaMA family)");
+    if (tp.size() > 1 && c_.world_size >= 1) {
+      const int64_t split =
+          static_cast<int64_t>(std::max(c_.sequence_parallel_size, 1)) * tp.size();
+      check("tensor_parallel.autotp_size", c_.world_size % split == 0,
+            "must divide the number of ranks (", c_.world_size, ") with sequence_parallel_size (",
+            c_.sequence_parallel_size, "), got ", tp.autotp_size);
+    }
     check("gradient_predivide_factor", c_.gradient_predivide_factor > 0, "must be > 0, got ",
           c_.gradient_predivide_factor);
     const FlopsProfilerConfig& f = c_.flops_profiler;

@@ -212,7 +212,8 @@ double ShardedStep::global_grad_norm_squared() {
 
 void ShardedStep::set_tensor_group(dist::Communicator* tensor) {
   tensor_ = tensor;
-  tensor_split_ = {options_.tensor_split_params.begin(), options_.tensor_split_params.end()};
+  tensor_split_.clear();
+  for (const auto& kv : options_.tensor_split_params) tensor_split_.insert(kv.first);
 }
 
 // The sum of squares over the tensor group: the slices of split parameters add up, while a

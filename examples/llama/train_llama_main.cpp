@@ -130,6 +130,7 @@ int train(int argc, char** argv) {
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   const LlamaShape shape = shape_of(a, launch.config, shard->vocab_size());
   Model model = build_model(shape, launch.partitioned.get(), a);
+  model->set_tensor_parallel(launch.topology->tensor);
   const SequenceParallelSetup sp = sequence_parallel_setup(launch);
   model->set_sequence_parallel(sp.group, sp.wire);
   const BatchStreamOptions batches{.max_length = shape.max_position_embeddings,
@@ -138,7 +139,9 @@ int train(int argc, char** argv) {
                           {.units = model->unit_names(),
                            .train_data = shard,
                            .data = batches,
-                           .sequence_parallel = true});
+                           .sequence_parallel = true,
+                           .tensor_parallel = true,
+                           .tensor_split = model->tensor_split_parameters()});
   write_config(t, a, shape);
   std::unique_ptr<BatchStream> valid = validation_stream(t, a.valid_shard, batches);
   TrainingRun run(t, a);

@@ -89,18 +89,20 @@ void LlamaForCausalLMImpl::set_tensor_parallel(std::shared_ptr<dist::Communicato
     layer.self_attn->set_tensor_split(split);
     layer.mlp->set_tensor_split(split);
     const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    // Output features (rows of the weight, and the bias) for the projections into the group;
+    // input features (columns) for the two out of it.
     for (const char* p : {"self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj.",
                           "mlp.gate_proj.", "mlp.up_proj."}) {
-      tensor_split_.push_back(prefix + p + "weight");
+      tensor_split_[prefix + p + "weight"] = 0;
       if (shape_.qkv_bias && std::string(p).rfind("self_attn", 0) == 0) {
-        tensor_split_.push_back(prefix + p + "bias");
+        tensor_split_[prefix + p + "bias"] = 0;
       }
       if (shape_.mlp_bias && std::string(p).rfind("mlp", 0) == 0) {
-        tensor_split_.push_back(prefix + p + "bias");
+        tensor_split_[prefix + p + "bias"] = 0;
       }
     }
-    tensor_split_.push_back(prefix + "self_attn.o_proj.weight");
-    tensor_split_.push_back(prefix + "mlp.down_proj.weight");
+    tensor_split_[prefix + "self_attn.o_proj.weight"] = 1;
+    tensor_split_[prefix + "mlp.down_proj.weight"] = 1;
   }
 }
 

@@ -14,6 +14,7 @@
 // Construction consumes the RNG root first (embedding, norm, head), then layer by layer, so a
 // partitioned build (core/zero/partitioned_init.h) holds the same values as a whole one.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,9 +59,9 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // projections (llama_layers.h, TensorSplit); embeddings, norms and the head stay whole. Throws
   // naming the counts that do not divide.
   void set_tensor_parallel(std::shared_ptr<dist::Communicator> group);
-  // The parameters each rank of the tensor group holds a different slice of (the engine's
-  // EngineOptions::tensor_split_params); empty without tensor parallelism.
-  const std::vector<std::string>& tensor_split_parameters() const { return tensor_split_; }
+  // The parameters each rank of the tensor group holds a different slice of, with the dimension
+  // split (the engine's EngineOptions::tensor_split_params); empty without tensor parallelism.
+  const std::map<std::string, int64_t>& tensor_split_parameters() const { return tensor_split_; }
   // The sum of the token losses (fp32) over labels != -100, labels (B, T) shifted as forward's
   // positions: forward and causal_lm_loss_total, or with the shape's loss_tile_tokens the head
   // and loss a tile of positions at a time (models/tiled_loss.h), never holding the whole logits.
@@ -92,7 +93,7 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
 
   LlamaShape shape_;
   std::shared_ptr<const SequenceSplit> split_;
-  std::vector<std::string> tensor_split_;
+  std::map<std::string, int64_t> tensor_split_;
   torch::Tensor inv_freq_;  // fp32 (head_dim / 2), not a parameter or buffer: derived from shape
 };
 TORCH_MODULE(LlamaForCausalLM);

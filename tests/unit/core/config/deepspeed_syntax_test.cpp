@@ -166,8 +166,7 @@ TEST(DeepSpeedSyntax, UnsupportedFeaturesWarnOnceOrRefuse) {
        {R"("progressive_layer_drop": {"enabled": true})",
         R"("curriculum_learning": {"enabled": true})",
         R"("zero_optimization": {"stage": 3, "zeropp_loco_param": {"err_beta": 0.8}})",
-        R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})",
-        R"("tensor_parallel": {"autotp_size": 2})"}) {
+        R"("fp16": {"enabled": true, "fp16_master_weights_and_grads": true})"}) {
     ConfigReport s = json(std::string(R"({"train_batch_size": 8, )") + refused + "}");
     ASSERT_EQ(s.errors.size(), 1u) << refused;
     EXPECT_NE(s.errors[0].find("changes memory or numerics"), std::string::npos) << s.errors[0];
@@ -203,6 +202,55 @@ TEST(DeepSpeedSyntax, SequenceParallelSizeActsOnTheBatchAndTheReductionDtype) {
   ASSERT_TRUE(idle.config) << all(idle.errors);
   EXPECT_TRUE(has_line_starting(idle.warnings, "seq_parallel_communication_data_type: no effect"))
       << all(idle.warnings);
+}
+
+// The tensor_parallel block acts (DeepSpeed's TPTrainingConfig): autotp_size ranks split each
+// layer, so the batch triple counts world / (sp · tp) data-parallel ranks; it must divide the ranks
+// with sequence_parallel_size; tp.tp_size is 1 or autotp_size (DeepSpeed's _configure_tensor_
+// parallel raises otherwise); the presets are the LLaMA family's; knobs without a counterpart warn.
+TEST(DeepSpeedSyntax, TensorParallelBlockActsOnTheBatchAndTheEngine) {
+  ConfigReport r = json(R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3,
+    "tensor_parallel": {"autotp_size": 2, "preset_model": "llama", "tp": {"tp_size": 2}}})",
+                        {}, 8);
+  ASSERT_TRUE(r.config) << all(r.errors);
+  EXPECT_TRUE(r.warnings.empty()) << all(r.warnings);
+  EXPECT_EQ(r.config->train_batch_size, 2 * 3 * 4);  // 4 data-parallel ranks of 8
+  EXPECT_EQ(engine_options_from_config(*r.config, {}).tensor_parallel_size, 2);
+  ConfigReport both = json(R"({"train_batch_size": 8, "sequence_parallel_size": 2,
+    "tensor_parallel": {"autotp_size": 2}})",
+                           {}, 8);
+  ASSERT_TRUE(both.config) << all(both.errors);
+  EXPECT_EQ(both.config->train_micro_batch_size_per_gpu, 4);  // 8 over 2 data-parallel ranks
+  ConfigReport off = json(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 0}})");
+  ASSERT_TRUE(off.config) << all(off.errors);
+  EXPECT_EQ(engine_options_from_config(*off.config, {}).tensor_parallel_size, 1);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("tensor_parallel": {"autotp_size": 3})", "tensor_parallel.autotp_size"},
+      {R"("sequence_parallel_size": 4, "tensor_parallel": {"autotp_size": 4})",
+       "tensor_parallel.autotp_size"},
+      {R"("tensor_parallel": {"autotp_size": 2, "tp": {"tp_size": 4}})",
+       "tensor_parallel.tp.tp_size"},
+      {R"("tensor_parallel": {"autotp_size": 2, "preset_model": "bloom"})",
+       "tensor_parallel.preset_model"},
+      {R"("tensor_parallel": {"autotp_size": 2, "vocab_parallel_lm_head": true})",
+       "tensor_parallel.vocab_parallel_lm_head"},
+      {R"("tensor_parallel": {"autotp_size": 2, "tp_size": 2})", "tensor_parallel.tp_size"},
+      {R"("tensor_parallel": {"autotp_size": 2, "partition_config": {"layer_specs": []}})",
+       "tensor_parallel.partition_config"}};
+  for (const auto& [block, key] : bad) {
+    ConfigReport e = json(std::string(R"({"train_batch_size": 8, )") + block + "}", {}, 8);
+    ASSERT_EQ(e.errors.size(), 1u) << block << "\n" << all(e.errors);
+    EXPECT_EQ(e.errors[0].rfind(key, 0), 0u) << e.errors[0];
+  }
+  ConfigReport knob = json(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2,
+    "tp_overlap_comm": true, "tp": {"tp_grain_size": 64}}})",
+                           {}, 8);
+  ASSERT_TRUE(knob.config) << all(knob.errors);
+  EXPECT_TRUE(has_line_starting(knob.warnings, "tensor_parallel.tp_overlap_comm: no effect"))
+      << all(knob.warnings);
+  EXPECT_TRUE(has_line_starting(knob.warnings, "tensor_parallel.tp.tp_grain_size: no effect"))
+      << all(knob.warnings);
 }
 
 // ZeRO++'s quantized collectives act at stage 3 and say once where they do not.

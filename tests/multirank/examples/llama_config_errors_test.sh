@@ -84,4 +84,9 @@ expect sp_gpt "sequence_parallel_size 2: this program's model has no sequence-pa
   "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_gpt" \
   --config "$(dirname "$config")/gpt_main.yaml" --train-shard "$work/tiny_train.ztt" --steps 1 \
   --out-dir "$out/sp_gpt" --set sequence_parallel_size=2
+# Tensor parallelism: a program whose model does not split its layers.
+expect tp_gpt "tensor_parallel.autotp_size 2: this program's model does not split its layers" \
+  "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_gpt" \
+  --config "$(dirname "$config")/gpt_main.yaml" --train-shard "$work/tiny_train.ztt" --steps 1 \
+  --out-dir "$out/tp_gpt" --set tensor_parallel.autotp_size=2
 echo "llama_config_errors: ok"

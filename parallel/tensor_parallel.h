@@ -22,4 +22,11 @@ namespace zt::dist {
 at::Tensor enter_tensor_group(const at::Tensor& x, Communicator& group);
 at::Tensor leave_tensor_group(const at::Tensor& x, Communicator& group);
 
+// The ranks of a tensor group must compute on the same inputs (each holds slices of one model
+// applied to one batch); a data pipeline that gives them different batches trains nonsense
+// without any error. Throws on every rank of `group`, naming `what`, when `t` (an integer tensor:
+// token ids, labels) differs across it in shape or values (compared by a position-weighted
+// checksum); DeepSpeed's AutoTP checks the first step's inputs the same way. Collective.
+void check_same_on_group(const at::Tensor& t, Communicator& group, const char* what);
+
 }  // namespace zt::dist

@@ -24,6 +24,7 @@
 #include "models/causal_lm_loss.h"
 #include "models/llama/hf_llama.h"
 #include "models/llama/llama_config.h"
+#include "parallel/tensor_parallel.h"
 #include "train/initialize.h"
 #include "train/token_loss.h"
 #include "train/training_run.h"
@@ -157,6 +158,11 @@ int train(int argc, char** argv) {
     for (int m = 0; m < accumulation; ++m) {
       micro.push_back(*t.loader->next());
       tokens += causal_lm_tokens(micro.back().labels);
+      if (step == run.first_step() && t.engine->topology().tensor) {
+        dist::check_same_on_group(micro.back().input_ids, *t.engine->topology().tensor,
+                                  "input ids");
+        dist::check_same_on_group(micro.back().labels, *t.engine->topology().tensor, "labels");
+      }
     }
     const double scale = token_loss_scale(tokens, t.engine->topology(), accumulation);
     for (const data::Batch& b : micro) {

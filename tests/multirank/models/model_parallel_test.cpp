@@ -15,8 +15,14 @@
 // Tolerance: 1e-5 relative on losses and parameters (atol 1e-6 for parameters near zero): the
 // gradient is summed in another order (over ranks, parts, slices and micro-batches), a few ulps in
 // fp32.
+//
+// With ZT_MODEL_PARALLEL_DEVICE set (the ctest entries labelled "device"), every run, the one
+// process's included, trains on the host-backed test device (testdevice/test_device.h) through
+// communicators staged through the host, so an exchange or a crossing that leaves a tensor on the
+// host fails there as it would on a GPU.
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -33,9 +39,11 @@
 #include "models/llama/llama_model.h"
 #include "parallel/groups.h"
 #include "parallel/sequence_exchange.h"
+#include "parallel/staging_communicator.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/topology.h"
 #include "tests/support/mpi_world.h"
+#include "train/device.h"
 #include "train/token_loss.h"
 
 namespace {
@@ -43,6 +51,24 @@ namespace {
 using zt::models::LlamaForCausalLM;
 
 std::shared_ptr<zt::dist::Communicator>& g_comm = zt::testing::mpi_world();
+
+// Where the runs train: the CPU, or the test device (see the top of the file).
+c10::Device run_device() {
+  static const c10::Device device = [] {
+    if (std::getenv("ZT_MODEL_PARALLEL_DEVICE") == nullptr) return c10::Device(c10::kCPU);
+    const int count = zt::load_test_device();
+    return c10::Device(c10::DeviceType::PrivateUse1,
+                       static_cast<c10::DeviceIndex>(g_comm->rank() % count));
+  }();
+  return device;
+}
+
+zt::data::Batch on_device(zt::data::Batch b) {
+  for (at::Tensor* t : {&b.input_ids, &b.attention_mask, &b.labels}) {
+    if (t->defined()) *t = t->to(run_device());
+  }
+  return b;
+}
 
 constexpr int kSteps = 20;
 constexpr int kAccumulation = 2;
@@ -134,10 +160,14 @@ struct Span {
 
 Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, int accumulation,
             const Span& span = {}) {
+  if (!run_device().is_cpu()) {
+    comm = std::make_shared<zt::dist::StagingCommunicator>(comm, run_device());
+  }
   torch::manual_seed(7);
   zt::models::LlamaShape s = shape(mesh.heads, mesh.kv_heads);
   s.loss_tile_tokens = mesh.loss_tile;
   LlamaForCausalLM model(s);
+  model->to(run_device());
   zt::EngineOptions o = options(stage, mesh.sp, accumulation);
   o.tensor_parallel_size = mesh.tp;
   zt::dist::TopologyOptions to;
@@ -163,8 +193,8 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
     std::vector<zt::data::Batch> mine;
     int64_t tokens = 0;
     for (int a = 0; a < accumulation; ++a) {
-      mine.push_back(
-          zt::data::sequence_part(rows(global, (a * dp + dp_rank) * micro, micro), part, sp, kPad));
+      mine.push_back(on_device(zt::data::sequence_part(
+          rows(global, (a * dp + dp_rank) * micro, micro), part, sp, kPad)));
       tokens += zt::models::causal_lm_tokens(mine.back().labels);
     }
     const double scale = zt::train::token_loss_scale(tokens, topology, accumulation);
@@ -177,7 +207,7 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
       added += loss.item<double>();
     }
     // The ranks of one tensor index hold every token once.
-    torch::Tensor l = torch::full({1}, added, torch::kDouble);
+    torch::Tensor l = torch::full({1}, added, torch::kDouble).to(topology.world->device());
     topology.world->all_reduce(l)->wait();
     t.losses.push_back(l.item<double>() / (accumulation * dp));
     // Adam would forgive a gradient off by a constant factor; the norm does not.
@@ -191,7 +221,10 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
     zt::save_checkpoint(engine, span.save, "mid");
   }
   zt::Engine::GatheredParameters full(engine);
-  for (auto& p : model->named_parameters()) t.params[p.key()] = p.value().detach().clone();
+  for (auto& p : model->named_parameters()) {
+    EXPECT_EQ(p.value().device(), run_device()) << p.key();
+    t.params[p.key()] = p.value().detach().cpu().clone();
+  }
   t.tensor = topology.tensor;
   return t;
 }
@@ -226,6 +259,15 @@ std::map<std::string, torch::Tensor> sliced(const Trace& want, const Mesh& mesh,
   return out;
 }
 
+// How far, relative to a tensor's norm, a parameter trained under a tensor split may drift from
+// one process's (see expect_like_one_process). On the test device both runs step with ATen's Adam
+// (CpuAdam on the host), which turns the same last-bit gradient differences into slightly larger
+// drifts of those elements: measured 1.68e-5 of a tensor's norm at most (2 ranks, tp 2), its
+// largest element 1.1e-5 off, 23 of 768 elements beyond 1e-6.
+double split_bound() {
+  return run_device().is_cpu() ? 1e-5 : 2e-5;
+}
+
 // `got` trained steps [first, kSteps) of the one-process run of the same model; split_before:
 // steps before `first` ran under a tensor split.
 void expect_like_one_process(const Trace& got, const Mesh& mesh, const std::string& what,
@@ -253,7 +295,7 @@ void expect_like_one_process(const Trace& got, const Mesh& mesh, const std::stri
       // drift apart by a few 1e-6 over 20 steps; per tensor the difference stays within 1e-5 of
       // the tensor's norm.
       const double diff = (g - w).norm().item<double>(), norm = w.norm().item<double>();
-      EXPECT_LE(diff, 1e-5 * norm)
+      EXPECT_LE(diff, split_bound() * norm)
           << what << ": parameter " << name << " differs by " << diff / norm << " of its norm";
     }
   }
@@ -403,8 +445,8 @@ TEST(ModelParallel, CheckpointsResumeAtAnotherTensorSplit) {
     // moment, an average of gradients whose signs change, is smaller than they are, so the same
     // absolute differences are a larger part of it (1.07e-5 of the norm measured for a gate
     // projection).
-    compare("tp1", "tp2", "master", 1e-5);
-    compare("tp1", "tp2", "exp_avg_sq", 1e-5);
+    compare("tp1", "tp2", "master", split_bound());
+    compare("tp1", "tp2", "exp_avg_sq", split_bound());
     compare("tp1", "tp2", "exp_avg", 1e-4);
   }
   g_comm->barrier()->wait();
@@ -459,6 +501,33 @@ TEST(ModelParallel, HeadsThatDoNotSplitAreRefused) {
 
 // Tensor parallelism's crossings: entering the group is the identity forward and sums the
 // gradient over the group; leaving it sums forward and passes the gradient through.
+// The first step's inputs are compared across each tensor group: the same ids pass; ids that
+// differ in one position, or in shape, stop every rank of the group with one line.
+TEST(ModelParallel, TensorGroupInputsMustBeTheSame) {
+  if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  zt::dist::TopologyOptions to;
+  to.tensor_parallel_size = 2;
+  auto topo = zt::dist::make_topology(g_comm, to, zt::dist::Env::discover());
+  zt::dist::Communicator& group = *topo->tensor;
+  const torch::Tensor ids = torch::arange(24, torch::kLong).view({2, 12});
+  EXPECT_NO_THROW(zt::dist::check_same_on_group(ids, group, "input ids"));
+  torch::Tensor moved = ids.clone();
+  if (group.rank() == 1) moved[1][5] = 99;
+  torch::Tensor shorter = group.rank() == 1 ? ids.narrow(1, 0, 11) : ids;
+  for (const torch::Tensor& t : {moved, shorter}) {
+    try {
+      zt::dist::check_same_on_group(t, group, "input ids");
+      ADD_FAILURE() << "different inputs passed";
+    } catch (const zt::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("the input ids differ across the 2 ranks of a tensor group"),
+                std::string::npos)
+          << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+}
+
 TEST(ModelParallel, TensorCrossingsSumWhereTheyShould) {
   if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const double n = g_comm->size(), r = g_comm->rank();

@@ -35,6 +35,7 @@ void read_block(ProgramBlockReader& r, LlamaShape& s, bool* bias, int64_t* windo
   r.field("sliding_window", *window);
   r.field("activation_checkpointing", s.activation_checkpointing);
   r.field("loss_tile_tokens", s.loss_tile_tokens);
+  r.field("mlp_tile_tokens", s.mlp_tile_tokens);
   r.check(!(s.model_type == "mistral" && *bias), "attention_bias",
           "Mistral has no attention biases");
   r.check(!(s.model_type == "qwen2" && *bias), "attention_bias",
@@ -99,6 +100,7 @@ LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaSha
   cmp.activation_checkpointing = pretrained.activation_checkpointing;
   cmp.attention_dropout = pretrained.attention_dropout;
   cmp.loss_tile_tokens = pretrained.loss_tile_tokens;
+  cmp.mlp_tile_tokens = pretrained.mlp_tile_tokens;
   const auto& p = pretrained;
   const bool same =
       cmp.model_type == p.model_type && cmp.vocab_size == p.vocab_size &&
@@ -119,7 +121,8 @@ LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaSha
   if (!same) {
     std::string keys;
     for (const std::string& k : model.keys()) {
-      if (k != "activation_checkpointing" && k != "attention_dropout" && k != "loss_tile_tokens") {
+      if (k != "activation_checkpointing" && k != "attention_dropout" && k != "loss_tile_tokens" &&
+          k != "mlp_tile_tokens") {
         keys += (keys.empty() ? "" : ", ") + model.name() + "." + k;
       }
     }

@@ -15,7 +15,8 @@
 // tie_word_embeddings false, attention_bias false (Qwen2: its q/k/v biases regardless),
 // mlp_bias false, attention_dropout 0, sliding_window 0 (none; > 0: every layer),
 // activation_checkpointing false, loss_tile_tokens 0 (ours: the head and loss a tile of positions
-// at a time, models/tiled_loss.h). vocab_size 0 takes the shard's vocabulary.
+// at a time, models/tiled_loss.h), mlp_tile_tokens 0 (ours: each MLP a tile of positions at a
+// time, models/tiled_mlp.h). vocab_size 0 takes the shard's vocabulary.
 
 #include <cstdint>
 
@@ -28,9 +29,9 @@ namespace zt::models {
 LlamaShape llama_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_size);
 
 // The shape of a pretrained directory (`pretrained`, from `source`) with the block's
-// activation_checkpointing, attention_dropout and loss_tile_tokens; any other key the block sets
-// must equal the pretrained value (an error naming both otherwise), so a config cannot silently
-// disagree with the weights.
+// activation_checkpointing, attention_dropout, loss_tile_tokens and mlp_tile_tokens; any other key
+// the block sets must equal the pretrained value (an error naming both otherwise), so a config
+// cannot silently disagree with the weights.
 LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaShape& pretrained,
                                        const std::string& source);
 

@@ -197,13 +197,19 @@ void LlamaAttentionImpl::set_tensor_split(std::shared_ptr<const TensorSplit> spl
   tensor_ = std::move(split);
 }
 
-LlamaMlpImpl::LlamaMlpImpl(const LlamaShape& s) {
+LlamaMlpImpl::LlamaMlpImpl(const LlamaShape& s)
+    : tile_(s.mlp_tile_tokens),
+      whole_([this](const torch::Tensor& x) { return forward_whole(x); }) {
   gate_proj = register_module("gate_proj", linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
   up_proj = register_module("up_proj", linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
   down_proj = register_module("down_proj", linear(s.intermediate_size, s.hidden_size, s.mlp_bias));
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
+  return tile_ > 0 ? tiled_over_positions(*this, whole_, x, tile_) : forward_whole(x);
+}
+
+torch::Tensor LlamaMlpImpl::forward_whole(const torch::Tensor& x) {
   const torch::Tensor in = enter(x, tensor_);
   return row_split_out(down_proj, torch::silu(gate_proj->forward(in)) * up_proj->forward(in),
                        tensor_);

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "models/llama/llama_shape.h"
+#include "models/tiled_mlp.h"
 #include "parallel/communicator.h"
 
 namespace zt::models {
@@ -100,7 +101,10 @@ class LlamaMlpImpl : public torch::nn::Module {
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
+  torch::Tensor forward_whole(const torch::Tensor& x);
   std::shared_ptr<const TensorSplit> tensor_;
+  int64_t tile_ = 0;      // LlamaShape::mlp_tile_tokens
+  PositionwiseFn whole_;  // forward_whole, for the tiled backward's recompute
 };
 TORCH_MODULE(LlamaMlp);
 

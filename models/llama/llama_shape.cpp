@@ -18,6 +18,8 @@ void LlamaShape::validate(const std::string& source) const {
   ZT_CHECK(rms_norm_eps > 0, source, ": rms_norm_eps must be > 0, got ", rms_norm_eps);
   ZT_CHECK(loss_tile_tokens >= 0, source, ": loss_tile_tokens must be >= 0 (0 = untiled), got ",
            loss_tile_tokens);
+  ZT_CHECK(mlp_tile_tokens >= 0, source, ": mlp_tile_tokens must be >= 0 (0 = untiled), got ",
+           mlp_tile_tokens);
   ZT_CHECK(rope_theta > 0, source, ": rope_theta must be > 0, got ", rope_theta);
   ZT_CHECK(attention_dropout >= 0 && attention_dropout < 1, source,
            ": attention_dropout must be in [0, 1), got ", attention_dropout);

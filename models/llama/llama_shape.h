@@ -49,6 +49,8 @@ struct LlamaShape {
   // The model's own switch for a tiled head and loss (models/tiled_loss.h): positions per tile,
   // 0 = the whole logits at once. A training switch, like activation_checkpointing.
   int64_t loss_tile_tokens = 0;
+  // The same for each decoder layer's MLP (models/tiled_mlp.h): positions per tile, 0 = whole.
+  int64_t mlp_tile_tokens = 0;
 
   int64_t window(int64_t layer) const {
     return layer < static_cast<int64_t>(layer_windows.size()) ? layer_windows[layer] : 0;

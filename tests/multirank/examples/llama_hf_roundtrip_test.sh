@@ -13,8 +13,8 @@
 #   4. in one process, from_pretrained's validation loss of the import and of the export is the
 #      C++ run's logged one before and after training, and has fallen; at 2 ranks the logged
 #      validation loss before training is the same (the sampler tail's repeats left out);
-#   5. (llama) 2 ranks with sequence_parallel_size 2 and a tiled loss train like the one process:
-#      the same losses within 1e-5 and the same exported weights within 2e-5;
+#   5. (llama) 2 ranks with sequence_parallel_size 2, a tiled loss and tiled MLPs train like the
+#      one process: the same losses within 1e-5 and the same exported weights within 2e-5;
 #   6. (llama, mistral) 2 ranks with tensor_parallel.autotp_size 2 (every layer split) train like
 #      the one process, and zt-export-hf joins the slices: the same losses within 1e-5 and the
 #      same exported weights within 2e-5; (qwen2) its 3 key/value heads do not split over 2
@@ -81,10 +81,12 @@ train 1 one
 # Ulysses sequence parallelism (one architecture suffices; its GQA heads exchange whole): 2 ranks
 # that split every sequence form one data-parallel rank, so they read the 1-rank run's batches
 # and train like it, step by step, to the same weights; with the head and loss computed 5
-# positions at a time (model.loss_tile_tokens), which changes only the order of a sum.
+# positions at a time (model.loss_tile_tokens) and each checkpointed layer's MLP 3 at a time
+# (model.mlp_tile_tokens), which change only the order of sums.
 sp_runs=()
 if [ "$arch" = llama ]; then
-  train 2 sp2 --set sequence_parallel_size=2 --set model.loss_tile_tokens=5
+  train 2 sp2 --set sequence_parallel_size=2 --set model.loss_tile_tokens=5 \
+    --set model.mlp_tile_tokens=3 --set model.activation_checkpointing=true
   "$python" "$here/same_losses.py" "$out/one" "$out/sp2" 1e-5
   "$bin/zt-export-hf" "$out/sp2/ckpt" "$out/sp2/hf"
   later same "$out/sp2/hf" "$out/one/hf" 2e-5

@@ -2,7 +2,7 @@
 sequence parallelism, and tokens/s at that length (bench/sequence_parallel/README.md).
 
   python bench/sequence_parallel/run_sequence.py --budget-mib 700 [--build-dir build]
-      [--sps 1,2] [--step 1024] [--max-seq 32768] [--tile N] [--json FILE]
+      [--sps 1,2] [--step 1024] [--max-seq 32768] [--tile N] [--mlp-tile N] [--json FILE]
 
 For each sequence-parallel size, a binary search over multiples of --step: a length fits when
 zt_bench_sequence (2 ranks under mpirun, 2 steps) completes with the larger rank's peak resident
@@ -21,7 +21,8 @@ def probe(args, sp, seq):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
                os.path.join(args.build_dir, "bin", "zt_bench_sequence"), "--seq", str(seq),
-               "--sp", str(sp), "--tile", str(args.tile), "--steps", "2", "--json", out.name]
+               "--sp", str(sp), "--tile", str(args.tile), "--mlp-tile", str(args.mlp_tile),
+               "--steps", "2", "--json", out.name]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:
             sys.exit(f"sp {sp} seq {seq} failed (rc {r.returncode}):\n{r.stdout[-2000:]}")
@@ -53,6 +54,8 @@ def main():
     p.add_argument("--max-seq", type=int, default=32768)
     p.add_argument("--tile", type=int, default=0,
                    help="positions per tile of the head and loss (0: the whole logits)")
+    p.add_argument("--mlp-tile", type=int, default=0,
+                   help="positions per tile of each layer's MLP (0: the whole sequence)")
     p.add_argument("--json")
     args = p.parse_args()
     rows = []
@@ -63,6 +66,7 @@ def main():
         rows.append(best)
     base = rows[0]["seq"]
     tiles = f", loss tiles of {args.tile}" if args.tile else ""
+    tiles += f", MLP tiles of {args.mlp_tile}" if args.mlp_tile else ""
     print(f"\nbudget {args.budget_mib:.0f} MiB per rank, 2 ranks{tiles}")
     print("| sp | dp | longest sequence | x sp 1 | peak RSS (MiB) | tokens/s |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -5,10 +5,11 @@
 // layer's projections (parallel/tensor_parallel.h) and read the same sequence:
 //
 //   mpirun -np 2 build/bin/zt_bench_sequence --seq 8192 --sp 2 [--tp 1] [--tile 1024]
-//       [--stage 3] [--wide 0] [--steps 3] [--json FILE]
+//       [--mlp-tile 1024] [--stage 3] [--wide 0] [--steps 3] [--json FILE]
 //
 // --tile N computes the head and loss N positions at a time (the model's loss_tile_tokens,
-// models/tiled_loss.h) instead of the whole logits at once. --wide 1 trains a model 4x as wide
+// models/tiled_loss.h) instead of the whole logits at once; --mlp-tile N each layer's MLP N
+// positions at a time (its mlp_tile_tokens, models/tiled_mlp.h). --wide 1 trains a model 4x as wide
 // (hidden 1024, 16 heads), where the layers' weights dominate.
 //
 // Prints (and writes to --json) the peak resident memory of the larger rank (VmHWM), its model
@@ -41,7 +42,8 @@ struct Args {
   int sp = 1, tp = 1, stage = 3;
   bool wide = false;
   int steps = 3;
-  int64_t tile = 0;  // the model's loss_tile_tokens: 0 = whole logits
+  int64_t tile = 0;      // the model's loss_tile_tokens: 0 = whole logits
+  int64_t mlp_tile = 0;  // the model's mlp_tile_tokens: 0 = whole MLP
   std::string json;
 };
 
@@ -61,6 +63,8 @@ Args parse(int argc, char** argv) {
       a.stage = std::stoi(v);
     } else if (k == "--wide") {
       a.wide = std::stoi(v) != 0;
+    } else if (k == "--mlp-tile") {
+      a.mlp_tile = std::stoll(v);
     } else if (k == "--tile") {
       a.tile = std::stoll(v);
     } else if (k == "--steps") {
@@ -69,14 +73,14 @@ Args parse(int argc, char** argv) {
       a.json = v;
     } else {
       ZT_CHECK(false, "zt_bench_sequence: unknown option ", k,
-               " (--seq, --sp, --tp, --tile, --stage, --wide, --steps, --json)");
+               " (--seq, --sp, --tp, --tile, --mlp-tile, --stage, --wide, --steps, --json)");
     }
   }
   ZT_CHECK(a.steps >= 2, "zt_bench_sequence: --steps must be >= 2 (the first is a warm-up)");
   return a;
 }
 
-zt::models::LlamaShape shape(int64_t seq, int64_t tile, bool wide) {
+zt::models::LlamaShape shape(int64_t seq, int64_t tile, int64_t mlp_tile, bool wide) {
   zt::models::LlamaShape s;
   s.vocab_size = 2048;
   s.hidden_size = wide ? 1024 : 256;
@@ -89,6 +93,7 @@ zt::models::LlamaShape shape(int64_t seq, int64_t tile, bool wide) {
   s.max_position_embeddings = seq;
   s.activation_checkpointing = true;
   s.loss_tile_tokens = tile;
+  s.mlp_tile_tokens = mlp_tile;
   return s;
 }
 
@@ -96,7 +101,7 @@ int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   auto comm = zt::dist::create_communicator({});
   torch::manual_seed(1);
-  zt::models::LlamaForCausalLM model(shape(a.seq, a.tile, a.wide));
+  zt::models::LlamaForCausalLM model(shape(a.seq, a.tile, a.mlp_tile, a.wide));
   zt::dist::TopologyOptions to;
   to.sequence_parallel_size = a.sp;
   to.tensor_parallel_size = a.tp;
@@ -155,7 +160,8 @@ int run(int argc, char** argv) {
     if (!a.json.empty()) {
       std::ofstream(a.json) << "{\"seq\": " << a.seq << ", \"sp\": " << a.sp << ", \"tp\": " << a.tp
                             << ", \"dp\": " << dp << ", \"stage\": " << a.stage
-                            << ", \"tile\": " << a.tile << ", \"peak_rss_mib\": " << peak_mib
+                            << ", \"tile\": " << a.tile << ", \"mlp_tile\": " << a.mlp_tile
+                            << ", \"peak_rss_mib\": " << peak_mib
                             << ", \"model_state_mib\": " << states_mib
                             << ", \"peak_gathered_mib\": " << gathered_mib
                             << ", \"tokens_per_s\": " << tokens_per_s << "}\n";

@@ -40,8 +40,8 @@ MlpGrads run_mlp(int64_t tile) {
   torch::manual_seed(5);
   LlamaMlp mlp(s);
   MlpGrads g;
-  torch::autograd::impl::set_post_acc_grad_hooks(mlp->gate_proj->weight,
-                                                 std::make_unique<CountAccumulations>(&g.accumulations));
+  torch::autograd::impl::set_post_acc_grad_hooks(
+      mlp->gate_proj->weight, std::make_unique<CountAccumulations>(&g.accumulations));
   torch::Tensor x = torch::randn({2, 11, 12}).requires_grad_();
   torch::Tensor out = mlp->forward(x);
   (out * torch::linspace(-1, 1, 12)).sum().backward();
@@ -89,8 +89,9 @@ TEST(TiledMlp, ATileOfNoPositionsIsRefused) {
   s.hidden_size = 8;
   s.intermediate_size = 12;
   LlamaMlp mlp(s);
-  EXPECT_THROW(tiled_over_positions(*mlp, [](const torch::Tensor& x) { return x; },
-                                    torch::randn({1, 4, 8}, torch::requires_grad()), 0),
+  EXPECT_THROW(tiled_over_positions(
+                   *mlp, [](const torch::Tensor& x) { return x; },
+                   torch::randn({1, 4, 8}, torch::requires_grad()), 0),
                zt::Error);
 }
 

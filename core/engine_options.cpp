@@ -28,6 +28,12 @@ void check_engine_options(const EngineOptions& o) {
            o.sequence_parallel_size);
   ZT_CHECK(o.tensor_parallel_size >= 1, "tensor_parallel.autotp_size must be >= 1, got ",
            o.tensor_parallel_size);
+  // A model that split nothing would train each tensor index as a copy of the others: the program
+  // did not split its layers (train_llama does; initialize refuses the others first).
+  ZT_CHECK(o.tensor_parallel_size == 1 || !o.tensor_split_params.empty(),
+           "tensor_parallel.autotp_size ", o.tensor_parallel_size,
+           ": the model names no split parameters (EngineOptions::tensor_split_params), so its "
+           "layers are not split; this program does not support tensor parallelism");
   ZT_CHECK(o.tensor_parallel_size == 1 || o.optimizer.type != optim::OptimizerKind::kMuon,
            "optimizer Muon with tensor parallelism: it orthogonalises whole matrices, which "
            "tensor parallelism splits");

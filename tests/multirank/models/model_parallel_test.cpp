@@ -544,6 +544,24 @@ TEST(ModelParallel, HeadsThatDoNotSplitAreRefused) {
 
 // Tensor parallelism's crossings: entering the group is the identity forward and sums the
 // gradient over the group; leaving it sums forward and passes the gradient through.
+// An engine told to split layers whose model names no split parameter (a program that does not
+// split its layers) stops before training with one line; so does Muon under a split.
+TEST(ModelParallel, EnginesWithoutASplitModelAreRefused) {
+  zt::EngineOptions o = options(1, 1, 1);
+  o.tensor_parallel_size = 2;
+  try {
+    zt::check_engine_options(o);
+    ADD_FAILURE() << "tensor parallelism without split parameters was accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model names no split parameters"), std::string::npos)
+        << e.what();
+  }
+  o.tensor_split_params = {{"model.layers.0.mlp.down_proj.weight", 1}};
+  EXPECT_NO_THROW(zt::check_engine_options(o));
+  o.optimizer.type = zt::optim::OptimizerKind::kMuon;
+  EXPECT_THROW(zt::check_engine_options(o), zt::Error);
+}
+
 // The first step's inputs are compared across each tensor group: the same ids pass; ids that
 // differ in one position, or in shape, stop every rank of the group with one line.
 TEST(ModelParallel, TensorGroupInputsMustBeTheSame) {

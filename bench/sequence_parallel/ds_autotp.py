@@ -8,28 +8,18 @@ activations checkpointed, one random sequence per data-parallel rank per step.
 Prints the larger rank's peak resident memory (ru_maxrss) and tokens/s over the steps after the
 first (every position of every data-parallel rank's sequence, once).
 """
-import resource
 import sys
-import time
 
 import deepspeed
-import torch
-import torch.distributed as dist
-from transformers import LlamaConfig, LlamaForCausalLM
+
+from ds_peer import llama, report, timed_steps
 
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--local_rank")]
     tp, seq, stage = int(args[0]), int(args[1]), int(args[2])
-    steps = 3
     deepspeed.init_distributed(dist_backend="gloo")
-    torch.manual_seed(1)
-    cfg = LlamaConfig(vocab_size=2048, hidden_size=1024, intermediate_size=2816,
-                      num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=8,
-                      head_dim=64, max_position_embeddings=seq, tie_word_embeddings=False)
-    cfg._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(cfg)
-    model.gradient_checkpointing_enable()
+    model = llama(seq, hidden=1024, intermediate=2816, heads=16, kv_heads=8, head_dim=64)
     config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
               "zero_optimization": {"stage": stage}, "gradient_clipping": 1.0,
               "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
@@ -37,22 +27,11 @@ def main():
         config["tensor_parallel"] = {"autotp_size": tp, "preset_model": "llama"}
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                       config=config)
-    rank, dp = dist.get_rank(), dist.get_world_size() // tp
-    seconds = []
-    for s in range(steps):
-        torch.manual_seed(100 + s * dp + rank // tp)  # the ranks of a tensor group: one sequence
-        ids = torch.randint(1, 2048, (1, seq + 1))
-        start = time.time()
-        loss = engine(input_ids=ids[:, :seq], labels=ids[:, :seq]).loss  # the model shifts
-        engine.backward(loss)
-        engine.step()
-        seconds.append(time.time() - start)
-    peak = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0])
-    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
-    if rank == 0:
-        tokens = dp * seq * (steps - 1)
-        print(f"deepspeed tp {tp} dp {dp} stage {stage} seq {seq}: peak RSS {peak.item():.0f} MiB "
-              f"(larger rank), {tokens / sum(seconds[1:]):.0f} tokens/s", flush=True)
+    dp, seconds = timed_steps(
+        engine, seq, tp,
+        # the model shifts its labels
+        lambda e, ids: e(input_ids=ids[:, :seq], labels=ids[:, :seq]).loss)
+    report(f"tp {tp} stage {stage}", dp, seq, seconds)
 
 
 if __name__ == "__main__":

@@ -12,29 +12,21 @@ sequence's length.
 Prints the larger rank's peak resident memory (ru_maxrss) and tokens/s over the steps after the
 first (every position of every data-parallel rank's sequence, once).
 """
-import resource
 import sys
-import time
 
 import deepspeed
 import torch
 import torch.distributed as dist
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
-from transformers import LlamaConfig, LlamaForCausalLM
+
+from ds_peer import llama, report, timed_steps
 
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--local_rank")]
     sp, seq = int(args[0]), int(args[1])
-    steps = 3
     deepspeed.init_distributed(dist_backend="gloo")
-    torch.manual_seed(1)
-    cfg = LlamaConfig(vocab_size=2048, hidden_size=256, intermediate_size=688,
-                      num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
-                      head_dim=32, max_position_embeddings=seq, tie_word_embeddings=False)
-    cfg._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(cfg)
-    model.gradient_checkpointing_enable()
+    model = llama(seq, hidden=256, intermediate=688, heads=8, kv_heads=2, head_dim=32)
     mpu = None
     if sp > 1:
         mpu = UlyssesSPAttentionHF.register_with_transformers(
@@ -47,29 +39,18 @@ def main():
               "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                       config=config, mpu=mpu)
-    rank = dist.get_rank()
-    dp = dist.get_world_size() // sp
-    part, n = rank % sp, seq // sp
-    seconds = []
-    for s in range(steps):
-        torch.manual_seed(100 + s * dp + rank // sp)  # a sequence group: one sequence
-        ids = torch.randint(1, 2048, (1, seq + 1))
+    part, n = dist.get_rank() % sp, seq // sp
+
+    def loss_of(e, ids):  # this rank's part, labels shifted before the split
         inputs = ids[:, part * n:(part + 1) * n]
-        labels = ids[:, part * n + 1:(part + 1) * n + 1]  # shifted before the split
+        labels = ids[:, part * n + 1:(part + 1) * n + 1]
         positions = torch.arange(part * n, (part + 1) * n).unsqueeze(0)
-        start = time.time()
-        logits = engine(input_ids=inputs, position_ids=positions).logits
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)).float(),
+        logits = e(input_ids=inputs, position_ids=positions).logits
+        return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)).float(),
                                                  labels.reshape(-1), reduction="sum") / seq
-        engine.backward(loss)
-        engine.step()
-        seconds.append(time.time() - start)
-    peak = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0])
-    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
-    if rank == 0:
-        tokens = dp * seq * (steps - 1)
-        print(f"deepspeed sp {sp} dp {dp} seq {seq}: peak RSS {peak.item():.0f} MiB "
-              f"(larger rank), {tokens / sum(seconds[1:]):.0f} tokens/s", flush=True)
+
+    dp, seconds = timed_steps(engine, seq, sp, loss_of)
+    report(f"sp {sp}", dp, seq, seconds)
 
 
 if __name__ == "__main__":

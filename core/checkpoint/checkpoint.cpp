@@ -43,10 +43,14 @@ void barrier(Engine& e) {
   e.topology().all->barrier()->wait();
 }
 
-// The running engine's tensor split: tp, this rank's index in its tensor group, and the dimension
-// each split parameter is split along.
+// The running engine's tensor split: tp, this rank's index in its tensor group, the dimension
+// each split parameter is split along, and this rank's shard file among all of them. Shards are
+// numbered within the shard group (with hybrid sharding, mics_shard_size, the copies of one place
+// in the group share a number), and each tensor index's shard group numbers its files after those
+// of the indices before it (core/checkpoint/format.h).
 struct TensorPlace {
   int tp = 1, index = 0;
+  int file = 0, files = 1;
   const std::map<std::string, int64_t>* dims = nullptr;
   int dim_of(const std::string& name) const {
     if (tp == 1 || dims == nullptr) return -1;
@@ -58,6 +62,8 @@ TensorPlace tensor_place(const Engine& e) {
   TensorPlace p;
   p.tp = e.topology().tensor_parallel_size();
   p.index = e.topology().tensor ? e.topology().tensor->rank() : 0;
+  p.file = p.index * e.shard_communicator().size() + e.shard_communicator().rank();
+  p.files = p.tp * e.shard_communicator().size();
   p.dims = &e.options().tensor_split_params;
   return p;
 }
@@ -561,17 +567,14 @@ SaveTarget begin_save(Engine& engine, const std::string& dir, const std::string&
   // Shards are numbered within the shard group; with hybrid sharding (mics_shard_size) only the
   // first group writes (the others hold the same state), so the checkpoint looks like one saved
   // by shard-size ranks and loads at any world size and group size.
-  // Under tensor parallelism each tensor index's shard group numbers its files after those of
-  // the indices before it (core/checkpoint/format.h).
   check_frozen_whole(engine);
   const TensorPlace place = tensor_place(engine);
   SaveTarget t;
   t.dir = dir;
   t.tag = tag;
   t.tag_dir = fs::path(dir) / tag;
-  const int per_index = engine.shard_communicator().size();
-  t.shard_rank = place.index * per_index + engine.shard_communicator().rank();
-  t.shard_world = place.tp * per_index;
+  t.shard_rank = place.file;
+  t.shard_world = place.files;
   t.lead = engine.topology().all->rank() == 0;
   t.writer = engine.replica_index() == 0;
   if (t.lead) {
@@ -584,8 +587,9 @@ SaveTarget begin_save(Engine& engine, const std::string& dir, const std::string&
 
 Metadata metadata_now(Engine& engine, const CheckpointOptions& options) {
   Metadata m;
-  m.tensor_parallel_size = engine.topology().tensor_parallel_size();
-  m.world_size = m.tensor_parallel_size * engine.shard_communicator().size();
+  const TensorPlace place = tensor_place(engine);
+  m.tensor_parallel_size = place.tp;
+  m.world_size = place.files;
   m.stage = engine.options().stage;
   m.compute_dtype = engine.options().compute_dtype;
   m.global_step = engine.global_step();
@@ -678,9 +682,7 @@ ClientState load_checkpoint(Engine& engine, const std::string& dir, const std::s
   // parallelism, of its tensor index (core/checkpoint/format.h).
   check_frozen_whole(engine);
   const TensorPlace place = tensor_place(engine);
-  const int rank =
-      place.index * engine.shard_communicator().size() + engine.shard_communicator().rank();
-  const int world = place.tp * engine.shard_communicator().size();
+  const int rank = place.file, world = place.files;
   // Validation: no collective and no change to the engine until everything is read, so a bad
   // checkpoint throws the same error on every rank.
   OpenCheckpoint c = open_checkpoint(dir, tag);

@@ -114,6 +114,10 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
            "tensor_parallel.autotp_size ", t.config.tensor_parallel.autotp_size,
            ": this program's model does not split its layers (the LLaMA family's does: "
            "train_llama); set it to 0 or 1");
+  ZT_CHECK(t.config.tensor_parallel.partition_config.empty() || options.partition_config_applied,
+           "tensor_parallel.partition_config: this program's model splits as DeepSpeed's llama "
+           "preset (q/k/v/gate/up by output features, o/down by input features); the patterns "
+           "act on Python models (zerotorch.initialize); remove it");
   const int64_t granularity = t.config.zero_optimization.stage3_module_granularity_threshold;
   if (granularity > 0 && !options.units_follow_granularity && t.comm->rank() == 0) {
     ZT_LOG_WARN("config: zero_optimization.stage3_module_granularity_threshold ", granularity,

@@ -101,6 +101,9 @@ struct InitOptions {
   // config with tensor_parallel.autotp_size > 1 is refused for a model that does not.
   bool tensor_parallel = false;
   std::map<std::string, int64_t> tensor_split = {};
+  // The model was split by tensor_parallel.partition_config (the Python front door's); a config
+  // that has one is refused for a model that splits its own way.
+  bool partition_config_applied = false;
 };
 
 // What a sequence-parallel model is set with: the topology's sequence group (null without

@@ -47,6 +47,13 @@
 
 namespace zt {
 
+// A config value kept as written (any JSON value, as JSON text; empty when absent), for a part
+// that reads it itself.
+struct JsonText {
+  std::string text;
+  bool empty() const { return text.empty(); }
+};
+
 enum class DType { kFp32, kFp16, kBf16 };
 // The config names the optimizer's kind with optim's enum (one list of optimizers); the reader
 // accepts every kind but FusedAdam, which the engine picks itself for Adam/AdamW on a GPU.
@@ -270,6 +277,11 @@ struct Config {
     int autotp_size = 0;       // 0 or 1: off (DeepSpeed's default 0)
     std::string preset_model;  // empty, or DeepSpeed's "llama" / "qwen2": the split the model makes
     int tp_size = 1;           // the `tp` sub-block's; 1 or autotp_size, as DeepSpeed requires
+    // DeepSpeed's AutoTPConfig as written (layer_specs of name patterns with a row / column /
+    // skip split): read by the Python front door, which splits a Python model by it
+    // (python/zerotorch/model_parallel.py); the C++ LLaMA family splits as the llama preset and
+    // refuses it.
+    JsonText partition_config;
     int size() const { return autotp_size > 1 ? autotp_size : 1; }
   } tensor_parallel;
   // Where the 1/world_size of the gradient average is applied (EngineOptions says how).

@@ -110,6 +110,9 @@ class JsonWriter {
   void field(const char* key, const std::string& v, const FieldOptions&) {
     put(key, json_string(v));
   }
+  void field(const char* key, const JsonText& v, const FieldOptions&) {
+    put(key, v.empty() ? "null" : v.text);
+  }
   void field(const char* key, const std::optional<int64_t>& v, const FieldOptions&) {
     put(key, v ? std::to_string(*v) : "null");
   }

@@ -260,6 +260,12 @@ bool read_value(const YAML::Node& n, const std::string& path, std::vector<std::s
   return true;
 }
 
+bool read_value(const YAML::Node& n, const std::string& /*path*/, JsonText& out,
+                ReadState& /*st*/) {
+  out.text = n.IsNull() ? "" : config_detail::yaml_to_json(n);
+  return true;
+}
+
 ConfigReader::ConfigReader(const YAML::Node& map, std::string path, ReadState& state)
     : path_(std::move(path)), state_(state) {
   for (const auto& kv : map) {

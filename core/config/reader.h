@@ -38,6 +38,8 @@ bool read_value(const YAML::Node& n, const std::string& path, std::vector<int64_
                 ReadState& st);
 bool read_value(const YAML::Node& n, const std::string& path, std::vector<std::string>& out,
                 ReadState& st);
+// Any value (null leaves `out` empty).
+bool read_value(const YAML::Node& n, const std::string& path, JsonText& out, ReadState& st);
 // How a value looks in messages: 2.5, "true" (a string), a block, a list, null.
 std::string describe(const YAML::Node& n);
 bool is_auto(const YAML::Node& n);

@@ -443,6 +443,7 @@ template <typename V>
 void visit_tensor_parallel(V& v, Config::TensorParallel& c) {
   v.field("autotp_size", c.autotp_size, {});
   v.field("preset_model", c.preset_model, {});
+  v.field("partition_config", c.partition_config, {});
   v.block(
       "tp",
       [&](auto& w) {
@@ -456,10 +457,7 @@ void visit_tensor_parallel(V& v, Config::TensorParallel& c) {
       },
       also_named("tensor_parallel"));
   v.unsupported(
-      {{"partition_config", Unsupported::kRefused,
-        "custom partition patterns are not implemented; the LLaMA-family models split as "
-        "DeepSpeed's llama preset (q/k/v/gate/up by output features, o/down by input features)"},
-       {"tp_overlap_comm", Unsupported::kNoEffect,
+      {{"tp_overlap_comm", Unsupported::kNoEffect,
         "the row-parallel all-reduce is not overlapped with compute", "false"},
        {"dtype", Unsupported::kNoEffect, "the training dtype comes from the fp16 and bf16 blocks"},
        {"vocab_parallel_lm_head", Unsupported::kRefused,

@@ -59,6 +59,10 @@ class Validator {
     at_least<int>("tensor_parallel.autotp_size", tp.autotp_size, 0);
     check("tensor_parallel.tp.tp_size", tp.tp_size == 1 || tp.tp_size == tp.autotp_size,
           "must be 1 or tensor_parallel.autotp_size (", tp.autotp_size, "), got ", tp.tp_size);
+    check("tensor_parallel.partition_config",
+          tp.partition_config.empty() || tp.partition_config.text.front() == '{',
+          "must be a block (DeepSpeed's AutoTPConfig: layer_specs, use_default_specs, ...), got ",
+          tp.partition_config.text);
     check("tensor_parallel.preset_model",
           tp.preset_model.empty() || tp.preset_model == "llama" || tp.preset_model == "qwen2", "'",
           tp.preset_model,

@@ -13,5 +13,7 @@ void bind_data(pybind11::module_& m);
 void bind_launch(pybind11::module_& m);
 // The engine over a Python torch.nn.Module, built by zt::launch / zt::initialize from a config.
 void bind_engine(pybind11::module_& m);
+// The sequence and tensor groups a Python model is split with (python/csrc/model_parallel.h).
+void bind_model_parallel(pybind11::module_& m);
 
 }  // namespace zt::python

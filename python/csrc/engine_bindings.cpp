@@ -24,10 +24,12 @@
 #include "core/checkpoint/async_checkpoint.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/model_export.h"
+#include "core/config/engine_config.h"
 #include "core/engine.h"
 #include "core/profile/flops_profiler.h"
 #include "core/zero/call_unit.h"
 #include "python/csrc/bindings.h"
+#include "python/csrc/model_parallel.h"
 #include "train/initialize.h"
 
 namespace py = pybind11;
@@ -92,9 +94,7 @@ class PyEngine {
  public:
   PyEngine(const py::object& module, const std::string& config_path, const std::string& config_text,
            const std::vector<std::string>& overrides, const py::dict& program,
-           const py::object& units_or_policy, const std::string& device) {
-    std::set<const void*> seen;
-    std::shared_ptr<torch::nn::Module> model = mirror(module, seen);
+           const py::object& units_or_policy, const std::string& device, const py::object& split) {
     LaunchOptions lo;
     lo.config_path = config_path;
     lo.config_text = config_text;
@@ -103,6 +103,24 @@ class PyEngine {
     lo.device = device;
     Launch launch = zt::launch(lo);
     InitOptions init;
+    // The model is split (its layers over the tensor group, its attention wrapped for the
+    // sequence group) before it is mirrored: a split replaces parameters by their slices.
+    groups_ = std::make_shared<ModelParallelGroups>();
+    groups_->topology = launch.topology;
+    groups_->sequence = launch.topology->sequence;
+    groups_->tensor = launch.topology->tensor;
+    groups_->wire = sequence_parallel_dtype(launch.config);
+    groups_->preset_model = launch.config.tensor_parallel.preset_model;
+    groups_->partition_config = launch.config.tensor_parallel.partition_config.text;
+    if (!split.is_none()) {
+      const py::dict made = split(groups_);
+      init.sequence_parallel = made["sequence_parallel"].cast<bool>();
+      init.tensor_split = made["tensor_split"].cast<std::map<std::string, int64_t>>();
+      init.tensor_parallel = !init.tensor_split.empty();
+      init.partition_config_applied = made["partition_config_applied"].cast<bool>();
+    }
+    std::set<const void*> seen;
+    std::shared_ptr<torch::nn::Module> model = mirror(module, seen);
     if (PyCallable_Check(units_or_policy.ptr())) {
       init.units =
           units_or_policy(launch.config.zero_optimization.stage3_module_granularity_threshold)
@@ -120,6 +138,7 @@ class PyEngine {
   }
 
   Engine& engine() { return *training_.engine; }
+  const std::shared_ptr<ModelParallelGroups>& groups() const { return groups_; }
   const Config& config() const { return training_.config; }
   int rank() const { return training_.comm->rank(); }
   int world_size() const { return training_.comm->size(); }
@@ -138,6 +157,8 @@ class PyEngine {
   }
 
  private:
+  // Before training_: the model's split layers call into these groups until the engine is gone.
+  std::shared_ptr<ModelParallelGroups> groups_;
   Training training_;
   std::vector<std::string> units_;
   std::vector<UnitHooks*> hooks_;
@@ -164,9 +185,14 @@ void bind_engine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const py::object&, const std::string&, const std::string&,
                     const std::vector<std::string>&, const py::dict&, const py::object&,
-                    const std::string&>(),
+                    const std::string&, const py::object&>(),
            py::arg("module"), py::arg("config_path"), py::arg("config_text"), py::arg("overrides"),
-           py::arg("program"), py::arg("units"), py::arg("device") = "")
+           py::arg("program"), py::arg("units"), py::arg("device") = "",
+           py::arg("split") = py::none())
+      .def_property_readonly("model_parallel", &PyEngine::groups)
+      // The tensor split's parameters by name, with the dimension each is cut along.
+      .def_property_readonly("tensor_split_params",
+                             [](PyEngine& e) { return e.engine().options().tensor_split_params; })
       .def_property_readonly("gathers_units", &PyEngine::gathers_units)
       .def_property_readonly("units", &PyEngine::units)
       // A unit's forward pre- and post-hook (stage 3): gather (and prefetch), then release and

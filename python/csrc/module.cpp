@@ -6,6 +6,7 @@
 PYBIND11_MODULE(_C, m) {
   m.doc() = "zerotorch's C++ engine, data path and launcher helpers";
   zt::python::bind_data(m);
+  zt::python::bind_model_parallel(m);
   zt::python::bind_engine(m);
   zt::python::bind_launch(m);
 }

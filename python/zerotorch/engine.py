@@ -10,6 +10,7 @@ import warnings
 import torch
 
 from . import _C
+from . import model_parallel as _model_parallel
 from . import zero as _zero
 from .devices import resolve_device
 
@@ -224,8 +225,12 @@ class ZeroEngine:
             # A dict goes to the C++ loader as JSON text; a path is read there.
             path, text = ("", json.dumps(config)) if isinstance(config, dict) \
                 else (os.fspath(config), "")
+            # The config's sequence_parallel_size and tensor_parallel block split the model
+            # (model_parallel.py) once the launch has made the groups, before the engine lays its
+            # parameters out.
             self._engine = _C.Engine(module, path, text, list(overrides), program or {}, choose,
-                                     str(self.device))
+                                     str(self.device),
+                                     lambda groups: _model_parallel.split_model(module, groups))
         except RuntimeError as e:
             if 'still "auto"' not in str(e):
                 raise
@@ -236,6 +241,9 @@ class ZeroEngine:
                 'pass zerotorch.initialize(..., auto={"hidden_size": H, "total_steps": N}) or '
                 'training_args=') from None
         units = list(self._engine.units)
+        self.model_parallel = self._engine.model_parallel
+        # DeepSpeed's AutoTP checks the first step's inputs across each tensor group.
+        self._check_tensor_group_inputs = self.model_parallel.tensor_parallel_size > 1
         self._param_ids = {id(p) for p in module.parameters()}
         self._hooks = []
         if self._engine.gathers_units:
@@ -267,6 +275,12 @@ class ZeroEngine:
         self._hooks = []
 
     def __call__(self, *args, **kwargs):
+        if self._check_tensor_group_inputs:
+            self._check_tensor_group_inputs = False
+            given = list(args) + [kwargs[k] for k in sorted(kwargs)]
+            for i, t in enumerate(given):
+                if isinstance(t, torch.Tensor) and not t.is_floating_point():
+                    self.model_parallel.check_same_on_tensor_group(t, f"forward inputs (#{i})")
         box = []
 
         def run():
@@ -340,6 +354,32 @@ class ZeroEngine:
     def global_rank(self):
         return self._engine.rank
 
+    # The mesh (the config's sequence_parallel_size and tensor_parallel.autotp_size): ranks of a
+    # sequence or tensor group read the same batch; data-parallel ranks read different ones.
+    @property
+    def data_parallel_size(self):
+        return self.model_parallel.data_parallel_size
+
+    @property
+    def data_parallel_rank(self):
+        return self.model_parallel.data_parallel_rank
+
+    @property
+    def sequence_parallel_size(self):
+        return self.model_parallel.sequence_parallel_size
+
+    @property
+    def sequence_parallel_rank(self):
+        return self.model_parallel.sequence_parallel_rank
+
+    @property
+    def tensor_parallel_size(self):
+        return self.model_parallel.tensor_parallel_size
+
+    @property
+    def tensor_parallel_rank(self):
+        return self.model_parallel.tensor_parallel_rank
+
     @property
     def world_size(self):
         return self._engine.world_size
@@ -380,9 +420,14 @@ class ZeroEngine:
             self._engine.barrier()
             return written
         frozen = {n for n, p in self.module.named_parameters() if not p.requires_grad}
+        split = self._engine.tensor_split_params
         with _zero.GatheredParameters(list(self.module.parameters())):
+            # A tensor split's slices joined whole (every rank of a tensor group takes part).
+            joined = {k: self.model_parallel.join_over_tensor_group(v.detach(), split[k]).cpu()
+                      for k, v in self.module.state_dict().items() if k in split}
             if self.global_rank == 0:
-                state = {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()
+                state = {k: joined[k] if k in joined else v.detach().cpu().clone()
+                         for k, v in self.module.state_dict().items()
                          if not (exclude_frozen_parameters and k in frozen)}
                 if path.endswith(".safetensors"):
                     from safetensors.torch import save_file
@@ -540,9 +585,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     loader = None
     if training_data is not None:
         # data.drop_last, which DeepSpeed's dataloader_drop_last sets too.
+        # Over the data-parallel ranks: the ranks of a sequence or tensor group read one batch.
         sampler = torch.utils.data.DistributedSampler(
-            training_data, num_replicas=engine.world_size, rank=engine.global_rank,
-            shuffle=True, seed=engine._engine.seed)
+            training_data, num_replicas=engine.data_parallel_size,
+            rank=engine.data_parallel_rank, shuffle=True, seed=engine._engine.seed)
         loader = torch.utils.data.DataLoader(
             training_data, batch_size=engine.train_micro_batch_size_per_gpu(), sampler=sampler,
             collate_fn=collate_fn, drop_last=engine._engine.data_drop_last)

@@ -89,4 +89,9 @@ expect tp_gpt "tensor_parallel.autotp_size 2: this program's model does not spli
   "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_gpt" \
   --config "$(dirname "$config")/gpt_main.yaml" --train-shard "$work/tiny_train.ztt" --steps 1 \
   --out-dir "$out/tp_gpt" --set tensor_parallel.autotp_size=2
+# partition_config patterns act on Python models; the C++ LLaMA family splits as the llama preset.
+expect tp_patterns "tensor_parallel.partition_config: this program's model splits as DeepSpeed's llama preset" \
+  "$bin/train_llama" --config "$config" --init-from "$out/good" \
+  --train-shard "$work/tiny_train.ztt" --steps 1 --out-dir "$out/tp_patterns" \
+  --set 'tensor_parallel.partition_config={"layer_specs": []}' --set bf16.enabled=false
 echo "llama_config_errors: ok"

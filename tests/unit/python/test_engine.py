@@ -68,6 +68,26 @@ class HfCase(NamedTuple):
                          self.dtype, self.offload, self.gc, *self.checks])
 
 
+class MpCase(NamedTuple):
+    """One hf_model_parallel.py case: a sequence / tensor split of a Hugging Face model."""
+    world: int
+    model: str
+    split: str
+    plan: str
+    stage: int
+    acc: int
+    checks: tuple = ()
+    script = "hf_model_parallel.py"
+
+    def argv(self, out):
+        return [self.model, self.split, self.plan, str(self.stage), str(self.acc), str(out),
+                *self.checks]
+
+    def __str__(self):
+        return "-".join([self.model, self.split, self.plan, f"s{self.stage}", f"a{self.acc}",
+                         *self.checks])
+
+
 class Launches:
     """Runs the selected cases of one script and rank count in a single ztrun launch, the first
     time a test asks for one of them (tests/support/case_list.py): each launch starts an
@@ -172,6 +192,27 @@ def test_hf_stage3_gradient_checkpointing(case, launches):
                (2, "gpt2", 3, 1, "fp32", "none", "none", ("lora",)),
                (2, "llama", 3, 1, "fp32", "none", "none", ("lora", "qfrozen", "resume")))
 def test_hf_stage3_frozen(case, launches):
+    launches.check(case)
+
+
+# Sequence and tensor parallelism for Hugging Face models (the config's sequence_parallel_size
+# and tensor_parallel block; plans: the model's tp_plan, preset_model, partition_config), every
+# split of 2 and 4 ranks: (world, model, split, plan, stage, accumulation, checks).
+@cases(MpCase, (2, "llama", "sp2", "hf", 1, 2), (2, "qwen3", "sp2", "hf", 3, 2),
+               (2, "llama", "tp2", "hf", 1, 2), (2, "llama", "tp2", "preset", 3, 1, ("save16",)),
+               (2, "qwen3", "tp2", "hf", 2, 2, ("save16",)), (2, "llama", "tp2", "patterns", 2, 1),
+               (4, "llama", "dp2_sp2", "hf", 3, 2), (4, "llama", "dp2_tp2", "hf", 2, 2),
+               (4, "qwen3", "sp2_tp2", "hf", 3, 2, ("save16",)),
+               (4, "llama-kv2", "sp4", "hf", 1, 1),
+               (4, "llama", "tp4", "preset", 3, 1), (4, "llama-kv2", "sp4", "hf", 2, 1, ("sgd",)),
+               (4, "qwen3", "sp2_tp2", "hf", 1, 2, ("sgd",)))
+def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):
+    launches.check(case)
+
+
+# Heads that do not split, an eager attention, a model without a plan: one line each.
+@cases(MpCase, (2, "refuse", "sp2", "hf", 1, 1), (2, "refuse", "tp2", "hf", 1, 1))
+def test_hf_splits_refuse_what_does_not_split(case, launches):
     launches.check(case)
 
 

@@ -221,6 +221,15 @@ TEST(DeepSpeedSyntax, TensorParallelBlockActsOnTheBatchAndTheEngine) {
                            {}, 8);
   ASSERT_TRUE(both.config) << all(both.errors);
   EXPECT_EQ(both.config->train_micro_batch_size_per_gpu, 4);  // 8 over 2 data-parallel ranks
+  // partition_config is kept as written, for the Python front door that splits by it.
+  ConfigReport patterns = json(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2,
+    "partition_config": {"use_default_specs": false, "layer_specs": [
+      {"patterns": [".*\\.o_proj\\.weight$"], "partition_type": "row"}]}}})",
+                               {}, 8);
+  ASSERT_TRUE(patterns.config) << all(patterns.errors);
+  EXPECT_EQ(patterns.config->tensor_parallel.partition_config.text,
+            R"({"use_default_specs":false,"layer_specs":[{"patterns":[".*\\.o_proj\\.weight$"],)"
+            R"("partition_type":"row"}]})");
   ConfigReport off = json(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 0}})");
   ASSERT_TRUE(off.config) << all(off.errors);
   EXPECT_EQ(engine_options_from_config(*off.config, {}).tensor_parallel_size, 1);
@@ -236,7 +245,7 @@ TEST(DeepSpeedSyntax, TensorParallelBlockActsOnTheBatchAndTheEngine) {
       {R"("tensor_parallel": {"autotp_size": 2, "vocab_parallel_lm_head": true})",
        "tensor_parallel.vocab_parallel_lm_head"},
       {R"("tensor_parallel": {"autotp_size": 2, "tp_size": 2})", "tensor_parallel.tp_size"},
-      {R"("tensor_parallel": {"autotp_size": 2, "partition_config": {"layer_specs": []}})",
+      {R"("tensor_parallel": {"autotp_size": 2, "partition_config": ["row"]})",
        "tensor_parallel.partition_config"}};
   for (const auto& [block, key] : bad) {
     ConfigReport e = json(std::string(R"({"train_batch_size": 8, )") + block + "}", {}, 8);

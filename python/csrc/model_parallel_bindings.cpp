@@ -1,0 +1,110 @@
+// The launch's sequence and tensor groups for a Python model (python/zerotorch/model_parallel.py):
+// the same exchanges and crossings the C++ LLaMA family calls (parallel/sequence_exchange.h,
+// parallel/tensor_parallel.h), differentiable where they are there, over the topology the engine
+// is then built on. A Python model is split and its attention wrapped with these before the
+// engine lays its parameters out (python/csrc/engine_bindings.cpp hands them over).
+#include <memory>
+#include <string>
+
+#include <pybind11/stl.h>
+#include <torch/python.h>
+
+#include "base/error.h"
+#include "parallel/sequence_exchange.h"
+#include "parallel/tensor_parallel.h"
+#include "python/csrc/bindings.h"
+#include "python/csrc/model_parallel.h"
+
+namespace py = pybind11;
+
+namespace zt::python {
+namespace {
+
+dist::Communicator& group(const std::shared_ptr<dist::Communicator>& g, const char* what) {
+  ZT_CHECK(g != nullptr, "no ", what, " group: its size is 1 in this job's config");
+  return *g;
+}
+
+// Every rank's `t` summed over `g` (a copy; not differentiable): token counts, logged losses.
+at::Tensor summed(const at::Tensor& t, const std::shared_ptr<dist::Communicator>& g) {
+  at::Tensor out = t.detach().contiguous().clone();
+  if (g != nullptr && g->size() > 1) g->all_reduce(out)->wait();
+  return out;
+}
+
+// Every rank's `t` joined along `dim` in rank order (not differentiable): a split parameter made
+// whole for a file.
+at::Tensor joined(const at::Tensor& t, const std::shared_ptr<dist::Communicator>& g, int64_t dim) {
+  if (g == nullptr || g->size() == 1) return t.detach().clone();
+  const int64_t n = g->size();
+  at::Tensor mine = t.detach().movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = mine.sizes().vec();
+  shape[0] *= n;
+  at::Tensor all = at::empty(shape, mine.options());
+  g->all_gather(mine, all)->wait();
+  return all.movedim(0, dim).contiguous();
+}
+
+}  // namespace
+
+void bind_model_parallel(py::module_& m) {
+  using MP = ModelParallelGroups;
+  auto release = py::call_guard<py::gil_scoped_release>();
+  py::class_<MP, std::shared_ptr<MP>>(m, "ModelParallelGroups")
+      .def_property_readonly("sequence_parallel_size",
+                             [](const MP& g) { return g.topology->sequence_parallel_size(); })
+      .def_property_readonly("sequence_parallel_rank",
+                             [](const MP& g) { return g.sequence ? g.sequence->rank() : 0; })
+      .def_property_readonly("tensor_parallel_size",
+                             [](const MP& g) { return g.topology->tensor_parallel_size(); })
+      .def_property_readonly("tensor_parallel_rank",
+                             [](const MP& g) { return g.tensor ? g.tensor->rank() : 0; })
+      .def_property_readonly("data_parallel_size",
+                             [](const MP& g) { return g.topology->data_parallel_size(); })
+      .def_property_readonly("data_parallel_rank",
+                             [](const MP& g) { return g.topology->data_parallel_rank(); })
+      .def_readonly("preset_model", &MP::preset_model)
+      .def_readonly("partition_config", &MP::partition_config)
+      .def(
+          "sequence_to_heads",
+          [](MP& g, const at::Tensor& x) {
+            return dist::sequence_to_heads(x, group(g.sequence, "sequence"), g.wire);
+          },
+          py::arg("x"), release)
+      .def(
+          "heads_to_sequence",
+          [](MP& g, const at::Tensor& x) {
+            return dist::heads_to_sequence(x, group(g.sequence, "sequence"), g.wire);
+          },
+          py::arg("x"), release)
+      .def(
+          "sum_over_sequence", [](MP& g, const at::Tensor& t) { return summed(t, g.sequence); },
+          py::arg("t"), release)
+      .def(
+          "enter_tensor_group",
+          [](MP& g, const at::Tensor& x) {
+            return dist::enter_tensor_group(x, group(g.tensor, "tensor"));
+          },
+          py::arg("x"), release)
+      .def(
+          "leave_tensor_group",
+          [](MP& g, const at::Tensor& x) {
+            return dist::leave_tensor_group(x, group(g.tensor, "tensor"));
+          },
+          py::arg("x"), release)
+      .def(
+          "sum_over_tensor_group", [](MP& g, const at::Tensor& t) { return summed(t, g.tensor); },
+          py::arg("t"), release)
+      .def(
+          "join_over_tensor_group",
+          [](MP& g, const at::Tensor& t, int64_t dim) { return joined(t, g.tensor, dim); },
+          py::arg("t"), py::arg("dim"), release)
+      .def(
+          "check_same_on_tensor_group",
+          [](MP& g, const at::Tensor& t, const std::string& what) {
+            if (g.tensor) dist::check_same_on_group(t, *g.tensor, what.c_str());
+          },
+          py::arg("t"), py::arg("what"), release);
+}
+
+}  // namespace zt::python

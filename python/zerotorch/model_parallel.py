@@ -1,0 +1,369 @@
+"""Sequence and tensor parallelism for a Python model (a ``transformers`` model, or any module
+whose layers a plan names), split before the C++ engine lays its parameters out.
+
+Sequence parallelism (DeepSpeed's Ulysses, ``sequence_parallel_size``): the attention function
+the model calls is wrapped, as DeepSpeed's ``UlyssesSPAttentionHF.register_with_transformers``
+does, so that each rank's q, k, v of its positions are traded for every position of its heads
+(one all-to-all), attention runs over the whole sequence, and the result is traded back. As in
+DeepSpeed the attention is causal over the gathered sequence and the model's attention mask is
+dropped (right padding only affects padded positions, which the loss ignores); key/value heads
+fewer than the group are replicated. ``split_sequence`` gives a rank its part of a batch and
+``causal_lm_loss`` the loss one process would compute.
+
+Tensor parallelism (DeepSpeed's AutoTP training, the ``tensor_parallel`` block): the linear layers
+a plan names are cut over the tensor group, column-split ones keeping their slice of the output
+features (their input's gradient summed over the group), row-split ones their slice of the input
+features (their outputs summed over the group, the bias added once). The plan is, as DeepSpeed
+chooses it: ``partition_config`` (with ``preset_model``'s specs after it unless
+``use_default_specs`` is false), else ``preset_model``, else the model's Hugging Face
+``tp_plan``. Heads are split whole; embeddings, norms and the output head stay whole on every
+rank (a ``colwise_gather_output`` head computes the same whole logits that way), and
+``replicated_with_grad_allreduce`` parameters (Qwen3's q/k norms, applied to split heads) get
+their gradient summed over the group. The engine then shards the slices over the ranks of their
+tensor index and checkpoints record the split (core/checkpoint/format.h).
+"""
+
+import functools
+import re
+import warnings
+
+import torch
+
+# DeepSpeed's AutoTP presets (deepspeed/module_inject/autotp_config.py, AutoTPPresets): the
+# LLaMA family's split, which Qwen2 shares.
+_LLAMA_PRESET = [
+    {"patterns": [r".*\.self_attn\.o_proj\.weight$"], "partition_type": "row"},
+    {"patterns": [r".*\.self_attn\.[qkv]_proj\.weight$"], "partition_type": "column"},
+    {"patterns": [r".*\.mlp\.down_proj\.weight$"], "partition_type": "row"},
+    {"patterns": [r".*\.mlp\.(up|gate)_proj\.weight$"], "partition_type": "column"},
+]
+_PRESETS = {"llama": _LLAMA_PRESET, "qwen2": _LLAMA_PRESET}
+
+# Hugging Face tp_plan styles, as DeepSpeed's TPPlanConverter reads them: (split, whole output).
+_HF_STYLES = {"colwise": ("column", False), "colwise_rep": ("column", True),
+              "colwise_gather_output": ("column", True), "rowwise": ("row", False),
+              "embedding_rowwise": ("skip", False),
+              "replicated_with_grad_allreduce": ("skip_sum", False)}
+
+
+class _Spec:
+    def __init__(self, patterns, kind, whole_output=False, where="partition_config"):
+        self.patterns = [re.compile(p) for p in patterns]
+        self.kind = kind  # "column", "row", "skip", "skip_sum"
+        self.whole_output = whole_output
+        self.where = where
+
+    def matches(self, name):
+        return any(p.match(name) for p in self.patterns)
+
+
+def _specs_from_partition_config(block, model_type):
+    specs = []
+    for i, spec in enumerate(block.get("layer_specs", [])):
+        where = f"tensor_parallel.partition_config.layer_specs[{i}]"
+        for key in ("shape", "partition_dim"):
+            if spec.get(key) is not None:
+                raise ValueError(f"{where}.{key}: sub-parameter and reshaped splits are not "
+                                 "supported; split whole output (column) or input (row) features")
+        types = spec.get("model_types")
+        if types and model_type not in types:
+            continue
+        kind = str(spec.get("partition_type", "column")).lower()
+        if kind not in ("column", "row", "skip"):
+            raise ValueError(f"{where}.partition_type: {kind!r} is not column, row or skip")
+        if kind == "skip" and spec.get("grad_allreduce"):
+            kind = "skip_sum"
+        specs.append(_Spec(spec.get("patterns", []), kind, bool(spec.get("gather_output")),
+                           where))
+    return specs
+
+
+def _hf_tp_plan(model):
+    """The model's Hugging Face tp_plan, merged from its config, class and instance as DeepSpeed's
+    ``_get_hf_tp_plan`` does."""
+    config = getattr(model, "config", None)
+    merged, seen = {}, set()
+    plans = (getattr(config, "base_model_tp_plan", None), getattr(type(model), "_tp_plan", None),
+             getattr(model, "__dict__", {}).get("_tp_plan"))
+    for plan in plans:
+        if not isinstance(plan, dict):
+            continue
+        for pattern, style in plan.items():
+            canonical = pattern[len("model."):] if pattern.startswith("model.") else pattern
+            if pattern.startswith("model.") and canonical in seen:
+                continue
+            merged[pattern] = style
+            seen.add(canonical)
+    return merged
+
+
+def _specs_from_hf_plan(plan):
+    unknown = sorted({s for s in plan.values() if s.lower() not in _HF_STYLES})
+    if unknown:
+        raise ValueError(f"tensor_parallel: the model's tp_plan has styles {unknown} that are not "
+                         "supported; give tensor_parallel.partition_config for this model")
+    specs = []
+    for pattern, style in plan.items():
+        regex = ".*" + pattern.replace(".", r"\.").replace("*", ".*")
+        regex += "$" if regex.endswith(r"\.weight") else r"\.weight$"
+        kind, whole = _HF_STYLES[style.lower()]
+        specs.append(_Spec([regex], kind, whole, f"tp_plan[{pattern!r}]"))
+    return specs
+
+
+def _plan(model, groups):
+    """The layer specs of this model and config, in DeepSpeed's order of precedence, and whether
+    they came from partition_config."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    preset = groups.preset_model
+    custom = None
+    if groups.partition_config:
+        import json
+        custom = json.loads(groups.partition_config)
+    if custom is not None:
+        specs = _specs_from_partition_config(custom, model_type)
+        if preset and custom.get("use_default_specs", True):
+            specs += [_Spec(s["patterns"], s["partition_type"], where=f"preset {preset}")
+                      for s in _PRESETS[preset]]
+        return specs, True, bool(custom.get("strict_mode", False))
+    if preset:
+        return [_Spec(s["patterns"], s["partition_type"], where=f"preset {preset}")
+                for s in _PRESETS[preset]], False, False
+    plan = _hf_tp_plan(model)
+    if not plan:
+        raise ValueError(
+            f"tensor_parallel.autotp_size {groups.tensor_parallel_size}: the model has no Hugging "
+            "Face tp_plan; set tensor_parallel.preset_model or tensor_parallel.partition_config")
+    return _specs_from_hf_plan(plan), False, False
+
+
+def _column_forward(groups):
+    def forward(self, x):
+        return torch.nn.functional.linear(groups.enter_tensor_group(x), self.weight, self.bias)
+    return forward
+
+
+def _row_forward(groups):
+    def forward(self, x):
+        y = groups.leave_tensor_group(torch.nn.functional.linear(x, self.weight))
+        return y if self.bias is None else y + self.bias
+    return forward
+
+
+def _cut(param, dim, rank, parts, name):
+    size = param.shape[dim]
+    if size % parts:
+        raise ValueError(f"tensor_parallel.autotp_size {parts}: {name} has {size} features along "
+                         f"dimension {dim}, which do not split into {parts} equal parts")
+    piece = param.detach().narrow(dim, rank * (size // parts), size // parts).clone()
+    return torch.nn.Parameter(piece, requires_grad=param.requires_grad)
+
+
+def _check_heads(model, split_rows, tp):
+    """Each attention module's heads split whole over the group: its column-split projections keep
+    whole heads, and query heads stay in whole groups per key/value head."""
+    for name, module in model.named_modules():
+        head_dim = getattr(module, "head_dim", None)
+        if not isinstance(head_dim, int):
+            continue
+        counts = {}
+        for child in ("q_proj", "k_proj", "v_proj"):
+            rows = split_rows.get(f"{name}.{child}" if name else child)
+            if rows is None:
+                continue
+            if rows % (head_dim * tp):
+                raise ValueError(
+                    f"tensor_parallel.autotp_size {tp}: {name}.{child} has {rows // head_dim} "
+                    f"heads, which do not split into {tp} equal parts of whole heads")
+            counts[child] = rows // head_dim
+        if "q_proj" in counts and "k_proj" in counts:
+            groups = getattr(module, "num_key_value_groups", None)
+            if groups is not None and counts["q_proj"] != groups * counts["k_proj"]:
+                raise ValueError(f"{name}: {counts['q_proj']} query heads over "
+                                 f"{counts['k_proj']} key/value heads")
+
+
+def split_layers(model, groups):
+    """Cuts the model's linear layers over the tensor group by the plan (module docstring).
+    Returns ({parameter name: split dimension}, whether partition_config was applied)."""
+    tp, rank = groups.tensor_parallel_size, groups.tensor_parallel_rank
+    specs, from_partition_config, strict = _plan(model, groups)
+    split, split_rows = {}, {}
+    for name, module in list(model.named_modules()):
+        own = {n: p for n, p in module.named_parameters(recurse=False)}
+        if "weight" not in own:
+            continue
+        pname = f"{name}.weight" if name else "weight"
+        spec = next((s for s in specs if s.matches(pname)), None)
+        if spec is None:
+            if strict and isinstance(module, torch.nn.Linear):
+                raise ValueError("tensor_parallel.partition_config.strict_mode: no layer spec "
+                                 f"matches {pname}")
+            continue
+        if spec.kind == "skip":
+            continue
+        if spec.kind == "skip_sum":
+            for p in own.values():
+                if p.requires_grad:
+                    p.register_hook(groups.sum_over_tensor_group)
+            continue
+        if not isinstance(module, torch.nn.Linear):
+            raise ValueError(f"{spec.where}: {pname} belongs to a {type(module).__name__}; only "
+                             "linear layers split (embeddings stay whole)")
+        if spec.whole_output:
+            continue  # a column split whose output is gathered again: the same as whole
+        if spec.kind == "column":
+            split_rows[name] = module.out_features
+            module.weight = _cut(module.weight, 0, rank, tp, pname)
+            split[pname] = 0
+            if module.bias is not None:
+                module.bias = _cut(module.bias, 0, rank, tp, f"{name}.bias")
+                split[f"{name}.bias"] = 0
+            module.out_features //= tp
+            module.forward = _column_forward(groups).__get__(module)
+        else:
+            module.weight = _cut(module.weight, 1, rank, tp, pname)
+            split[pname] = 1
+            module.in_features //= tp
+            module.forward = _row_forward(groups).__get__(module)
+    if not split:
+        source = specs[0].where if specs else "empty"
+        raise ValueError(f"tensor_parallel.autotp_size {tp}: the plan ({source}) matches no "
+                         "linear layer of the model")
+    _check_heads(model, split_rows, tp)
+    return split, from_partition_config
+
+
+# The attention functions wrapped for sequence parallelism, by implementation name: the wrapper
+# acts only for modules of a model that was split (they carry the groups), so other models in the
+# process keep the function as it was.
+_WRAPPED = {}
+
+
+def _sequence_parallel_attention(core, module, query, key, value, attention_mask, *args,
+                                 **kwargs):
+    groups = getattr(module, "_zt_sequence_groups", None)
+    if groups is None:
+        return core(module, query, key, value, attention_mask, *args, **kwargs)
+    sp = groups.sequence_parallel_size
+    # (B, H, T/sp, D) -> (B, T/sp, H, D) -> exchange -> (B, T, H/sp, D) -> (B, H/sp, T, D)
+    kv_heads = key.shape[1]
+    if kv_heads < sp:
+        # DeepSpeed's kv_replication_factor: each rank then receives the key/value head its
+        # query heads read.
+        key = key.repeat_interleave(sp // kv_heads, dim=1)
+        value = value.repeat_interleave(sp // kv_heads, dim=1)
+    q = groups.sequence_to_heads(query.transpose(1, 2)).transpose(1, 2)
+    k = groups.sequence_to_heads(key.transpose(1, 2)).transpose(1, 2)
+    v = groups.sequence_to_heads(value.transpose(1, 2)).transpose(1, 2)
+    saved = getattr(module, "num_key_value_groups", None)
+    if saved is not None:
+        module.num_key_value_groups = q.shape[1] // k.shape[1]
+    try:
+        # The mask the model built covers this rank's positions only; over the gathered sequence
+        # the attention is causal (DeepSpeed drops it the same way).
+        out, weights = core(module, q, k, v, None, *args, **kwargs)
+    finally:
+        if saved is not None:
+            module.num_key_value_groups = saved
+    # out (B, T, H/sp, D) -> (B, T/sp, H, D)
+    return groups.heads_to_sequence(out.contiguous()), weights
+
+
+def wrap_attention(model, groups):
+    """Makes the model's attention sequence-parallel over the sequence group (module docstring)."""
+    sp = groups.sequence_parallel_size
+    config = getattr(model, "config", None)
+    impl = getattr(config, "_attn_implementation", None)
+    if impl is None:
+        raise ValueError(f"sequence_parallel_size {sp}: the model is not a transformers model "
+                         "(no config._attn_implementation); its attention cannot be split")
+    if impl in ("eager", "paged|eager"):
+        raise ValueError(f"sequence_parallel_size {sp}: attn_implementation {impl!r} builds a "
+                         "whole attention mask; load the model with attn_implementation=\"sdpa\" "
+                         "(or a flash attention) as DeepSpeed's Ulysses requires")
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = text.num_attention_heads
+    kv = getattr(text, "num_key_value_heads", None) or heads
+    tp = groups.tensor_parallel_size
+    heads, kv = heads // tp, max(kv // tp, 1)
+    if heads % sp or (kv % sp and sp % kv):
+        raise ValueError(
+            f"sequence_parallel_size {sp}: {heads} attention heads and {kv} key/value heads "
+            f"per rank{' of a tensor group' if tp > 1 else ''} do not split over {sp} ranks")
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    if impl not in _WRAPPED:
+        _WRAPPED[impl] = ALL_ATTENTION_FUNCTIONS[impl]
+        ALL_ATTENTION_FUNCTIONS[impl] = functools.partial(_sequence_parallel_attention,
+                                                          _WRAPPED[impl])
+    marked = 0
+    for module in model.modules():
+        if hasattr(module, "head_dim") and hasattr(module, "is_causal"):
+            module._zt_sequence_groups = groups
+            marked += 1
+    if not marked:
+        raise ValueError(f"sequence_parallel_size {sp}: no attention module found in the model")
+
+
+def split_model(model, groups):
+    """What ``zerotorch.initialize`` does to a model before the engine takes it, for the config's
+    sequence_parallel_size and tensor_parallel block."""
+    out = {"sequence_parallel": False, "tensor_split": {}, "partition_config_applied": False}
+    if groups.tensor_parallel_size > 1:
+        out["tensor_split"], out["partition_config_applied"] = split_layers(model, groups)
+    elif groups.partition_config:
+        warnings.warn("tensor_parallel.partition_config: no effect without autotp_size > 1")
+        out["partition_config_applied"] = True
+    if groups.sequence_parallel_size > 1:
+        wrap_attention(model, groups)
+        out["sequence_parallel"] = True
+    return out
+
+
+def split_sequence(batch, engine, pad_token_id=0):
+    """This rank's part of a batch its sequence group shares (every rank of the group reads the
+    same batch): input_ids and every other (batch, positions) tensor padded to a multiple of the
+    group's size (input_ids with ``pad_token_id``, attention_mask with 0) and cut along the
+    sequence; ``position_ids`` added when absent (0, 1, ... per row); ``labels`` replaced by
+    ``shift_labels``, shifted before the cut (the next token's label, -100 at the end and on
+    padding), as DeepSpeed's UlyssesSPDataLoaderAdapter makes them. Without sequence parallelism
+    the same, uncut, so a script runs unchanged at any size."""
+    sp = engine.sequence_parallel_size
+    rank = engine.sequence_parallel_rank
+    ids = batch["input_ids"]
+    length = ids.shape[1]
+    padded = -(-length // sp) * sp
+    out = dict(batch)
+    if "position_ids" not in out:
+        out["position_ids"] = torch.arange(padded, device=ids.device).expand(ids.shape[0], -1)
+    if "labels" in out:
+        labels = out.pop("labels")
+        out["shift_labels"] = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=-100)
+    fill = {"input_ids": pad_token_id, "shift_labels": -100, "attention_mask": 0}
+    part = padded // sp
+    for key, value in out.items():
+        if not (torch.is_tensor(value) and value.dim() == 2 and value.shape[1] in (length, padded)):
+            continue
+        if value.shape[1] != padded:
+            value = torch.nn.functional.pad(value, (0, padded - length), value=fill.get(key, 0))
+        out[key] = value[:, rank * part:(rank + 1) * part].contiguous()
+    return out
+
+
+def causal_lm_loss(logits, shift_labels, engine):
+    """The mean token cross-entropy of the batch the sequence group shares, as one process
+    computes it on the whole batch: each rank's token-loss sum over the group's count of labelled
+    tokens (so its gradient is this rank's share), reported as the whole batch's mean. With
+    ``split_sequence``'s ``shift_labels``; without sequence parallelism, the usual mean."""
+    flat = logits.float().reshape(-1, logits.shape[-1])
+    labels = shift_labels.reshape(-1).to(flat.device)
+    total = torch.nn.functional.cross_entropy(flat, labels, ignore_index=-100, reduction="sum")
+    groups = engine.model_parallel
+    count = (labels != -100).sum().to(torch.float32)
+    if engine.sequence_parallel_size > 1:
+        count = groups.sum_over_sequence(count)
+    loss = total / count.clamp(min=1)
+    if engine.sequence_parallel_size > 1:
+        whole = groups.sum_over_sequence(loss.detach())
+        loss = loss + (whole - loss.detach())
+    return loss

@@ -15,7 +15,8 @@ usage: hf_model_parallel.py MODEL SPLIT PLAN STAGE ACC OUT [checks] [+ ...]
   PLAN hf (the model's tp_plan), preset (preset_model "llama"), patterns (partition_config);
   checks: save16: the 16-bit model, written by every rank, holds the whole weights; sgd: SGD at
   lr 0.5 instead of AdamW, parameters within 1e-7 of each tensor's norm (AdamW amplifies
-  rounding differences where a gradient is near zero; SGD shows the gradients themselves).
+  rounding differences where a gradient is near zero; SGD shows the gradients themselves);
+  device: the model on the host-backed test device (zttest), the reference on the CPU.
   MODEL refuse: the one-line errors (heads that do not split, an eager attention, a model with
   no plan); SPLIT then names the split to refuse at.
 """
@@ -151,7 +152,8 @@ def run_case(argv):
         config["optimizer"] = {"type": "SGD", "params": {"lr": SGD_LR, "momentum": 0.0,
                                                          "weight_decay": 0.0}}
     engine, _, _, _ = zerotorch.initialize(model=model, training_args=trainer_args(acc),
-                                           config=config)
+                                           config=config,
+                                           device="zttest" if "device" in checks else "cpu")
     assert (engine.data_parallel_size, engine.sequence_parallel_size,
             engine.tensor_parallel_size) == (dp, sp, tp)
     rank = engine.global_rank
@@ -160,7 +162,8 @@ def run_case(argv):
     def part(i):
         ids, mask, labels = (t[d * MICRO:(d + 1) * MICRO] for t in data[i])
         return zerotorch.split_sequence(
-            {"input_ids": ids, "attention_mask": mask, "labels": labels}, engine)
+            {"input_ids": ids.to(engine.device), "attention_mask": mask.to(engine.device),
+             "labels": labels.to(engine.device)}, engine)
 
     losses = []
     for i in range(STEPS * acc):
@@ -197,7 +200,7 @@ def run_case(argv):
     groups = engine.model_parallel
     with zerotorch.zero.GatheredParameters(list(model.parameters())):
         got = {n: (groups.join_over_tensor_group(p.detach(), split_dims[n]) if n in split_dims
-                   else p.detach().clone()) for n, p in model.named_parameters()}
+                   else p.detach().clone()).cpu() for n, p in model.named_parameters()}
     # AdamW: within 3e-5 of each tensor's norm. The split model computes the same sums in
     # another order (row-split layers add partial products; attention over the gathered sequence
     # runs without the padding mask, whose kernel rounds differently), and an element whose
@@ -228,4 +231,7 @@ def run_case(argv):
 
 
 if __name__ == "__main__":
+    if "device" in sys.argv:
+        # Before this process's first backward: autograd sizes its per-device threads once.
+        zerotorch.devices.resolve_device("zttest")
     run_each(run_case)

@@ -205,7 +205,11 @@ def test_hf_stage3_frozen(case, launches):
                (4, "qwen3", "sp2_tp2", "hf", 3, 2, ("save16",)),
                (4, "llama-kv2", "sp4", "hf", 1, 1),
                (4, "llama", "tp4", "preset", 3, 1), (4, "llama-kv2", "sp4", "hf", 2, 1, ("sgd",)),
-               (4, "qwen3", "sp2_tp2", "hf", 1, 2, ("sgd",)))
+               (4, "qwen3", "sp2_tp2", "hf", 1, 2, ("sgd",)),
+               # On the host-backed test device (testdevice/, one device per rank of 2): the
+               # exchanges and crossings of a model on a device.
+               (2, "llama", "sp2", "hf", 3, 2, ("device", "sgd")),
+               (2, "qwen3", "tp2", "hf", 2, 2, ("device", "sgd")))
 def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):
     launches.check(case)
 

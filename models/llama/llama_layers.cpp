@@ -160,22 +160,31 @@ torch::Tensor LlamaAttentionImpl::split_forward(const torch::Tensor& x, const to
     k = k.repeat_interleave(sp / kv_heads_, 2);
     v = v.repeat_interleave(sp / kv_heads_, 2);
   }
-  auto to_heads = [&](const torch::Tensor& y) {
-    return dist::sequence_to_heads(y, group, split_->wire).transpose(1, 2);  // (B, n/sp, T, D)
+  // Uneven (q_per_rank_ set): rank r gets kv_per_rank_[r] whole key/value heads with their query
+  // heads, as DeepSpeed's DistributedAttention splits a count the group does not divide.
+  auto to_heads = [&](const torch::Tensor& y, const std::vector<int64_t>& counts) {
+    return dist::sequence_to_heads(y, group, split_->wire, counts).transpose(1, 2);  // (B, n, T, D)
   };
-  torch::Tensor y = attend(to_heads(q), to_heads(k), to_heads(v), mask);  // (B, Hq/sp, T, D)
-  y = dist::heads_to_sequence(y.transpose(1, 2).contiguous(), group, split_->wire);
+  torch::Tensor y = attend(to_heads(q, q_per_rank_), to_heads(k, kv_per_rank_),
+                           to_heads(v, kv_per_rank_), mask);  // (B, Hq/sp, T, D)
+  y = dist::heads_to_sequence(y.transpose(1, 2).contiguous(), group, split_->wire, q_per_rank_);
   return project_out(y.reshape({b, t, heads_ * head_dim_}));
 }
 
 void LlamaAttentionImpl::set_sequence_split(std::shared_ptr<const SequenceSplit> split) {
   const int64_t sp = split ? split->parts() : 1;
-  ZT_CHECK(heads_ % sp == 0, "sequence_parallel_size ", sp, ": the model's ", heads_,
-           " attention heads do not divide over it (Ulysses gives each rank whole heads)");
-  ZT_CHECK(kv_heads_ % sp == 0 || sp % kv_heads_ == 0, "sequence_parallel_size ", sp,
-           ": the model's ", kv_heads_,
-           " key/value heads neither divide over it nor it over them (Ulysses gives each rank "
-           "whole or replicated key/value heads)");
+  q_per_rank_.clear();
+  kv_per_rank_.clear();
+  if (kv_heads_ % sp != 0 && kv_heads_ > sp) {
+    // Whole key/value heads (with their query heads) per rank, some ranks one more.
+    kv_per_rank_ = dist::kv_heads_per_rank(kv_heads_, sp);
+    for (int64_t n : kv_per_rank_) q_per_rank_.push_back(n * (heads_ / kv_heads_));
+  } else {
+    ZT_CHECK(kv_heads_ % sp == 0 || sp % kv_heads_ == 0, "sequence_parallel_size ", sp,
+             ": the model's ", kv_heads_,
+             " key/value heads are fewer than the ranks and do not divide them (each rank needs "
+             "a whole or replicated key/value head)");
+  }
   split_ = std::move(split);
 }
 

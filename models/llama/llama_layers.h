@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -65,9 +66,10 @@ class LlamaAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask);
 
-  // Attention over a sequence split (null: not split). The heads must divide over the group, and
-  // the key/value heads too, or the group over them (then each is replicated, as DeepSpeed's
-  // UlyssesSPAttentionHF does); else a zt::Error naming the counts.
+  // Attention over a sequence split (null: not split). Key/value heads that divide over the group
+  // split evenly; fewer than the group and dividing it are replicated (DeepSpeed's
+  // UlyssesSPAttentionHF); more that do not divide split unevenly, whole heads with their query
+  // heads (DeepSpeed's DistributedAttention); else (fewer, not dividing) a zt::Error naming them.
   void set_sequence_split(std::shared_ptr<const SequenceSplit> split);
   // Keeps this rank's heads of q, k, v and its columns of o (before any sequence split): the
   // heads and key/value heads must divide over the group, else a zt::Error naming the counts.
@@ -84,6 +86,9 @@ class LlamaAttentionImpl : public torch::nn::Module {
                               const torch::Tensor& sin, const torch::Tensor& mask);
 
   int64_t heads_, kv_heads_, head_dim_;  // this rank's, under a tensor split
+  // Under a sequence split whose group does not divide the key/value heads: each rank's heads
+  // (dist::kv_heads_per_rank); empty when they split evenly.
+  std::vector<int64_t> q_per_rank_, kv_per_rank_;
   double dropout_;
   std::shared_ptr<const SequenceSplit> split_;
   std::shared_ptr<const TensorSplit> tensor_;

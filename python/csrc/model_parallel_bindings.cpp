@@ -4,9 +4,10 @@
 // is then built on. A Python model is split and its attention wrapped with these before the
 // engine lays its parameters out (python/csrc/engine_bindings.cpp hands them over).
 #include <memory>
-#include <string>
-
 #include <pybind11/stl.h>
+#include <string>
+#include <vector>
+
 #include <torch/python.h>
 
 #include "base/error.h"
@@ -65,18 +66,19 @@ void bind_model_parallel(py::module_& m) {
                              [](const MP& g) { return g.topology->data_parallel_rank(); })
       .def_readonly("preset_model", &MP::preset_model)
       .def_readonly("partition_config", &MP::partition_config)
+      // `heads`: how many heads each rank takes (uneven splits); empty: H / sp each.
       .def(
           "sequence_to_heads",
-          [](MP& g, const at::Tensor& x) {
-            return dist::sequence_to_heads(x, group(g.sequence, "sequence"), g.wire);
+          [](MP& g, const at::Tensor& x, const std::vector<int64_t>& heads) {
+            return dist::sequence_to_heads(x, group(g.sequence, "sequence"), g.wire, heads);
           },
-          py::arg("x"), release)
+          py::arg("x"), py::arg("heads") = std::vector<int64_t>{}, release)
       .def(
           "heads_to_sequence",
-          [](MP& g, const at::Tensor& x) {
-            return dist::heads_to_sequence(x, group(g.sequence, "sequence"), g.wire);
+          [](MP& g, const at::Tensor& x, const std::vector<int64_t>& heads) {
+            return dist::heads_to_sequence(x, group(g.sequence, "sequence"), g.wire, heads);
           },
-          py::arg("x"), release)
+          py::arg("x"), py::arg("heads") = std::vector<int64_t>{}, release)
       .def(
           "sum_over_sequence", [](MP& g, const at::Tensor& t) { return summed(t, g.sequence); },
           py::arg("t"), release)

@@ -7,7 +7,9 @@ does, so that each rank's q, k, v of its positions are traded for every position
 (one all-to-all), attention runs over the whole sequence, and the result is traded back. As in
 DeepSpeed the attention is causal over the gathered sequence and the model's attention mask is
 dropped (right padding only affects padded positions, which the loss ignores); key/value heads
-fewer than the group are replicated. ``split_sequence`` gives a rank its part of a batch and
+fewer than the group are replicated, and a count the group does not divide is split unevenly,
+whole key/value heads with their query heads (DeepSpeed's DistributedAttention does so; its
+Hugging Face wrapper refuses it). ``split_sequence`` gives a rank its part of a batch and
 ``causal_lm_loss`` the loss one process would compute.
 
 Tensor parallelism (DeepSpeed's AutoTP training, the ``tensor_parallel`` block): the linear layers
@@ -253,9 +255,14 @@ def _sequence_parallel_attention(core, module, query, key, value, attention_mask
         # query heads read.
         key = key.repeat_interleave(sp // kv_heads, dim=1)
         value = value.repeat_interleave(sp // kv_heads, dim=1)
-    q = groups.sequence_to_heads(query.transpose(1, 2)).transpose(1, 2)
-    k = groups.sequence_to_heads(key.transpose(1, 2)).transpose(1, 2)
-    v = groups.sequence_to_heads(value.transpose(1, 2)).transpose(1, 2)
+    # Uneven (key/value heads more than the ranks, not dividing them): whole key/value heads
+    # with their query heads per rank, some ranks one more (DeepSpeed's DistributedAttention).
+    kv_counts = [] if kv_heads % sp == 0 or kv_heads < sp else [
+        kv_heads // sp + (r < kv_heads % sp) for r in range(sp)]
+    q_counts = [n * (query.shape[1] // kv_heads) for n in kv_counts]
+    q = groups.sequence_to_heads(query.transpose(1, 2), q_counts).transpose(1, 2)
+    k = groups.sequence_to_heads(key.transpose(1, 2), kv_counts).transpose(1, 2)
+    v = groups.sequence_to_heads(value.transpose(1, 2), kv_counts).transpose(1, 2)
     saved = getattr(module, "num_key_value_groups", None)
     if saved is not None:
         module.num_key_value_groups = q.shape[1] // k.shape[1]
@@ -267,7 +274,7 @@ def _sequence_parallel_attention(core, module, query, key, value, attention_mask
         if saved is not None:
             module.num_key_value_groups = saved
     # out (B, T, H/sp, D) -> (B, T/sp, H, D)
-    return groups.heads_to_sequence(out.contiguous()), weights
+    return groups.heads_to_sequence(out.contiguous(), q_counts), weights
 
 
 def wrap_attention(model, groups):
@@ -287,10 +294,11 @@ def wrap_attention(model, groups):
     kv = getattr(text, "num_key_value_heads", None) or heads
     tp = groups.tensor_parallel_size
     heads, kv = heads // tp, max(kv // tp, 1)
-    if heads % sp or (kv % sp and sp % kv):
+    if kv < sp and sp % kv:
         raise ValueError(
-            f"sequence_parallel_size {sp}: {heads} attention heads and {kv} key/value heads "
-            f"per rank{' of a tensor group' if tp > 1 else ''} do not split over {sp} ranks")
+            f"sequence_parallel_size {sp}: {kv} key/value heads per rank"
+            f"{' of a tensor group' if tp > 1 else ''} are fewer than the ranks and do not split "
+            f"over {sp} ranks (each rank needs a whole or replicated key/value head)")
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     if impl not in _WRAPPED:
         _WRAPPED[impl] = ALL_ATTENTION_FUNCTIONS[impl]

@@ -69,16 +69,16 @@ expect disagree "config .model. block disagrees with .*good/config.json \(model.
   --train-shard "$work/tiny_train.ztt" --steps 1 --out-dir "$out/disagree" \
   --set model.hidden_size=64 --set bf16.enabled=false --set zero_optimization.stage=0
 # Sequence parallelism: a size that does not divide the ranks, heads that do not split over it
-# (6 heads over 4 ranks), and a program whose model has no sequence-parallel attention.
+# (3 key/value heads over 4 ranks), and a program whose model has no sequence-parallel attention.
 expect sp_ranks "sequence_parallel_size: must divide the number of ranks \(1\), got 2" \
   "$bin/train_llama" --config "$config" --init-from "$out/good" \
   --train-shard "$work/tiny_train.ztt" --steps 1 --out-dir "$out/sp_ranks" \
   --set sequence_parallel_size=2 --set bf16.enabled=false
-expect sp_heads "sequence_parallel_size 4: the model's 6 attention heads do not divide over it" \
+expect sp_heads "sequence_parallel_size 4: the model's 3 key/value heads are fewer than the ranks" \
   "$bin/ztrun" --standalone --nproc-per-node 4 "$bin/train_llama" --config "$config" \
   --train-shard "$work/tiny_train.ztt" --steps 1 --out-dir "$out/sp_heads" \
   --set sequence_parallel_size=4 --set bf16.enabled=false --set model.num_attention_heads=6 \
-  --set model.num_key_value_heads=6 --set model.hidden_size=48 --set model.num_hidden_layers=1 \
+  --set model.num_key_value_heads=3 --set model.hidden_size=48 --set model.num_hidden_layers=1 \
   --set model.intermediate_size=64 --set model.max_position_embeddings=128
 expect sp_gpt "sequence_parallel_size 2: this program's model has no sequence-parallel attention" \
   "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_gpt" \

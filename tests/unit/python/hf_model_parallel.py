@@ -1,7 +1,8 @@
 """One rank of a sequence- and tensor-parallel run of a Hugging Face causal LM (ztrun starts it).
 
 A tiny random ``LlamaForCausalLM`` or ``Qwen3ForCausalLM`` (8 heads over 4 key/value heads,
-or 2 for llama-kv2; Qwen3's q/k norms act on split heads) trained by ``zerotorch.initialize``
+or 2 for llama-kv2, or 6 over 3 for llama-uneven, which a group of 2 splits unevenly; Qwen3's q/k
+norms act on split heads) trained by ``zerotorch.initialize``
 with the config's ``sequence_parallel_size`` and ``tensor_parallel`` block, at a mesh of data x
 sequence x tensor ranks, must train like plain single-process ``torch.optim.AdamW`` on the same
 global batches, fp32, with the Trainer's "auto" values (clipping 1.0, accumulation): the
@@ -11,7 +12,7 @@ the right and 13 positions long, so a sequence split pads them too. ``split_sequ
 ``causal_lm_loss`` feed every split the same way.
 
 usage: hf_model_parallel.py MODEL SPLIT PLAN STAGE ACC OUT [checks] [+ ...]
-  MODEL llama|llama-kv2|qwen3; SPLIT dp<N>_sp<N>_tp<N> (parts may be left out, each 1 then);
+  MODEL llama|llama-kv2|llama-uneven|qwen3; SPLIT dp<N>_sp<N>_tp<N> (parts may be left out, each 1 then);
   PLAN hf (the model's tp_plan), preset (preset_model "llama"), patterns (partition_config);
   checks: save16: the 16-bit model, written by every rank, holds the whole weights; sgd: SGD at
   lr 0.5 instead of AdamW, parameters within 1e-7 of each tensor's norm (AdamW amplifies
@@ -42,6 +43,8 @@ def tiny(kind, heads=8, kv_heads=4, attn="sdpa", hidden=64):
     torch.manual_seed(0)
     if kind == "llama-kv2":  # fewer key/value heads than a group of 4: replicated
         kind, kv_heads = "llama", 2
+    if kind == "llama-uneven":  # 3 key/value heads over 2 ranks: 2 and 1, with 4 and 2 heads
+        kind, heads, kv_heads, hidden = "llama", 6, 3, 48
     common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=96, num_hidden_layers=2,
                   num_attention_heads=heads, num_key_value_heads=kv_heads,
                   max_position_embeddings=64, attn_implementation=attn)
@@ -110,7 +113,8 @@ def refuse(split):
                       "has no Hugging Face tp_plan"))
     if sizes["sp"] > 1:
         cases.append((tiny("llama", attn="eager"), "hf", "attn_implementation 'eager'"))
-        # Three key/value heads over the sequence group.
+    if sizes["sp"] > 2:
+        # Three key/value heads over a group of 4: fewer than the ranks and not dividing them.
         cases.append((tiny("llama", heads=6, kv_heads=3, hidden=48), "hf", "do not split over"))
     for model, plan, words in cases:
         try:

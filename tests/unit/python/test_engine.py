@@ -199,6 +199,8 @@ def test_hf_stage3_frozen(case, launches):
 # and tensor_parallel block; plans: the model's tp_plan, preset_model, partition_config), every
 # split of 2 and 4 ranks: (world, model, split, plan, stage, accumulation, checks).
 @cases(MpCase, (2, "llama", "sp2", "hf", 1, 2), (2, "qwen3", "sp2", "hf", 3, 2),
+               (2, "llama-uneven", "sp2", "hf", 3, 2),
+               (2, "llama-uneven", "sp2", "hf", 1, 1, ("sgd",)),
                (2, "llama", "tp2", "hf", 1, 2), (2, "llama", "tp2", "preset", 3, 1, ("save16",)),
                (2, "qwen3", "tp2", "hf", 2, 2, ("save16",)), (2, "llama", "tp2", "patterns", 2, 1),
                (4, "llama", "dp2_sp2", "hf", 3, 2), (4, "llama", "dp2_tp2", "hf", 2, 2),
@@ -215,7 +217,8 @@ def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):
 
 
 # Heads that do not split, an eager attention, a model without a plan: one line each.
-@cases(MpCase, (2, "refuse", "sp2", "hf", 1, 1), (2, "refuse", "tp2", "hf", 1, 1))
+@cases(MpCase, (2, "refuse", "sp2", "hf", 1, 1), (2, "refuse", "tp2", "hf", 1, 1),
+               (4, "refuse", "sp4", "hf", 1, 1))
 def test_hf_splits_refuse_what_does_not_split(case, launches):
     launches.check(case)
 

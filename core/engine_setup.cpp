@@ -14,6 +14,7 @@
 #include "core/engine_impl.h"
 #include "core/zero/partitioned_init.h"
 #include "parallel/env.h"
+#include "parallel/tensor_parallel.h"
 
 namespace zt {
 namespace {
@@ -71,6 +72,22 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   const auto [pre_scale, post_scale] =
       reduce_scales(impl_->options_, topology->data_parallel_size());
   impl_->topology_ = topology;
+  if (topology->tensor) {
+    // Every rank's extent of each split parameter, before the layout reshapes them.
+    const auto named = impl_->model_->named_parameters();
+    std::vector<int64_t> mine;
+    for (const auto& [name, dim] : impl_->options_.tensor_split_params) {
+      const at::Tensor* p = named.find(name);
+      ZT_CHECK(p != nullptr, "Engine: tensor_split_params names ", name,
+               ", which is no parameter of the model");
+      mine.push_back(p->size(dim));
+    }
+    auto sizes = dist::gather_sizes(mine, *topology->tensor);
+    size_t i = 0;
+    for (const auto& kv : impl_->options_.tensor_split_params) {
+      impl_->tensor_slices_[kv.first] = std::move(sizes[i++]);
+    }
+  }
   impl_->shard_comm_ = topology->shard;
   impl_->replica_comm_ = topology->replica;
   impl_->hpz_comm_ = topology->hpz;
@@ -192,6 +209,10 @@ int Engine::replica_index() const {
 }
 const dist::Topology& Engine::topology() const {
   return *impl_->topology_;
+}
+
+const std::map<std::string, std::vector<int64_t>>& Engine::tensor_slices() const {
+  return impl_->tensor_slices_;
 }
 
 const dist::Communicator& Engine::communicator() const {

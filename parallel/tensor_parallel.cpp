@@ -1,5 +1,6 @@
 #include "parallel/tensor_parallel.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include <torch/autograd.h>
@@ -53,6 +54,63 @@ at::Tensor enter_tensor_group(const at::Tensor& x, Communicator& group) {
 at::Tensor leave_tensor_group(const at::Tensor& x, Communicator& group) {
   if (group.size() == 1) return x;
   return LeaveTensorGroup::apply(x, &group);
+}
+
+std::vector<int64_t> split_sizes(int64_t size, int64_t parts, int64_t groups) {
+  ZT_CHECK(parts >= 1 && groups >= 1 && size % groups == 0, "tensor split: ", size,
+           " features do not form ", groups, " equal groups");
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < parts; ++r) {
+    out.push_back((groups / parts + (r < groups % parts ? 1 : 0)) * (size / groups));
+  }
+  return out;
+}
+
+int64_t split_offset(const std::vector<int64_t>& sizes, int r) {
+  int64_t at = 0;
+  for (int i = 0; i < r; ++i) at += sizes[static_cast<size_t>(i)];
+  return at;
+}
+
+std::vector<std::vector<int64_t>> gather_sizes(const std::vector<int64_t>& mine,
+                                               Communicator& group) {
+  const int64_t n = static_cast<int64_t>(mine.size()), parts = group.size();
+  std::vector<std::vector<int64_t>> out(mine.size());
+  if (n == 0) return out;
+  const auto opts = at::TensorOptions().dtype(at::kLong);
+  at::Tensor send = at::tensor(mine, opts).to(group.device());
+  at::Tensor recv = at::empty({parts * n}, send.options());
+  group.all_gather(send, recv)->wait();
+  const at::Tensor all = recv.cpu().view({parts, n});
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < parts; ++r) out[i].push_back(all[r][i].item<int64_t>());
+  }
+  return out;
+}
+
+at::Tensor join_slices(const at::Tensor& part, int64_t dim, const std::vector<int64_t>& slices,
+                       Communicator& group) {
+  const int64_t n = group.size();
+  ZT_CHECK(static_cast<int64_t>(slices.size()) == n && part.size(dim) == slices[group.rank()],
+           "join_slices: this rank's extent ", part.size(dim), " along dimension ", dim,
+           " is not its slice of ", slices.size(), " ranks");
+  if (n == 1) return part.detach().clone();
+  const int64_t most = *std::max_element(slices.begin(), slices.end());
+  at::Tensor mine = part.detach().movedim(dim, 0);
+  if (mine.size(0) < most) {
+    std::vector<int64_t> pad_shape = mine.sizes().vec();
+    pad_shape[0] = most - mine.size(0);
+    mine = at::cat({mine, at::zeros(pad_shape, mine.options())});
+  }
+  mine = mine.contiguous();
+  std::vector<int64_t> shape = mine.sizes().vec();
+  shape.insert(shape.begin(), n);
+  at::Tensor all = at::empty(shape, mine.options());
+  at::Tensor flat = all.view({-1});
+  group.all_gather(mine.view({-1}), flat)->wait();
+  std::vector<at::Tensor> pieces;
+  for (int64_t r = 0; r < n; ++r) pieces.push_back(all[r].narrow(0, 0, slices[r]));
+  return at::cat(pieces).movedim(0, dim).contiguous();
 }
 
 void check_same_on_group(const at::Tensor& t, Communicator& group, const char* what) {

@@ -13,6 +13,9 @@
 //
 // Every rank of the group calls them in the same order (collectives over `group`).
 
+#include <cstdint>
+#include <vector>
+
 #include <ATen/ATen.h>
 
 #include "parallel/communicator.h"
@@ -21,6 +24,26 @@ namespace zt::dist {
 
 at::Tensor enter_tensor_group(const at::Tensor& x, Communicator& group);
 at::Tensor leave_tensor_group(const at::Tensor& x, Communicator& group);
+
+// DeepSpeed AutoTP's split of `size` features over `parts` ranks (deepspeed/module_inject/
+// tp_shard.py, get_shard_size): the features are `groups` equal groups (key/value heads with their
+// query heads for attention; `size` itself for an MLP, whose features split one by one), and rank
+// r keeps groups / parts of them, one more when r < groups % parts. `size` must divide by
+// `groups`. Returns each rank's feature count.
+std::vector<int64_t> split_sizes(int64_t size, int64_t parts, int64_t groups);
+// Where rank `r`'s slice starts under `sizes`.
+int64_t split_offset(const std::vector<int64_t>& sizes, int r);
+
+// Every rank's `mine` (one count per split parameter, in the same order on every rank), as
+// result[i][rank]: the slice sizes a tensor group's ranks hold. Collective over `group`.
+std::vector<std::vector<int64_t>> gather_sizes(const std::vector<int64_t>& mine,
+                                               Communicator& group);
+
+// Every rank's slice `part` of one parameter, joined along `dim` in rank order (rank r's extent
+// slices[r]; each travels padded to the largest): the whole parameter, on every rank. Not
+// differentiable; collective over `group`.
+at::Tensor join_slices(const at::Tensor& part, int64_t dim, const std::vector<int64_t>& slices,
+                       Communicator& group);
 
 // The ranks of a tensor group must compute on the same inputs (each holds slices of one model
 // applied to one batch); a data pipeline that gives them different batches trains nonsense

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "core/checkpoint/save_parts.h"
 #include "core/zero/master_store.h"
 #include "parallel/communicator.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/topology.h"
 #include "weights/safetensors_writer.h"
 
@@ -52,11 +54,14 @@ struct TensorPlace {
   int tp = 1, index = 0;
   int file = 0, files = 1;
   const std::map<std::string, int64_t>* dims = nullptr;
+  const std::map<std::string, std::vector<int64_t>>* slices = nullptr;  // Engine::tensor_slices
   int dim_of(const std::string& name) const {
     if (tp == 1 || dims == nullptr) return -1;
     auto it = dims->find(name);
     return it == dims->end() ? -1 : static_cast<int>(it->second);
   }
+  // A split parameter's extent on every tensor index.
+  const std::vector<int64_t>& slices_of(const std::string& name) const { return slices->at(name); }
 };
 TensorPlace tensor_place(const Engine& e) {
   TensorPlace p;
@@ -65,6 +70,7 @@ TensorPlace tensor_place(const Engine& e) {
   p.file = p.index * e.shard_communicator().size() + e.shard_communicator().rank();
   p.files = p.tp * e.shard_communicator().size();
   p.dims = &e.options().tensor_split_params;
+  p.slices = &e.tensor_slices();
   return p;
 }
 
@@ -74,14 +80,18 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
   w.commit();
 }
 
-// Whole shapes: a split parameter's slice times tp along its split dimension.
+// Whole shapes: a split parameter's slices joined along its split dimension.
 std::vector<ckpt::ParamInfo> model_params(const Engine& engine) {
   const TensorPlace place = tensor_place(engine);
   std::vector<ckpt::ParamInfo> out;
   for (const auto& p : engine.model()->named_parameters()) {
     ckpt::ParamInfo info{p.key(), p.value().requires_grad(), p.value().sizes().vec()};
     info.split_dim = place.dim_of(p.key());
-    if (info.split_dim >= 0) info.shape[info.split_dim] *= place.tp;
+    if (info.split_dim >= 0) {
+      info.slices = place.slices_of(p.key());
+      info.shape[info.split_dim] =
+          std::accumulate(info.slices.begin(), info.slices.end(), int64_t{0});
+    }
     out.push_back(std::move(info));
   }
   return out;
@@ -250,7 +260,8 @@ class ParamValues {
     const int mine = place_.dim_of(name);
     if (saved < 0 && mine < 0)
       return fill_range(c_, idx_, name, 0, what, pbegin, pend, dst, dst_at);
-    if (saved == mine && saved_tp == place_.tp)
+    if (saved == mine && saved_tp == place_.tp &&
+        (mine < 0 || info.slices == place_.slices_of(name)))
       return fill_range(c_, idx_, name, place_.index, what, pbegin, pend, dst, dst_at);
     if (name != held_name_ || what != held_what_) {
       const auto opts = at::TensorOptions().dtype(dst.scalar_type());
@@ -260,16 +271,24 @@ class ParamValues {
         fill_range(c_, idx_, name, 0, what, 0, whole.numel(), whole, 0);
       } else {
         std::vector<int64_t> shape = info.shape;
-        shape[saved] /= saved_tp;
         std::vector<at::Tensor> parts;
         for (int t = 0; t < saved_tp; ++t) {
+          shape[saved] = info.slices[static_cast<size_t>(t)];
           at::Tensor part = at::empty(shape, opts);
           fill_range(c_, idx_, name, t, what, 0, part.numel(), part, 0);
           parts.push_back(std::move(part));
         }
         whole = at::cat(parts, saved);
       }
-      held_ = (mine < 0 ? whole : whole.chunk(place_.tp, mine)[place_.index]).contiguous().view(-1);
+      if (mine >= 0) {
+        const std::vector<int64_t>& slices = place_.slices_of(name);
+        ZT_CHECK(std::accumulate(slices.begin(), slices.end(), int64_t{0}) == whole.size(mine),
+                 "checkpoint ", c_.meta_path, ": parameter ", name, " has ", whole.size(mine),
+                 " features along dimension ", mine, ", the model's slices add up to another");
+        whole = whole.narrow(mine, dist::split_offset(slices, place_.index),
+                             slices[static_cast<size_t>(place_.index)]);
+      }
+      held_ = whole.contiguous().view(-1);
       held_name_ = name;
       held_what_ = what;
     }

@@ -167,6 +167,12 @@ void write_metadata(const std::string& path, const Metadata& m) {
     w.u32(p.shape.size());
     for (int64_t d : p.shape) w.i64(d);
     w.i64(p.split_dim);
+    if (p.split_dim >= 0) {
+      ZT_CHECK(static_cast<int>(p.slices.size()) == m.tensor_parallel_size,
+               "checkpoint: parameter ", p.name, " has ", p.slices.size(), " slice extents for ",
+               m.tensor_parallel_size, " tensor indices");
+      for (int64_t e : p.slices) w.i64(e);
+    }
   }
   w.u32(m.shards.size());
   for (auto& s : m.shards) {
@@ -207,10 +213,22 @@ Metadata read_metadata(const std::string& path) {
     ZT_CHECK(nd <= 16, "checkpoint file ", path, " is corrupt (parameter of ", nd, " dims)");
     for (uint32_t d = 0; d < nd; ++d) p.shape.push_back(r.i64());
     if (version >= 3) p.split_dim = static_cast<int>(r.i64());
-    ZT_CHECK(p.split_dim >= -1 && p.split_dim < static_cast<int>(nd) &&
-                 (p.split_dim < 0 || p.shape[p.split_dim] % m.tensor_parallel_size == 0),
-             "checkpoint file ", path, " is corrupt (parameter ", p.name, " split along dim ",
-             p.split_dim, ")");
+    ZT_CHECK(p.split_dim >= -1 && p.split_dim < static_cast<int>(nd), "checkpoint file ", path,
+             " is corrupt (parameter ", p.name, " split along dim ", p.split_dim, ")");
+    if (p.split_dim >= 0) {
+      const int64_t whole = p.shape[p.split_dim], tp = m.tensor_parallel_size;
+      if (version >= 4) {
+        for (int64_t t = 0; t < tp; ++t) p.slices.push_back(r.i64());
+      } else {
+        ZT_CHECK(whole % tp == 0, "checkpoint file ", path, " is corrupt (parameter ", p.name,
+                 " split into ", tp, " parts of ", whole, ")");
+        p.slices.assign(static_cast<size_t>(tp), whole / tp);
+      }
+      int64_t sum = 0;
+      for (int64_t e : p.slices) sum += e;
+      ZT_CHECK(sum == whole, "checkpoint file ", path, " is corrupt (parameter ", p.name,
+               "'s slices add up to ", sum, " of ", whole, ")");
+    }
     m.params.push_back(std::move(p));
   }
   const uint32_t nsh = r.u32();

@@ -30,13 +30,14 @@
 //   u32 num_scaler, per item: str key, f64 value          (loss scaler state; 0 items if none)
 //   u32 num_params, per parameter: str name, u8 trainable, u32 ndim, i64 dims[ndim] (the whole
 //     parameter's), i64 split_dim (version 3 on: the dimension split over the tensor group, -1
-//     for a parameter every rank of it holds whole)
+//     for a parameter every rank of it holds whole), and for a split one (version 4 on)
+//     i64 slice[tensor_parallel_size]: each tensor index's extent along split_dim
 //   u32 num_shards, per shard: str file name, u64 size in bytes, u64 FNV-1a-64 of its bytes
 //
 // Tensor parallelism: each tensor index t of tp runs its own ZeRO world of w ranks, and its shards
 // are files t·w .. t·w + w - 1 (world_size = tp·w). A split parameter's entries in them are
-// offsets in t's slice (the t-th of tp equal parts along split_dim); the others are whole
-// parameters, the same under every t.
+// offsets in t's slice (extent slice[t] along split_dim, after those of the indices before it;
+// equal parts in version 3 files); the others are whole parameters, the same under every t.
 
 #include <cstdint>
 #include <map>
@@ -55,9 +56,10 @@ using io::RecordReader;
 using io::RecordWriter;
 using io::TensorRef;
 
-// Version 2 added the shard's device_rng, version 3 the metadata's tensor split; this build reads
-// version 1 and 2 files too (no device_rng; no tensor split).
-constexpr uint32_t kFormatVersion = 3;
+// Version 2 added the shard's device_rng, version 3 the metadata's tensor split, version 4 the
+// split's slice extents (uneven splits); this build reads versions 1-3 too (no device_rng; no
+// tensor split; equal slices).
+constexpr uint32_t kFormatVersion = 4;
 constexpr uint32_t kOldestFormatVersion = 1;
 constexpr const char* kMetadataFile = "metadata.ztm";
 constexpr const char* kLatestFile = "latest";
@@ -121,8 +123,9 @@ class ShardWriter {
 struct ParamInfo {
   std::string name;
   bool trainable = true;
-  std::vector<int64_t> shape;  // the whole parameter's
-  int split_dim = -1;          // split over the tensor group along this dimension; -1: whole
+  std::vector<int64_t> shape;        // the whole parameter's
+  int split_dim = -1;                // split over the tensor group along this dimension; -1: whole
+  std::vector<int64_t> slices = {};  // split: each tensor index's extent along split_dim
 };
 
 struct Metadata {

@@ -2,12 +2,14 @@
 
 #include <filesystem>
 #include <memory>
+#include <numeric>
 
 #include <ATen/ATen.h>
 
 #include "base/error.h"
 #include "base/logging.h"
 #include "parallel/communicator.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/topology.h"
 #include "weights/safetensors_writer.h"
 
@@ -42,7 +44,10 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
       std::vector<SafetensorsWriter::Entry> entries;
       for (const auto& [name, p] : engine.named_parameters_by_unit()) {
         std::vector<int64_t> shape = p.sizes().vec();
-        if (split_dim(name) >= 0) shape[split_dim(name)] *= tensor->size();
+        if (split_dim(name) >= 0) {
+          const auto& slices = engine.tensor_slices().at(name);
+          shape[split_dim(name)] = std::accumulate(slices.begin(), slices.end(), int64_t{0});
+        }
         entries.push_back({name, p.scalar_type(), shape});
       }
       out = std::make_unique<SafetensorsWriter>(path, std::move(entries));
@@ -53,12 +58,7 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
   engine.for_each_full_parameter([&](const std::string& name, const at::Tensor& value) {
     at::Tensor whole = value;
     if (split_dim(name) >= 0) {  // every rank of the group visits the same parameter here
-      const at::Tensor part = value.contiguous();
-      at::Tensor parts = at::empty({tensor->size() * part.numel()}, part.options());
-      tensor->all_gather(part.view(-1), parts)->wait();
-      std::vector<int64_t> shape = part.sizes().vec();
-      shape.insert(shape.begin(), tensor->size());
-      whole = at::cat(parts.view(shape).unbind(0), split_dim(name));
+      whole = dist::join_slices(value, split_dim(name), engine.tensor_slices().at(name), *tensor);
     }
     if (!out || !error.empty()) return;
     try {

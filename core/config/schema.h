@@ -448,12 +448,16 @@ void visit_tensor_parallel(V& v, Config::TensorParallel& c) {
       "tp",
       [&](auto& w) {
         w.field("tp_size", c.tp_size, {});
-        w.unsupported({{"tp_grain_size", Unsupported::kNoEffect,
-                        "DeepSpeed's training ignores it too (slices are equal parts)", "1"},
-                       {"mpu", Unsupported::kRefused,
-                        "the mesh comes from the topology, not from an mpu object"},
-                       {"tp_group", Unsupported::kRefused,
-                        "the tensor groups come from the topology (consecutive ranks)"}});
+        w.unsupported(
+            {{"tp_grain_size", Unsupported::kNoEffect,
+              "MLP features split one at a time, the first ranks one more where the group "
+              "does not divide them (DeepSpeed rounds MLP slices to this grain; the "
+              "numbers trained are the same)",
+              "1"},
+             {"mpu", Unsupported::kRefused,
+              "the mesh comes from the topology, not from an mpu object"},
+             {"tp_group", Unsupported::kRefused,
+              "the tensor groups come from the topology (consecutive ranks)"}});
       },
       also_named("tensor_parallel"));
   v.unsupported(

@@ -63,18 +63,20 @@ torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
-// Keeps part `index` of `parts` along `dim` of a parameter (a copy: the rest is freed).
-void keep_part(torch::Tensor& p, int64_t dim, int64_t index, int64_t parts) {
+// Keeps slice `index` along `dim` of a parameter whose extent splits into `groups` equal groups
+// dealt out as dist::split_sizes does (a copy: the rest is freed).
+void keep_part(torch::Tensor& p, int64_t dim, int64_t index, int64_t parts, int64_t groups) {
   if (!p.defined()) return;
   torch::NoGradGuard no_grad;
-  const int64_t n = p.size(dim) / parts;
-  p.set_data(p.narrow(dim, index * n, n).clone());
+  const std::vector<int64_t> sizes = dist::split_sizes(p.size(dim), parts, groups);
+  p.set_data(
+      p.narrow(dim, dist::split_offset(sizes, static_cast<int>(index)), sizes[index]).clone());
 }
 
 // Output features of a column-split linear: its weight's rows and its bias.
-void keep_rows(torch::nn::Linear& l, int64_t index, int64_t parts) {
-  keep_part(l->weight, 0, index, parts);
-  keep_part(l->bias, 0, index, parts);
+void keep_rows(torch::nn::Linear& l, int64_t index, int64_t parts, int64_t groups) {
+  keep_part(l->weight, 0, index, parts, groups);
+  keep_part(l->bias, 0, index, parts, groups);
 }
 
 // The input of a column-split layer enters the group; the partial output of a row-split one
@@ -193,16 +195,19 @@ void LlamaAttentionImpl::set_tensor_split(std::shared_ptr<const TensorSplit> spl
   ZT_CHECK(!tensor_, "llama: the tensors are split already");
   const int64_t tp = split ? split->parts() : 1;
   if (tp == 1) return;
-  ZT_CHECK(heads_ % tp == 0 && kv_heads_ % tp == 0, "tensor_parallel.autotp_size ", tp,
-           ": the model's ", heads_, " attention heads and ", kv_heads_,
-           " key/value heads must each divide over it (each rank keeps whole heads)");
+  // Whole key/value heads with their query heads, as DeepSpeed's AutoTP deals them: a count the
+  // group does not divide goes one more to the first ranks; fewer than the group would leave a
+  // rank without attention.
+  ZT_CHECK(kv_heads_ >= tp, "tensor_parallel.autotp_size ", tp, ": the model's ", kv_heads_,
+           " key/value heads are fewer than the ranks (each rank keeps at least one whole head)");
   const int64_t r = split->index();
-  keep_rows(q_proj, r, tp);
-  keep_rows(k_proj, r, tp);
-  keep_rows(v_proj, r, tp);
-  keep_part(o_proj->weight, 1, r, tp);
-  heads_ /= tp;
-  kv_heads_ /= tp;
+  const int64_t kv = kv_heads_;
+  keep_rows(q_proj, r, tp, kv);
+  keep_rows(k_proj, r, tp, kv);
+  keep_rows(v_proj, r, tp, kv);
+  keep_part(o_proj->weight, 1, r, tp, kv);
+  heads_ = q_proj->weight.size(0) / head_dim_;
+  kv_heads_ = k_proj->weight.size(0) / head_dim_;
   tensor_ = std::move(split);
 }
 
@@ -228,13 +233,15 @@ void LlamaMlpImpl::set_tensor_split(std::shared_ptr<const TensorSplit> split) {
   ZT_CHECK(!tensor_, "llama: the tensors are split already");
   const int64_t tp = split ? split->parts() : 1;
   if (tp == 1) return;
+  // Features one by one, the first ranks one more where tp does not divide them (DeepSpeed's
+  // near-even MLP split at tp_grain_size 1).
   const int64_t inter = gate_proj->weight.size(0);
-  ZT_CHECK(inter % tp == 0, "tensor_parallel.autotp_size ", tp, ": the model's intermediate_size ",
-           inter, " must divide over it");
+  ZT_CHECK(inter >= tp, "tensor_parallel.autotp_size ", tp, ": the model's intermediate_size ",
+           inter, " is smaller than it");
   const int64_t r = split->index();
-  keep_rows(gate_proj, r, tp);
-  keep_rows(up_proj, r, tp);
-  keep_part(down_proj->weight, 1, r, tp);
+  keep_rows(gate_proj, r, tp, inter);
+  keep_rows(up_proj, r, tp, inter);
+  keep_part(down_proj->weight, 1, r, tp, inter);
   tensor_ = std::move(split);
 }
 

@@ -33,17 +33,12 @@ at::Tensor summed(const at::Tensor& t, const std::shared_ptr<dist::Communicator>
   return out;
 }
 
-// Every rank's `t` joined along `dim` in rank order (not differentiable): a split parameter made
-// whole for a file.
+// Every rank's `t` joined along `dim` in rank order, whatever each rank's extent (not
+// differentiable): a split parameter made whole for a file.
 at::Tensor joined(const at::Tensor& t, const std::shared_ptr<dist::Communicator>& g, int64_t dim) {
   if (g == nullptr || g->size() == 1) return t.detach().clone();
-  const int64_t n = g->size();
-  at::Tensor mine = t.detach().movedim(dim, 0).contiguous();
-  std::vector<int64_t> shape = mine.sizes().vec();
-  shape[0] *= n;
-  at::Tensor all = at::empty(shape, mine.options());
-  g->all_gather(mine, all)->wait();
-  return all.movedim(0, dim).contiguous();
+  const std::vector<int64_t> slices = dist::gather_sizes({t.size(dim)}, *g)[0];
+  return dist::join_slices(t, dim, slices, *g);
 }
 
 }  // namespace

@@ -15,10 +15,12 @@ Hugging Face wrapper refuses it). ``split_sequence`` gives a rank its part of a 
 Tensor parallelism (DeepSpeed's AutoTP training, the ``tensor_parallel`` block): the linear layers
 a plan names are cut over the tensor group, column-split ones keeping their slice of the output
 features (their input's gradient summed over the group), row-split ones their slice of the input
-features (their outputs summed over the group, the bias added once). The plan is, as DeepSpeed
+features (their outputs summed over the group, the bias added once), in whole key/value heads
+(with their query heads) for attention, the first ranks one more where the group does not divide
+them, and one by one for the MLP, as DeepSpeed's AutoTP deals them. The plan is, as DeepSpeed
 chooses it: ``partition_config`` (with ``preset_model``'s specs after it unless
 ``use_default_specs`` is false), else ``preset_model``, else the model's Hugging Face
-``tp_plan``. Heads are split whole; embeddings, norms and the output head stay whole on every
+``tp_plan``. Embeddings, norms and the output head stay whole on every
 rank (a ``colwise_gather_output`` head computes the same whole logits that way), and
 ``replicated_with_grad_allreduce`` parameters (Qwen3's q/k norms, applied to split heads) get
 their gradient summed over the group. The engine then shards the slices over the ranks of their
@@ -152,37 +154,36 @@ def _row_forward(groups):
     return forward
 
 
-def _cut(param, dim, rank, parts, name):
-    size = param.shape[dim]
-    if size % parts:
-        raise ValueError(f"tensor_parallel.autotp_size {parts}: {name} has {size} features along "
-                         f"dimension {dim}, which do not split into {parts} equal parts")
-    piece = param.detach().narrow(dim, rank * (size // parts), size // parts).clone()
+def _slices(size, parts, groups):
+    """DeepSpeed AutoTP's extents of `size` features over `parts` ranks (tp_shard.py's
+    get_shard_size; dist::split_sizes in parallel/tensor_parallel.h): `groups` equal groups dealt
+    out, the first ranks one more where `parts` does not divide them."""
+    return [(groups // parts + (r < groups % parts)) * (size // groups) for r in range(parts)]
+
+
+def _cut(param, dim, rank, sizes):
+    first = sum(sizes[:rank])
+    piece = param.detach().narrow(dim, first, sizes[rank]).clone()
     return torch.nn.Parameter(piece, requires_grad=param.requires_grad)
 
 
-def _check_heads(model, split_rows, tp):
-    """Each attention module's heads split whole over the group: its column-split projections keep
-    whole heads, and query heads stay in whole groups per key/value head."""
-    for name, module in model.named_modules():
-        head_dim = getattr(module, "head_dim", None)
-        if not isinstance(head_dim, int):
-            continue
-        counts = {}
-        for child in ("q_proj", "k_proj", "v_proj"):
-            rows = split_rows.get(f"{name}.{child}" if name else child)
-            if rows is None:
-                continue
-            if rows % (head_dim * tp):
-                raise ValueError(
-                    f"tensor_parallel.autotp_size {tp}: {name}.{child} has {rows // head_dim} "
-                    f"heads, which do not split into {tp} equal parts of whole heads")
-            counts[child] = rows // head_dim
-        if "q_proj" in counts and "k_proj" in counts:
-            groups = getattr(module, "num_key_value_groups", None)
-            if groups is not None and counts["q_proj"] != groups * counts["k_proj"]:
-                raise ValueError(f"{name}: {counts['q_proj']} query heads over "
-                                 f"{counts['k_proj']} key/value heads")
+def _groups_of(model, name, size, tp):
+    """How `size` features of layer `name` split, as DeepSpeed's AutoTP decides: in whole key/value
+    heads (with their query heads) for a layer outside the MLP and the head whose features are
+    whole heads, else one by one."""
+    text = getattr(model, "config", None)
+    text = text.get_text_config() if hasattr(text, "get_text_config") else text
+    kv = getattr(text, "num_key_value_heads", None) or getattr(text, "num_attention_heads", None)
+    last = name.split(".")[-1]
+    if kv and size % kv == 0 and "mlp" not in name and last not in ("lm_head", "embed_out"):
+        if kv < tp:
+            raise ValueError(f"tensor_parallel.autotp_size {tp}: the model's {kv} key/value heads "
+                             "are fewer than the ranks (each rank keeps at least one whole head)")
+        return kv
+    if size < tp:
+        raise ValueError(f"tensor_parallel.autotp_size {tp}: {name} has {size} features, fewer "
+                         "than the ranks")
+    return size
 
 
 def split_layers(model, groups):
@@ -190,7 +191,7 @@ def split_layers(model, groups):
     Returns ({parameter name: split dimension}, whether partition_config was applied)."""
     tp, rank = groups.tensor_parallel_size, groups.tensor_parallel_rank
     specs, from_partition_config, strict = _plan(model, groups)
-    split, split_rows = {}, {}
+    split = {}
     for name, module in list(model.named_modules()):
         own = {n: p for n, p in module.named_parameters(recurse=False)}
         if "weight" not in own:
@@ -215,24 +216,26 @@ def split_layers(model, groups):
         if spec.whole_output:
             continue  # a column split whose output is gathered again: the same as whole
         if spec.kind == "column":
-            split_rows[name] = module.out_features
-            module.weight = _cut(module.weight, 0, rank, tp, pname)
+            sizes = _slices(module.out_features, tp,
+                            _groups_of(model, name, module.out_features, tp))
+            module.weight = _cut(module.weight, 0, rank, sizes)
             split[pname] = 0
             if module.bias is not None:
-                module.bias = _cut(module.bias, 0, rank, tp, f"{name}.bias")
+                module.bias = _cut(module.bias, 0, rank, sizes)
                 split[f"{name}.bias"] = 0
-            module.out_features //= tp
+            module.out_features = sizes[rank]
             module.forward = _column_forward(groups).__get__(module)
         else:
-            module.weight = _cut(module.weight, 1, rank, tp, pname)
+            sizes = _slices(module.in_features, tp,
+                            _groups_of(model, name, module.in_features, tp))
+            module.weight = _cut(module.weight, 1, rank, sizes)
             split[pname] = 1
-            module.in_features //= tp
+            module.in_features = sizes[rank]
             module.forward = _row_forward(groups).__get__(module)
     if not split:
         source = specs[0].where if specs else "empty"
         raise ValueError(f"tensor_parallel.autotp_size {tp}: the plan ({source}) matches no "
                          "linear layer of the model")
-    _check_heads(model, split_rows, tp)
     return split, from_partition_config
 
 
@@ -290,15 +293,16 @@ def wrap_attention(model, groups):
                          "whole attention mask; load the model with attn_implementation=\"sdpa\" "
                          "(or a flash attention) as DeepSpeed's Ulysses requires")
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    heads = text.num_attention_heads
-    kv = getattr(text, "num_key_value_heads", None) or heads
+    kv = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
     tp = groups.tensor_parallel_size
-    heads, kv = heads // tp, max(kv // tp, 1)
-    if kv < sp and sp % kv:
-        raise ValueError(
-            f"sequence_parallel_size {sp}: {kv} key/value heads per rank"
-            f"{' of a tensor group' if tp > 1 else ''} are fewer than the ranks and do not split "
-            f"over {sp} ranks (each rank needs a whole or replicated key/value head)")
+    # Each tensor rank's key/value heads (all of them without a tensor split).
+    for kv_here in sorted(set(_slices(kv, tp, kv) if kv >= tp else [kv])):
+        if kv_here < sp and sp % kv_here:
+            raise ValueError(
+                f"sequence_parallel_size {sp}: {kv_here} key/value heads"
+                f"{' on a rank of a tensor group' if tp > 1 else ''} are fewer than the ranks and "
+                f"do not split over {sp} ranks (each rank needs a whole or replicated key/value "
+                "head)")
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     if impl not in _WRAPPED:
         _WRAPPED[impl] = ALL_ATTENTION_FUNCTIONS[impl]

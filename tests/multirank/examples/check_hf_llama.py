@@ -17,7 +17,9 @@
   moved BEFORE AFTER SHARD T SUMMARY
                                   validation loss of BEFORE and AFTER on the shard's samples must be
                                   train_llama's valid_loss_before/after, and must have fallen
-  same A B TOL                    the weights of two directories agree within TOL (max |diff|)
+  same A B TOL [key_bias_noise]   the weights of two directories agree within TOL (max |diff|;
+                                  with key_bias_noise, key projection biases, which have no
+                                  gradient, within 1e-2)
   same_logits A B                 two logits files of zt_llama_logits are identical
 
 Several commands separated by "+" run in one process (tests/support/case_list.py).
@@ -149,8 +151,16 @@ def main(argv):
         a = load(args[0]).state_dict()
         b = load(args[1]).state_dict()
         assert a.keys() == b.keys(), (sorted(a.keys() ^ b.keys()))
-        worst = max((a[k] - b[k]).abs().max().item() for k in a)
-        print(f"{args[0]} vs {args[1]}: max |weight diff| = {worst:.3g}")
+        # A key projection's bias has no gradient: softmax is the same when every key of a row
+        # moves by one vector. What reaches it is rounding noise, which Adam turns into steps of
+        # up to lr (1e-3 in these runs) whatever its size, so two runs whose sums round
+        # differently (a tensor split's) part by up to 2 lr a step there: 1e-2 over 5 steps.
+        noise = [k for k in a if k.endswith("k_proj.bias")] if "key_bias_noise" in args else []
+        for k in noise:
+            assert (a[k] - b[k]).abs().max().item() <= 1e-2, k
+        worst = max((a[k] - b[k]).abs().max().item() for k in a if k not in noise)
+        print(f"{args[0]} vs {args[1]}: max |weight diff| = {worst:.3g}"
+              + (" (key biases within 1e-2)" if noise else ""))
         assert worst <= float(args[2]), worst
     else:
         sys.exit(f"unknown command {cmd}")

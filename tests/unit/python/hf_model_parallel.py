@@ -1,8 +1,8 @@
 """One rank of a sequence- and tensor-parallel run of a Hugging Face causal LM (ztrun starts it).
 
 A tiny random ``LlamaForCausalLM`` or ``Qwen3ForCausalLM`` (8 heads over 4 key/value heads,
-or 2 for llama-kv2, or 6 over 3 for llama-uneven, which a group of 2 splits unevenly; Qwen3's q/k
-norms act on split heads) trained by ``zerotorch.initialize``
+or 2 for llama-kv2, or 6 over 3 for llama-uneven, which a group of 2 splits unevenly, as it does
+its MLP of 91 features; Qwen3's q/k norms act on split heads) trained by ``zerotorch.initialize``
 with the config's ``sequence_parallel_size`` and ``tensor_parallel`` block, at a mesh of data x
 sequence x tensor ranks, must train like plain single-process ``torch.optim.AdamW`` on the same
 global batches, fp32, with the Trainer's "auto" values (clipping 1.0, accumulation): the
@@ -38,14 +38,15 @@ from case_list import run_each  # noqa: E402
 STEPS, MICRO, SEQ, VOCAB, LR, WD, SGD_LR = 4, 2, 13, 96, 2e-3, 0.01, 0.5
 
 
-def tiny(kind, heads=8, kv_heads=4, attn="sdpa", hidden=64):
+def tiny(kind, heads=8, kv_heads=4, attn="sdpa", hidden=64, inter=96):
     import transformers
     torch.manual_seed(0)
     if kind == "llama-kv2":  # fewer key/value heads than a group of 4: replicated
         kind, kv_heads = "llama", 2
-    if kind == "llama-uneven":  # 3 key/value heads over 2 ranks: 2 and 1, with 4 and 2 heads
-        kind, heads, kv_heads, hidden = "llama", 6, 3, 48
-    common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=96, num_hidden_layers=2,
+    if kind == "llama-uneven":  # 3 key/value heads over 2 ranks: 2 and 1, with 4 and 2 heads;
+        # at tp 2 the MLP's 91 features split 46 and 45
+        kind, heads, kv_heads, hidden, inter = "llama", 6, 3, 48, 91
+    common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=2,
                   num_attention_heads=heads, num_key_value_heads=kv_heads,
                   max_position_embeddings=64, attn_implementation=attn)
     if kind == "qwen3":
@@ -108,7 +109,7 @@ def refuse(split):
     cases = []
     if sizes["tp"] > 1:
         # One key/value head over the tensor group.
-        cases.append((tiny("llama", heads=4, kv_heads=1), "hf", "do not split into"))
+        cases.append((tiny("llama", heads=4, kv_heads=1), "hf", "are fewer than the ranks"))
         cases.append((torch.nn.Sequential(torch.nn.Linear(4, 4)), "hf",
                       "has no Hugging Face tp_plan"))
     if sizes["sp"] > 1:

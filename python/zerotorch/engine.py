@@ -548,7 +548,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
             "zerotorch.initialize: a client optimizer or lr_scheduler cannot drive the C++ "
             "engine; give them as the config's optimizer and scheduler blocks")
     if mpu is not None:
-        raise ValueError("zerotorch.initialize: mpu (model parallelism) is not supported")
+        raise ValueError("zerotorch.initialize: mpu is not taken; the sequence and tensor groups "
+                         "come from the config's sequence_parallel_size and tensor_parallel block")
     if config is None:
         config = config_params
     if config is None and args is not None:

@@ -438,6 +438,37 @@ void visit_elasticity(V& v, ElasticityConfig& c) {
                   "DeepSpeed reads prefer_larger_batch, not this name; set that key", "true"}});
 }
 
+// DeepSpeed 0.19's CompileConfig (deepspeed/compile/config.py). engine.compile() (the Python front
+// door's) compiles the module with torch.compile whatever this block says, as DeepSpeed does
+// with deepcompile off; every other key configures DeepCompile's passes, which DeepSpeed too
+// reads only with deepcompile on.
+template <typename V>
+void visit_compile(V& v) {
+  using U = Unsupported;
+  constexpr const char* kPass = "a DeepCompile option; DeepCompile is not implemented";
+  v.unsupported(
+      {{"deepcompile", U::kRefused,
+        "DeepCompile's passes are not implemented; engine.compile() compiles the module with "
+        "torch.compile (deepcompile: false)"},
+       {"autoep_non_moe", U::kRefused, "no AutoEP layers to leave eager"},
+       {"free_activation", U::kNoEffect, kPass},
+       {"free_activation_threshold", U::kNoEffect, kPass, "10485760"},
+       {"offload_activation", U::kNoEffect, kPass},
+       {"offload_activation_pin_memory", U::kNoEffect, kPass, "true"},
+       {"offload_opt_states", U::kNoEffect, kPass},
+       {"double_buffer", U::kNoEffect, kPass, "true"},
+       {"symmetric_memory", U::kNoEffect, kPass},
+       {"debug_log", U::kNoEffect, kPass},
+       {"offload_parameters", U::kNoEffect, kPass},
+       {"sync_before_reduce", U::kNoEffect, kPass},
+       {"sync_after_reduce", U::kNoEffect, kPass},
+       {"sync_before_allgather", U::kNoEffect, kPass},
+       {"sync_after_allgather", U::kNoEffect, kPass},
+       {"keep_int_input_tensors", U::kNoEffect, kPass, "true"},
+       {"keep_all_input_tensors", U::kNoEffect, kPass},
+       {"passes", U::kNoEffect, kPass}});
+}
+
 // DeepSpeed 0.19's TPTrainingConfig (deepspeed/runtime/tensor_parallel/config.py).
 template <typename V>
 void visit_tensor_parallel(V& v, Config::TensorParallel& c) {
@@ -569,6 +600,7 @@ void visit_config(V& v, Config& c) {
           },
           {});
   v.block("elasticity", [&](auto& w) { visit_elasticity(w, c.elasticity); }, {});
+  v.block("compile", [&](auto& w) { visit_compile(w); }, {});
   // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
   v.unknown_keys_warn();
   using U = Unsupported;
@@ -594,7 +626,6 @@ void visit_config(V& v, Config& c) {
        {"nebula", U::kFeature, "no Nebula checkpoint service"},
        {"amp", U::kRefused, "apex AMP is not implemented; use fp16 or bf16"},
        {"torch_autocast", U::kRefused, "autocast is not implemented; use fp16 or bf16"},
-       {"compile", U::kFeature, "no torch.compile or DeepCompile"},
        {"zero_allow_untested_optimizer", U::kNoEffect, "every optimizer runs at every stage",
         "true"},
        {"zero_force_ds_cpu_optimizer", U::kNoEffect, "optimizer offload always steps with CpuAdam",

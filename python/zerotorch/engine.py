@@ -15,6 +15,14 @@ from . import zero as _zero
 from .devices import resolve_device
 
 
+# Stage 3 gathers a unit's parameters in module hooks (ZeroEngine below). Code torch.compile made
+# for a module of the same class before such hooks existed (another instance trained at a lower
+# stage, the model run compiled before it was wrapped) must not run without them: it would read
+# released parameters. By default dynamo does not guard on module hooks; with zerotorch imported
+# it does, for code compiled from then on.
+torch._dynamo.config.skip_nnmodule_hook_guards = False
+
+
 def _tensors(out):
     """Every tensor in a module's output (a tensor, tuple, list, dict or Hugging Face output)."""
     if isinstance(out, torch.Tensor):
@@ -209,6 +217,13 @@ class ZeroEngine:
     the engine's (sharded, cast and stepped in place): ``engine.module`` is the model."""
 
     def __init__(self, module, config, overrides=(), program=None, units=None, device=None):
+        # A torch.compile'd module (OptimizedModule) runs compiled, and the engine works on the
+        # model inside it: its parameters keep their own names (no "_orig_mod." prefix) in
+        # checkpoints and exports, as after engine.compile().
+        self._compiled_call = None
+        if isinstance(module, torch._dynamo.eval_frame.OptimizedModule):
+            self._compiled_call = module
+            module = module._orig_mod
         self.module = module
         # DeepSpeed moves the module to the local rank's accelerator (cuda:LOCAL_RANK), whatever
         # device it was built on; so does the engine here, and a module already on a device stays
@@ -252,10 +267,12 @@ class ZeroEngine:
             engine = self._engine
             for i, name in enumerate(units):
                 unit = module.get_submodule(name)
-                self._hooks.append(unit.register_forward_pre_hook(
-                    lambda _m, _args, i=i: engine.unit_before_forward(i)))
-                self._hooks.append(unit.register_forward_hook(
-                    lambda _m, _args, out, i=i: engine.unit_after_forward(i, _tensors(out))))
+                # In a compiled model the gathers run eagerly between the compiled parts (one
+                # graph break before and one after each unit), never traced.
+                self._hooks.append(unit.register_forward_pre_hook(torch.compiler.disable(
+                    lambda _m, _args, i=i: engine.unit_before_forward(i))))
+                self._hooks.append(unit.register_forward_hook(torch.compiler.disable(
+                    lambda _m, _args, out, i=i: engine.unit_after_forward(i, _tensors(out)))))
         self.units = units
         for key in self._engine.activation_checkpointing_keys_set:
             if self._engine.rank == 0:
@@ -284,13 +301,40 @@ class ZeroEngine:
         box = []
 
         def run():
-            box.append(self.module(*args, **kwargs))
+            call = self.module if self._compiled_call is None else self._compiled_call
+            box.append(call(*args, **kwargs))
             return _first_tensor(box[0])
 
         self._engine.forward(run)
         return box[0]
 
     forward = __call__
+
+    def compile(self, backend=None, compile_kwargs=None, schedule=None,
+                compiled_autograd_enabled=False):
+        """DeepSpeed's ``engine.compile()``: the module compiled in place
+        (``nn.Module.compile``, so its parameters keep their names) with ``backend`` (inductor
+        by default) and ``compile_kwargs``. The engine's work stays outside the compiled graphs:
+        at stage 3 each unit's gather and release run eagerly around it (a graph break on each
+        side), and gradients reach the engine through the parameters' accumulation hooks, which
+        the compiled backward feeds as the eager one does. DeepCompile schedules and compiled
+        autograd (which would trace those hooks) are refused."""
+        if schedule is not None:
+            raise ValueError("engine.compile: schedule is DeepCompile's; zerotorch compiles with "
+                             "torch.compile only (compile.deepcompile is refused)")
+        if compiled_autograd_enabled:
+            raise ValueError("engine.compile: compiled_autograd_enabled would trace the engine's "
+                             "gradient hooks; compile without it")
+        if self.is_compiled:
+            return
+        kwargs = dict(compile_kwargs or {})
+        kwargs["backend"] = backend or kwargs.get("backend") or "inductor"
+        self.module.compile(**kwargs)
+
+    @property
+    def is_compiled(self):
+        return self._compiled_call is not None or getattr(
+            self.module, "_compiled_call_impl", None) is not None
 
     def backward(self, loss):
         """``loss.backward()`` scaled by 1 / gradient_accumulation_steps (and the fp16 loss
@@ -540,6 +584,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     own: "auto", "cpu", "cuda", "cuda:N", "zttest", "zttest:N", as the programs' ``--device``)
     or, unset, the kind of device the module is on, a module on the host going to the local
     rank's GPU where one is visible. ``engine.device`` and ``engine.local_rank`` say where.
+
+    A ``torch.compile``d model runs compiled, the engine working on the model inside it (names
+    without ``_orig_mod.``); ``engine.compile()`` or ``training_args.torch_compile`` compile it
+    in place, as DeepSpeed's ``engine.compile()`` does.
     """
     if model is None:
         raise ValueError("zerotorch.initialize: model is required")
@@ -583,6 +631,12 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     elif "parameter_groups" not in blocks:
         overrides.insert(0, "parameter_groups.no_decay=[]")
     engine = ZeroEngine(model, config, overrides, program, units, device)
+    if getattr(training_args, "torch_compile", False):
+        # TrainingArguments(torch_compile=True): the Trainer compiles the model with its backend
+        # and mode; engine.compile() does it with the engine's hooks in place.
+        mode = getattr(training_args, "torch_compile_mode", None)
+        engine.compile(backend=getattr(training_args, "torch_compile_backend", None),
+                       compile_kwargs={"mode": mode} if mode else {})
     loader = None
     if training_data is not None:
         # data.drop_last, which DeepSpeed's dataloader_drop_last sets too.

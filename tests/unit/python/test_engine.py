@@ -88,6 +88,20 @@ class MpCase(NamedTuple):
                          *self.checks])
 
 
+class CompileCase(NamedTuple):
+    """One compile_equivalence.py case: the same training eager and compiled (inductor)."""
+    world: int
+    stage: int
+    mode: str  # method: engine.compile(); wrapped: a torch.compile'd model; trainer: torch_compile
+    script = "compile_equivalence.py"
+
+    def argv(self, out):
+        return [str(self.stage), self.mode, str(out)]
+
+    def __str__(self):
+        return f"s{self.stage}-w{self.world}-{self.mode}"
+
+
 class Launches:
     """Runs the selected cases of one script and rank count in a single ztrun launch, the first
     time a test asks for one of them (tests/support/case_list.py): each launch starts an
@@ -223,6 +237,14 @@ def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):
 @cases(MpCase, (2, "refuse", "sp2", "hf", 1, 1), (2, "refuse", "tp2", "hf", 1, 1),
                (4, "refuse", "sp4", "hf", 1, 1))
 def test_hf_splits_refuse_what_does_not_split(case, launches):
+    launches.check(case)
+
+
+# torch.compile through the front door (inductor on the CPU): every stage through
+# engine.compile(), and a torch.compile'd model handed to initialize, trains as the eager engine.
+@cases(CompileCase, (1, 0, "method"), (1, 1, "method"), (1, 2, "method"), (1, 3, "method"),
+                    (1, 3, "wrapped"), (1, 2, "trainer"), (2, 1, "wrapped"), (2, 3, "method"))
+def test_compiled_models_train_like_eager(case, launches):
     launches.check(case)
 
 

@@ -262,6 +262,26 @@ TEST(DeepSpeedSyntax, TensorParallelBlockActsOnTheBatchAndTheEngine) {
       << all(knob.warnings);
 }
 
+// The compile block (DeepSpeed 0.19's CompileConfig): deepcompile off is what engine.compile()
+// does (torch.compile); DeepCompile itself is refused, its pass options warn, and keys DeepSpeed's
+// block forbids are errors.
+TEST(DeepSpeedSyntax, CompileBlockRefusesDeepCompileAndWarnsOnItsPasses) {
+  ConfigReport off = json(R"({"train_batch_size": 8, "compile": {"deepcompile": false,
+    "offload_activation_pin_memory": true}})");
+  ASSERT_TRUE(off.config) << all(off.errors);
+  EXPECT_TRUE(off.warnings.empty()) << all(off.warnings);
+  ConfigReport on = json(R"({"train_batch_size": 8, "compile": {"deepcompile": true}})");
+  ASSERT_EQ(on.errors.size(), 1u) << all(on.errors);
+  EXPECT_EQ(on.errors[0].rfind("compile.deepcompile", 0), 0u) << on.errors[0];
+  ConfigReport pass = json(R"({"train_batch_size": 8, "compile": {"offload_activation": true}})");
+  ASSERT_TRUE(pass.config) << all(pass.errors);
+  EXPECT_TRUE(has_line_starting(pass.warnings, "compile.offload_activation: no effect"))
+      << all(pass.warnings);
+  ConfigReport old = json(R"({"train_batch_size": 8, "compile": {"backend": "inductor"}})");
+  ASSERT_EQ(old.errors.size(), 1u) << all(old.errors);
+  EXPECT_NE(old.errors[0].find("compile.backend"), std::string::npos) << old.errors[0];
+}
+
 // ZeRO++'s quantized collectives act at stage 3 and say once where they do not.
 TEST(DeepSpeedSyntax, QuantizedCollectivesActAtStage3AndWarnBelow) {
   ConfigReport on = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,

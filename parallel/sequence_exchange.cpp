@@ -11,10 +11,6 @@
 namespace zt::dist {
 namespace {
 
-// One all-to-all of the exchange, either way. `to_heads`: x (B, Tl, H, D) is laid out as sp
-// chunks (sp, B, Tl, H/sp, D), chunk j holding rank j's heads; what arrives from rank j is its
-// positions of this rank's heads, (sp, B, Tl, H/sp, D), and joins along the sequence. The other
-// way lays (B, T, Hl, D) out as sp chunks of positions and joins what arrives along the heads.
 // Uneven heads: rank j's chunk holds heads[j] heads, padded to the largest count so that the
 // all-to-all moves equal chunks; the padding is dropped on arrival.
 at::Tensor exchange_uneven(const at::Tensor& x, Communicator& group, bool to_heads,
@@ -60,6 +56,10 @@ at::Tensor exchange_uneven(const at::Tensor& x, Communicator& group, bool to_hea
   return at::cat(parts, 2);
 }
 
+// One all-to-all of the exchange, either way. `to_heads`: x (B, Tl, H, D) is laid out as sp
+// chunks (sp, B, Tl, H/sp, D), chunk j holding rank j's heads; what arrives from rank j is its
+// positions of this rank's heads, (sp, B, Tl, H/sp, D), and joins along the sequence. The other
+// way lays (B, T, Hl, D) out as sp chunks of positions and joins what arrives along the heads.
 at::Tensor exchange(const at::Tensor& x, Communicator& group, bool to_heads,
                     std::optional<at::ScalarType> wire, const std::vector<int64_t>& heads) {
   if (!heads.empty()) return exchange_uneven(x, group, to_heads, wire, heads);

@@ -77,6 +77,14 @@ void bind_model_parallel(py::module_& m) {
       .def(
           "sum_over_sequence", [](MP& g, const at::Tensor& t) { return summed(t, g.sequence); },
           py::arg("t"), release)
+      // Every rank's (B, T/sp, ...) joined along the positions (not differentiable; integers
+      // travel as fp32, exact below 2^24): position ids for an attention that reads them.
+      .def(
+          "gather_over_sequence",
+          [](MP& g, const at::Tensor& t) {
+            return dist::gather_sequence(t, group(g.sequence, "sequence"));
+          },
+          py::arg("t"), release)
       .def(
           "enter_tensor_group",
           [](MP& g, const at::Tensor& x) {

@@ -266,6 +266,11 @@ def _sequence_parallel_attention(core, module, query, key, value, attention_mask
     q = groups.sequence_to_heads(query.transpose(1, 2), q_counts).transpose(1, 2)
     k = groups.sequence_to_heads(key.transpose(1, 2), kv_counts).transpose(1, 2)
     v = groups.sequence_to_heads(value.transpose(1, 2), kv_counts).transpose(1, 2)
+    positions = kwargs.get("position_ids")
+    if torch.is_tensor(positions) and positions.dim() == 2:
+        # Over the gathered sequence, as DeepSpeed gives them: flash attention reads them to find
+        # the sequences packed in a row (sdpa ignores them).
+        kwargs = dict(kwargs, position_ids=groups.gather_over_sequence(positions))
     saved = getattr(module, "num_key_value_groups", None)
     if saved is not None:
         module.num_key_value_groups = q.shape[1] // k.shape[1]

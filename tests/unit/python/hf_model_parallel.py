@@ -180,6 +180,11 @@ def run_case(argv):
         engine.step()
         losses.append(loss.item())
     assert engine.global_steps == STEPS, engine.global_steps
+    if sp > 1:
+        # What the attention hands a flash kernel: every part's position ids, joined.
+        joined = engine.model_parallel.gather_over_sequence(part(0)["position_ids"])
+        want_ids = torch.arange(joined.shape[1], device=joined.device).expand(MICRO, -1)
+        assert torch.equal(joined.long(), want_ids), joined
 
     opt = torch.optim.SGD(reference.parameters(), lr=SGD_LR) if sgd else torch.optim.AdamW(
         reference.parameters(), lr=LR, weight_decay=WD, eps=1e-8)

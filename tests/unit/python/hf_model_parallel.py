@@ -35,6 +35,9 @@ import zerotorch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 from case_list import run_each  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_equivalence  # noqa: E402
+
 STEPS, MICRO, SEQ, VOCAB, LR, WD, SGD_LR = 4, 2, 13, 96, 2e-3, 0.01, 0.5
 
 
@@ -65,23 +68,10 @@ def mesh(split):
 
 
 def ds_config(stage, sp, tp, plan):
-    zero = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True,
-            "reduce_bucket_size": "auto"}
-    if stage == 3:
-        zero.update({"stage3_prefetch_bucket_size": "auto",
-                     "stage3_param_persistence_threshold": "auto",
-                     "stage3_gather_16bit_weights_on_model_save": True})
-    config = {
-        "bf16": {"enabled": "auto"},
-        "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
-                                                  "weight_decay": "auto"}},
-        "zero_optimization": zero,
-        "gradient_accumulation_steps": "auto",
-        "gradient_clipping": "auto",
-        "train_batch_size": "auto",
-        "train_micro_batch_size_per_gpu": "auto",
-        "sequence_parallel_size": sp,
-    }
+    """hf_equivalence.py's Hugging Face-style config (every Trainer value "auto"), fp32, with the
+    sequence and tensor splits."""
+    config = hf_equivalence.ds_config(stage, "fp32", "none", "")
+    config["sequence_parallel_size"] = sp
     if tp > 1:
         block = {"autotp_size": tp}
         if plan == "preset":

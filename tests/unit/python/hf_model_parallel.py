@@ -12,7 +12,7 @@ the right and 13 positions long, so a sequence split pads them too. ``split_sequ
 ``causal_lm_loss`` feed every split the same way.
 
 usage: hf_model_parallel.py MODEL SPLIT PLAN STAGE ACC OUT [checks] [+ ...]
-  MODEL llama|llama-kv2|llama-uneven|qwen3; SPLIT dp<N>_sp<N>_tp<N> (parts may be left out, each 1 then);
+  MODEL llama|llama-kv2|llama-uneven|qwen3; SPLIT dp<N>_sp<N>_tp<N> (a part left out is 1);
   PLAN hf (the model's tp_plan), preset (preset_model "llama"), patterns (partition_config);
   checks: save16: the 16-bit model, written by every rank, holds the whole weights; sgd: SGD at
   lr 0.5 instead of AdamW, parameters within 1e-7 of each tensor's norm (AdamW amplifies
@@ -49,7 +49,8 @@ def tiny(kind, heads=8, kv_heads=4, attn="sdpa", hidden=64, inter=96):
     if kind == "llama-uneven":  # 3 key/value heads over 2 ranks: 2 and 1, with 4 and 2 heads;
         # at tp 2 the MLP's 91 features split 46 and 45
         kind, heads, kv_heads, hidden, inter = "llama", 6, 3, 48, 91
-    common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=2,
+    common = dict(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=inter,
+                  num_hidden_layers=2,
                   num_attention_heads=heads, num_key_value_heads=kv_heads,
                   max_position_embeddings=64, attn_implementation=attn)
     if kind == "qwen3":

@@ -228,7 +228,10 @@ void bind_engine(py::module_& m) {
           },
           py::arg("tensor"), py::arg("root"), py::call_guard<py::gil_scoped_release>())
       .def(
-          "barrier", [](PyEngine& e) { e.engine().communicator().barrier()->wait(); },
+          "barrier",
+          // Every rank: under tensor parallelism the engine's communicator is only this tensor
+          // index's ranks, and a file rank 0 writes is read by all of them.
+          [](PyEngine& e) { e.engine().topology().all->barrier()->wait(); },
           py::call_guard<py::gil_scoped_release>())
       .def(
           "save_16bit_model",

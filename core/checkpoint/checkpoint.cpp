@@ -780,20 +780,43 @@ void for_each_consolidated(const std::string& dir, const std::string& tag, const
 }
 
 void consolidate_to_safetensors(const std::string& dir, const std::string& tag,
-                                const std::string& out_path) {
+                                const std::string& out_path, const StoredLayout& layout) {
+  auto pieces_of = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    std::vector<StoredPiece> pieces = layout ? layout(name, shape) : std::vector<StoredPiece>{};
+    if (pieces.empty()) pieces.push_back({name, shape});
+    return pieces;
+  };
   // The header needs every shape up front: the metadata has them, so values are never held
   // more than one at a time.
   std::vector<SafetensorsWriter::Entry> entries;
   {
     OpenCheckpoint c = open_checkpoint(dir, tag);
+    auto add = [&](const std::string& name, const std::vector<int64_t>& shape) {
+      int64_t covered = 0, numel = 1;
+      for (int64_t d : shape) numel *= d;
+      for (const StoredPiece& piece : pieces_of(name, shape)) {
+        entries.push_back({piece.name, at::kFloat, piece.shape});
+        int64_t n = 1;
+        for (int64_t d : piece.shape) n *= d;
+        covered += n;
+      }
+      ZT_INTERNAL_ASSERT(covered == numel, "stored layout of ", name, " covers ", covered, " of ",
+                         numel, " elements");
+    };
     for (const auto& p : c.meta.params)
-      if (p.trainable) entries.push_back({p.name, at::kFloat, p.shape});
-    for (const auto& [name, ref] : c.shards[0].frozen)
-      entries.push_back({name, at::kFloat, ref.shape});
+      if (p.trainable) add(p.name, p.shape);
+    for (const auto& [name, ref] : c.shards[0].frozen) add(name, ref.shape);
   }
   SafetensorsWriter w(out_path, std::move(entries));
   for_each_consolidated(dir, tag, "master", [&](const std::string& name, const at::Tensor& t) {
-    w.write(name, t.to(at::kFloat));
+    const at::Tensor flat = t.to(at::kFloat).reshape({-1});
+    int64_t offset = 0;
+    for (const StoredPiece& piece : pieces_of(name, t.sizes().vec())) {
+      int64_t n = 1;
+      for (int64_t d : piece.shape) n *= d;
+      w.write(piece.name, flat.narrow(0, offset, n).view(piece.shape));
+      offset += n;
+    }
   });
   w.commit();
 }

@@ -62,9 +62,19 @@ std::vector<std::string> complete_checkpoint_tags(const std::string& dir);
 // checkpoint first, like load_checkpoint.
 void for_each_consolidated(const std::string& dir, const std::string& tag, const std::string& what,
                            const std::function<void(const std::string&, const at::Tensor&)>& fn);
+// How a format stores a parameter that the model holds fused: consecutive runs of its flattened
+// elements, each a tensor of its own name and shape (a mixture's experts, one tensor per expert).
+struct StoredPiece {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+// The pieces of parameter `name` (shape), in order, covering it whole; none: stored as it is.
+using StoredLayout = std::function<std::vector<StoredPiece>(const std::string& name,
+                                                            const std::vector<int64_t>& shape)>;
+
 // Writes the fp32 master weights as one safetensors file (header JSON, then tensors in model
-// order), streaming parameter by parameter.
+// order), streaming parameter by parameter; `layout` (when given) names what each is stored as.
 void consolidate_to_safetensors(const std::string& dir, const std::string& tag,
-                                const std::string& out_path);
+                                const std::string& out_path, const StoredLayout& layout = {});
 
 }  // namespace zt

@@ -1,11 +1,14 @@
-// zt-export-hf CKPT_DIR OUT_DIR [--family gpt|llama|bert] [--tag T] [--weights master|swa]: a
+// zt-export-hf CKPT_DIR OUT_DIR [--family gpt|llama|bert] [--tag T] [--weights master|swa]
+//              [--experts per-expert|fused]: a
 // checkpoint of train_gpt, train_llama or train_bert (any stage, any world size) as a Hugging Face
 // directory: OUT_DIR/config.json and OUT_DIR/model.safetensors (the fp32 master weights under
 // transformers' names), loadable with from_pretrained(OUT_DIR):
 //   gpt    GPT2LMHeadModel, GPT-2's names and Conv1D layout (models/gpt/hf_gpt2.h); with
 //          --weights swa the stochastic weight average the run kept (optim/swa.h);
-//   llama  AutoModelForCausalLM (Llama, Qwen2, Mistral), from the config.json train_llama keeps in
-//          CKPT_DIR (models/llama/hf_llama.h);
+//   llama  AutoModelForCausalLM (Llama, Qwen2, Mistral, Mixtral, Qwen2-MoE, Qwen3-MoE), from the
+//          config.json train_llama keeps in CKPT_DIR (models/llama/hf_llama.h); a mixture's
+//          experts one tensor per expert, as save_pretrained writes them, or with --experts fused
+//          as transformers 5 holds them in memory (models/llama/hf_experts.h);
 //   bert   AutoModelForSequenceClassification (BERT, RoBERTa), from the hf_config.json train_bert
 //          keeps in CKPT_DIR (models/bert/hf_bert.h).
 // Without --family the family is the one whose file CKPT_DIR holds (config.json: llama,
@@ -42,14 +45,17 @@ int main(int argc, char** argv) {
   return zt::run_main("zt-export-hf", [&] {
     const char* usage =
         "usage: zt-export-hf CKPT_DIR OUT_DIR [--family gpt|llama|bert] [--tag T] "
-        "[--weights master|swa]";
+        "[--weights master|swa] [--experts per-expert|fused]";
     std::vector<std::string> pos;
-    std::string tag, weights = "master", family;
+    std::string tag, weights = "master", family, experts;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--tag" || a == "--weights" || a == "--family") {
+      if (a == "--tag" || a == "--weights" || a == "--family" || a == "--experts") {
         ZT_CHECK(i + 1 < argc, a, " needs a value");
-        (a == "--tag" ? tag : a == "--weights" ? weights : family) = argv[++i];
+        (a == "--tag"       ? tag
+         : a == "--weights" ? weights
+         : a == "--family"  ? family
+                            : experts) = argv[++i];
       } else if (a == "-h" || a == "--help") {
         std::cout << usage << "\n";
         return 0;
@@ -66,6 +72,9 @@ int main(int argc, char** argv) {
              "llama or bert, got '", family, "'");
     ZT_CHECK(weights == "master" || family == "gpt", "--weights ", weights,
              " is for the GPT family only (train_llama and train_bert keep no weight average)");
+    ZT_CHECK(experts.empty() || family == "llama", "--experts is for the llama family only");
+    ZT_CHECK(experts.empty() || experts == "per-expert" || experts == "fused",
+             "--experts must be per-expert or fused, got '", experts, "'");
     if (family == "gpt") {
       zt::models::PretrainedGpt p = zt::models::read_pretrained_gpt(ckpt, tag, weights);
       zt::models::write_hf_gpt2(out, p.shape, p.values);
@@ -73,7 +82,7 @@ int main(int argc, char** argv) {
                 << " (GPT-2, " << weights << " weights, " << p.shape.n_layer << " layers, d_model "
                 << p.shape.d_model << ", vocab " << p.shape.vocab_size << ")\n";
     } else if (family == "llama") {
-      std::cout << zt::models::export_hf_llama(ckpt, tag, out) << "\n";
+      std::cout << zt::models::export_hf_llama(ckpt, tag, out, experts != "fused") << "\n";
     } else {
       zt::models::BertCheckpoint c = zt::models::read_bert_checkpoint(ckpt, tag);
       zt::models::write_hf_bert(out, c.config, c.values);

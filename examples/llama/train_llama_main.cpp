@@ -1,6 +1,7 @@
-// train_llama: trains a LLaMA-family decoder (Llama, Qwen2, Mistral: llama_model.h) on a token
-// shard with zt::initialize, from scratch (the config's `model` block, llama_config.h) or from a
-// Hugging Face directory (--init-from, hf_llama.h):
+// train_llama: trains a LLaMA-family decoder (Llama, Qwen2, Mistral, and the mixtures of experts
+// Mixtral, Qwen2-MoE and Qwen3-MoE: llama_model.h) on a token shard with zt::initialize, from
+// scratch (the config's `model` block, llama_config.h) or from a Hugging Face directory
+// (--init-from, hf_llama.h):
 //
 //   ztrun --standalone --nproc-per-node 2 build/bin/train_llama
 //       --config configs/llama_zero3.yaml --init-from SmolLM-135M/
@@ -115,9 +116,10 @@ int train(int argc, char** argv) {
   Args a;
   add_run_options(cli, a, "train_llama_out");
   cli.add()("init-from", po::value(&a.init_from),
-            "start from a Hugging Face Llama, Qwen2 or Mistral directory (config.json + "
-            "safetensors)")("eval-batches", po::value(&a.eval_batches)->default_value(0),
-                            "validation batches per rank (0 = the whole shard)");
+            "start from a Hugging Face Llama, Qwen2, Mistral, Mixtral, Qwen2-MoE or Qwen3-MoE "
+            "directory (config.json + safetensors)")(
+      "eval-batches", po::value(&a.eval_batches)->default_value(0),
+      "validation batches per rank (0 = the whole shard)");
   if (!cli.parse(argc, argv)) return 0;
   ProgramValues program;
   program.total_steps = a.steps;
@@ -134,6 +136,7 @@ int train(int argc, char** argv) {
   model->set_tensor_parallel(launch.topology->tensor);
   const SequenceParallelSetup sp = sequence_parallel_setup(launch);
   model->set_sequence_parallel(sp.group, sp.wire);
+  model->set_data_parallel(launch.topology->world, launch.topology->data_parallel_size());
   const BatchStreamOptions batches{.max_length = shape.max_position_embeddings,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),
@@ -166,8 +169,12 @@ int train(int argc, char** argv) {
     }
     const double scale = token_loss_scale(tokens, t.engine->topology(), accumulation);
     for (const data::Batch& b : micro) {
-      torch::Tensor loss = t.engine->forward(
-          [&] { return model->loss_total(b.input_ids, b.attention_mask, b.labels) * scale; });
+      torch::Tensor loss = t.engine->forward([&] {
+        torch::Tensor l = model->loss_total(b.input_ids, b.attention_mask, b.labels) * scale;
+        // A mixture's load-balancing term (output_router_logits), scaled for the engine's average.
+        const torch::Tensor aux = model->router_aux_loss();
+        return aux.defined() ? l + aux : l;
+      });
       checkpointed = checkpoint_counts().checkpointed;
       t.engine->backward(loss);
       t.engine->step();

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "core/checkpoint/checkpoint.h"
+#include "models/llama/hf_experts.h"
 #include "weights/safetensors_set.h"
 #include "weights/safetensors_weights.h"
 #include "weights/state_dict_file.h"
@@ -95,7 +96,7 @@ void read_rope(const JsonObject& c, LlamaShape& s) {
 void read_windows(const JsonObject& c, LlamaShape& s) {
   const int64_t w = c.get<int64_t>("sliding_window", 0);
   s.layer_windows.clear();
-  if (s.model_type == "mistral") {
+  if (s.model_type == "mistral" || s.model_type == "mixtral" || s.model_type == "qwen3_moe") {
     if (w > 0) s.layer_windows.assign(s.num_hidden_layers, w);
     return;
   }
@@ -120,6 +121,69 @@ void read_windows(const JsonObject& c, LlamaShape& s) {
     const int64_t first = c.get<int64_t>("max_window_layers", 0);
     for (int64_t i = 0; i < s.num_hidden_layers; ++i) s.layer_windows.push_back(i >= first ? w : 0);
   }
+}
+
+// The experts of mixtral, qwen2_moe and qwen3_moe (MoeShape), with transformers' defaults for
+// absent keys; jitter noise (random scaling of the router's input in training) is not computed.
+void read_experts(const JsonObject& c, LlamaShape& s) {
+  MoeShape& m = s.moe;
+  if (s.model_type == "mixtral") {
+    m.num_experts = c.get<int64_t>("num_local_experts", 8);
+    m.num_experts_per_tok = c.get<int64_t>("num_experts_per_tok", 2);
+    m.intermediate_size = s.intermediate_size;
+    m.norm_topk_prob = true;
+    m.fp32_expert_weights = true;
+    ZT_CHECK(c.get<double>("router_jitter_noise", 0.0) == 0.0, c.where(),
+             ": router_jitter_noise is not computed (it must be 0)");
+  } else if (s.model_type == "qwen2_moe" || s.model_type == "qwen3_moe") {
+    const bool qwen2 = s.model_type == "qwen2_moe";
+    // transformers 5 writes Qwen3-MoE's count as num_local_experts, earlier releases num_experts.
+    m.num_experts =
+        c.get<int64_t>("num_local_experts", c.get<int64_t>("num_experts", qwen2 ? 60 : 128));
+    m.num_experts_per_tok = c.get<int64_t>("num_experts_per_tok", qwen2 ? 4 : 8);
+    m.intermediate_size = c.get<int64_t>("moe_intermediate_size", qwen2 ? 1408 : 768);
+    m.shared_expert_intermediate_size =
+        qwen2 ? c.get<int64_t>("shared_expert_intermediate_size", 5632) : 0;
+    m.norm_topk_prob = c.get<bool>("norm_topk_prob", false);
+    m.decoder_sparse_step = c.get<int64_t>("decoder_sparse_step", 1);
+    if (c.has("mlp_only_layers")) {
+      const YAML::Node layers = c.node("mlp_only_layers");
+      ZT_CHECK(layers.IsSequence(), c.where(), ": mlp_only_layers must be a list of layers");
+      for (const auto& l : layers) m.mlp_only_layers.push_back(l.as<int64_t>());
+    }
+  } else {
+    return;
+  }
+  m.output_router_logits = c.get<bool>("output_router_logits", false);
+  m.router_aux_loss_coef = c.get<double>("router_aux_loss_coef", 0.001);
+}
+
+void write_experts(std::ostringstream& j, const LlamaShape& s) {
+  if (!s.is_moe()) return;
+  const MoeShape& m = s.moe;
+  if (s.model_type == "mixtral") {
+    ZT_CHECK(m.intermediate_size == s.intermediate_size && m.shared_expert_intermediate_size == 0 &&
+                 m.norm_topk_prob && m.decoder_sparse_step == 1 && m.mlp_only_layers.empty(),
+             "hf_llama: a Mixtral config has one intermediate_size, routes every layer and has "
+             "no shared expert");
+    j << "  \"num_local_experts\": " << m.num_experts << ",\n";
+  } else {
+    j << "  \"num_experts\": " << m.num_experts << ",\n"
+      << "  \"moe_intermediate_size\": " << m.intermediate_size << ",\n"
+      << "  \"norm_topk_prob\": " << (m.norm_topk_prob ? "true" : "false") << ",\n"
+      << "  \"decoder_sparse_step\": " << m.decoder_sparse_step << ",\n"
+      << "  \"mlp_only_layers\": [";
+    for (size_t i = 0; i < m.mlp_only_layers.size(); ++i) {
+      j << (i ? ", " : "") << m.mlp_only_layers[i];
+    }
+    j << "],\n";
+    if (s.model_type == "qwen2_moe") {
+      j << "  \"shared_expert_intermediate_size\": " << m.shared_expert_intermediate_size << ",\n";
+    }
+  }
+  j << "  \"num_experts_per_tok\": " << m.num_experts_per_tok << ",\n"
+    << "  \"output_router_logits\": " << (m.output_router_logits ? "true" : "false") << ",\n"
+    << "  \"router_aux_loss_coef\": " << m.router_aux_loss_coef << ",\n";
 }
 
 bool ignorable_tensor(const std::string& name) {
@@ -181,6 +245,7 @@ class StateDictWeights : public zero::ShardWeightSource {
     }
   }
   size_t used() const { return used_.size(); }
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
 
  private:
   std::string where_;
@@ -199,8 +264,11 @@ LlamaShape llama_shape_from_hf_config(const std::string& path) {
   const JsonObject c(load_json(path), path);
   LlamaShape s;
   s.model_type = c.need<std::string>("model_type");
-  ZT_CHECK(s.model_type == "llama" || s.model_type == "qwen2" || s.model_type == "mistral", path,
-           ": model_type '", s.model_type, "' is not llama, qwen2 or mistral");
+  ZT_CHECK(s.model_type == "llama" || s.model_type == "qwen2" || s.model_type == "mistral" ||
+               s.model_type == "mixtral" || s.model_type == "qwen2_moe" ||
+               s.model_type == "qwen3_moe",
+           path, ": model_type '", s.model_type,
+           "' is not llama, qwen2, mistral, mixtral, qwen2_moe or qwen3_moe");
   const std::string act = c.get<std::string>("hidden_act", "silu");
   ZT_CHECK(act == "silu", path, ": hidden_act '", act, "' is not silu");
   s.vocab_size = c.need<int64_t>("vocab_size");
@@ -218,10 +286,14 @@ LlamaShape llama_shape_from_hf_config(const std::string& path) {
   read_rope(c, s);
   if (s.model_type == "qwen2") {
     s.qkv_bias = true;
-  } else if (s.model_type == "llama") {
+  } else if (s.model_type == "qwen2_moe") {
+    s.qkv_bias = c.get<bool>("qkv_bias", true);
+  } else if (s.model_type == "llama" || s.model_type == "qwen3_moe") {
     s.qkv_bias = s.o_bias = c.get<bool>("attention_bias", false);
-    s.mlp_bias = c.get<bool>("mlp_bias", false);
+    if (s.model_type == "llama") s.mlp_bias = c.get<bool>("mlp_bias", false);
   }
+  s.qk_norm = s.model_type == "qwen3_moe";
+  read_experts(c, s);
   read_windows(c, s);
   s.validate(path);
   return s;
@@ -230,9 +302,13 @@ LlamaShape llama_shape_from_hf_config(const std::string& path) {
 std::string hf_llama_config_json(const LlamaShape& s) {
   std::ostringstream j;
   j.precision(17);
-  const char* arch = s.model_type == "qwen2"     ? "Qwen2ForCausalLM"
-                     : s.model_type == "mistral" ? "MistralForCausalLM"
-                                                 : "LlamaForCausalLM";
+  const std::map<std::string, const char*> architectures = {
+      {"llama", "LlamaForCausalLM"},        {"qwen2", "Qwen2ForCausalLM"},
+      {"mistral", "MistralForCausalLM"},    {"mixtral", "MixtralForCausalLM"},
+      {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+  ZT_CHECK(architectures.count(s.model_type), "hf_llama: no architecture for model_type ",
+           s.model_type);
+  const char* arch = architectures.at(s.model_type);
   j << "{\n  \"architectures\": [\"" << arch << "\"],\n"
     << "  \"model_type\": \"" << s.model_type << "\",\n"
     << "  \"vocab_size\": " << s.vocab_size << ",\n"
@@ -263,18 +339,21 @@ std::string hf_llama_config_json(const LlamaShape& s) {
     }
     j << "},\n";
   }
-  if (s.model_type == "llama") {
-    ZT_CHECK(s.qkv_bias == s.o_bias,
-             "hf_llama: a Llama config has one attention_bias for q, k, "
-             "v and o");
-    j << "  \"attention_bias\": " << (s.o_bias ? "true" : "false") << ",\n"
-      << "  \"mlp_bias\": " << (s.mlp_bias ? "true" : "false") << ",\n";
+  if (s.model_type == "llama" || s.model_type == "qwen3_moe") {
+    ZT_CHECK(s.qkv_bias == s.o_bias, "hf_llama: a ", s.model_type,
+             " config has one attention_bias for q, k, v and o");
+    j << "  \"attention_bias\": " << (s.o_bias ? "true" : "false") << ",\n";
+    if (s.model_type == "llama")
+      j << "  \"mlp_bias\": " << (s.mlp_bias ? "true" : "false") << ",\n";
   }
+  if (s.model_type == "qwen2_moe")
+    j << "  \"qkv_bias\": " << (s.qkv_bias ? "true" : "false") << ",\n";
+  write_experts(j, s);
   bool sliding = false;
   for (int64_t i = 0; i < s.num_hidden_layers; ++i) sliding |= s.window(i) > 0;
-  if (s.model_type == "mistral") {
+  if (s.model_type == "mistral" || s.model_type == "mixtral" || s.model_type == "qwen3_moe") {
     for (int64_t i = 0; i < s.num_hidden_layers; ++i) {
-      ZT_CHECK(s.window(i) == s.window(0), "hf_llama: Mistral slides every layer alike");
+      ZT_CHECK(s.window(i) == s.window(0), "hf_llama: ", s.model_type, " slides every layer alike");
     }
     if (sliding) {
       j << "  \"sliding_window\": " << s.window(0) << ",\n";
@@ -282,7 +361,8 @@ std::string hf_llama_config_json(const LlamaShape& s) {
       j << "  \"sliding_window\": null,\n";
     }
   } else if (sliding) {
-    ZT_CHECK(s.model_type == "qwen2", "hf_llama: a Llama config has no sliding window");
+    ZT_CHECK(s.model_type == "qwen2" || s.model_type == "qwen2_moe",
+             "hf_llama: a Llama config has no sliding window");
     int64_t w = 0;
     j << "  \"use_sliding_window\": true,\n  \"layer_types\": [";
     for (int64_t i = 0; i < s.num_hidden_layers; ++i) {
@@ -306,37 +386,31 @@ std::string load_hf_llama(const std::string& dir, LlamaForCausalLMImpl& model) {
   const std::string source = source_of(dir, pre);
   check_same_llama(model.shape(), pre, source);
   torch::NoGradGuard no_grad;
+  // Each parameter whole, through the same sources as a partitioned load (experts from either
+  // layout: hf_experts.h).
+  auto fill_all = [&](zero::ShardWeightSource& source) {
+    for (auto& p : model.named_parameters()) {
+      source.fill(p.key(), p.value().sizes(), 0, p.value().view({-1}));
+    }
+  };
   if (!SafetensorsSet::present(dir)) {
     StateDictWeights bin = read_bin(dir);
-    for (auto& p : model.named_parameters()) {
-      p.value().copy_(bin.find(p.key(), p.value().sizes()));
-    }
+    PerExpertWeights weights(
+        bin, [&](const std::string& n) { return bin.has(n); }, pre.model_type);
+    fill_all(weights);
     bin.check_all_used(pre);
     return detail::str("init from ", source, ": loaded ", bin.used(),
-                       " parameters from pytorch_model.bin");
+                       " tensors from pytorch_model.bin");
   }
   const SafetensorsSet files(dir);
   check_tied_head(files, pre);
-  std::set<std::string> used;
-  for (auto& p : model.named_parameters()) {
-    const SafetensorsReader* f = files.find(p.key());
-    ZT_CHECK(f != nullptr, files.where(), ": no tensor ", p.key());
-    at::Tensor v = f->map(p.key());
-    ZT_CHECK(at::isFloatingType(v.scalar_type()), f->path(), ": tensor ", p.key(), " is ",
-             v.scalar_type(), ", not floating point");
-    ZT_CHECK(v.sizes() == p.value().sizes(), f->path(), ": tensor ", p.key(), " has shape ",
-             v.sizes(), ", the model's is ", p.value().sizes());
-    p.value().copy_(v);
-    used.insert(p.key());
-  }
-  for (const auto& reader : files.files()) {
-    for (const auto& e : reader->entries()) {
-      ZT_CHECK(used.count(e.name) || ignorable(e.name, pre), reader->path(), ": tensor ", e.name,
-               " is no parameter of the model");
-    }
-  }
-  return detail::str("init from ", source, ": loaded ", used.size(), " parameters from ",
-                     files.files().size(), " file(s)");
+  SafetensorsWeights weights(files, [](const std::string& p) { return StoredTensor{p}; });
+  PerExpertWeights layouts(
+      weights, [&](const std::string& n) { return files.find(n) != nullptr; }, pre.model_type);
+  fill_all(layouts);
+  weights.check_all_used([&](const std::string& t) { return ignorable(t, pre); });
+  return detail::str("init from ", source, ": loaded ", weights.parameters_filled(),
+                     " tensors from ", files.files().size(), " file(s)");
 }
 
 std::string load_hf_llama_shards(const std::string& dir, const LlamaShape& model,
@@ -348,7 +422,9 @@ std::string load_hf_llama_shards(const std::string& dir, const LlamaShape& model
     // No mapping to read ranges from: the file is read whole once, then each rank keeps its
     // shards' ranges of it (peak: the whole model once, as torch.load; safetensors avoid that).
     StateDictWeights bin = read_bin(dir);
-    parts.load(bin);
+    PerExpertWeights weights(
+        bin, [&](const std::string& n) { return bin.has(n); }, pre.model_type);
+    parts.load(weights);
     bin.check_all_used(pre);
     return detail::str("init from ", source, ": loaded ", bin.used(),
                        " parameters into this rank's shards from pytorch_model.bin (read whole)");
@@ -356,7 +432,9 @@ std::string load_hf_llama_shards(const std::string& dir, const LlamaShape& model
   const SafetensorsSet files(dir);
   check_tied_head(files, pre);
   SafetensorsWeights weights(files, [](const std::string& p) { return StoredTensor{p}; });
-  parts.load(weights);
+  PerExpertWeights layouts(
+      weights, [&](const std::string& n) { return files.find(n) != nullptr; }, pre.model_type);
+  parts.load(layouts);
   weights.check_all_used([&](const std::string& t) { return ignorable(t, pre); });
   return detail::str("init from ", source, ": loaded ", weights.parameters_filled(),
                      " parameters into this rank's shards from ", files.files().size(),
@@ -381,18 +459,30 @@ void check_same_llama(const LlamaShape& m, const LlamaShape& p, const std::strin
   differ("tie_word_embeddings", m.tie_word_embeddings, p.tie_word_embeddings);
   ZT_CHECK(m.layer_windows == p.layer_windows, source,
            " has other sliding windows than the model's config");
+  differ("q/k norms", m.qk_norm, p.qk_norm);
+  ZT_CHECK(same_experts(m.moe, p.moe), source, " has other experts than the model's config (",
+           p.moe.num_experts, " x ", p.moe.intermediate_size, " against ", m.moe.num_experts, " x ",
+           m.moe.intermediate_size, ")");
 }
 
 std::string export_hf_llama(const std::string& checkpoint_dir, const std::string& tag,
-                            const std::string& out_dir) {
+                            const std::string& out_dir, bool per_expert) {
   const fs::path cfg = fs::path(checkpoint_dir) / "config.json";
   ZT_CHECK(fs::is_regular_file(cfg), checkpoint_dir, " has no config.json (train_llama writes ",
            "the model's Hugging Face config there when it saves checkpoints)");
   const LlamaShape s = llama_shape_from_hf_config(cfg.string());
   const std::string t = tag.empty() ? latest_checkpoint_tag(checkpoint_dir) : tag;
   fs::create_directories(out_dir);
-  // Our names are transformers' names: the consolidated masters are the weights file as they are.
-  consolidate_to_safetensors(checkpoint_dir, t, (fs::path(out_dir) / "model.safetensors").string());
+  // Our names are transformers' names: the consolidated masters are the weights file as they are,
+  // a mixture's experts split per expert unless asked fused.
+  StoredLayout layout;
+  if (per_expert && s.is_moe()) {
+    layout = [&](const std::string& name, const std::vector<int64_t>& shape) {
+      return per_expert_pieces(s.model_type, name, shape);
+    };
+  }
+  consolidate_to_safetensors(checkpoint_dir, t, (fs::path(out_dir) / "model.safetensors").string(),
+                             layout);
   std::ofstream out(fs::path(out_dir) / "config.json");
   out << hf_llama_config_json(s);
   ZT_CHECK(out.good(), "cannot write ", out_dir, "/config.json");

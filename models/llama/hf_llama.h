@@ -5,7 +5,14 @@
 // (llama_model.h), so weights map one to one; config.json maps to LlamaShape key by key
 // (llama_shape.h):
 //
-//   model_type                     llama | qwen2 | mistral (others: an error naming the file)
+//   model_type                     llama | qwen2 | mistral | mixtral | qwen2_moe | qwen3_moe
+//                                  (others: an error naming the file)
+//   experts                        num_local_experts / num_experts, num_experts_per_tok,
+//                                  moe_intermediate_size, shared_expert_intermediate_size,
+//                                  norm_topk_prob, decoder_sparse_step, mlp_only_layers,
+//                                  output_router_logits, router_aux_loss_coef (MoeShape); stored
+//                                  per expert or fused (hf_experts.h); router_jitter_noise must
+//                                  be 0
 //   hidden_act                     silu only
 //   head_dim                       absent or null: hidden_size / num_attention_heads
 //   num_key_value_heads            absent: num_attention_heads
@@ -49,9 +56,10 @@ void check_same_llama(const LlamaShape& model, const LlamaShape& pretrained,
 
 // A zerotorch checkpoint of the example (any stage, any world size; `tag` "" = latest) as a
 // Hugging Face directory: OUT/config.json from the checkpoint's stored `model` block and
-// OUT/model.safetensors, the fp32 master weights streamed parameter by parameter. Returns a line
-// saying what was written.
+// OUT/model.safetensors, the fp32 master weights streamed parameter by parameter; a mixture's
+// experts one tensor per expert (save_pretrained's layout) or, `per_expert` false, fused
+// (hf_experts.h). Returns a line saying what was written.
 std::string export_hf_llama(const std::string& checkpoint_dir, const std::string& tag,
-                            const std::string& out_dir);
+                            const std::string& out_dir, bool per_expert = true);
 
 }  // namespace zt::models

@@ -7,6 +7,40 @@
 namespace zt::models {
 namespace {
 
+// The experts' keys (MoeShape), in transformers' names; Mixtral's experts take intermediate_size
+// and num_local_experts, as its config.json says.
+void read_experts(ProgramBlockReader& r, LlamaShape& s) {
+  MoeShape& m = s.moe;
+  const bool mixtral = s.model_type == "mixtral";
+  const bool qwen = s.model_type == "qwen2_moe" || s.model_type == "qwen3_moe";
+  if (!mixtral && !qwen) return;
+  if (m.num_experts == 0) {  // from scratch: transformers' defaults for the type
+    m.num_experts = 8;
+    m.norm_topk_prob = mixtral;
+    m.fp32_expert_weights = mixtral;
+  }
+  r.field(mixtral ? "num_local_experts" : "num_experts", m.num_experts);
+  r.field("num_experts_per_tok", m.num_experts_per_tok);
+  if (mixtral) {
+    m.intermediate_size = s.intermediate_size;
+  } else {
+    if (m.intermediate_size == 0) m.intermediate_size = s.intermediate_size;
+    r.field("moe_intermediate_size", m.intermediate_size);
+    r.field("norm_topk_prob", m.norm_topk_prob);
+    r.field("decoder_sparse_step", m.decoder_sparse_step);
+    std::vector<double> dense(m.mlp_only_layers.begin(), m.mlp_only_layers.end());
+    r.field("mlp_only_layers", dense);
+    m.mlp_only_layers.assign(dense.begin(), dense.end());
+    if (s.model_type == "qwen2_moe") {
+      r.field("shared_expert_intermediate_size", m.shared_expert_intermediate_size);
+    }
+  }
+  r.field("output_router_logits", m.output_router_logits);
+  r.field("router_aux_loss_coef", m.router_aux_loss_coef);
+  r.field("global_router_aux_loss", m.global_router_aux_loss);
+  s.qk_norm = s.model_type == "qwen3_moe";
+}
+
 // The block's keys over `s` (keys absent keep s's values). `bias` and `window`: the values of
 // attention_bias and sliding_window afterwards (what `s` implies when absent).
 void read_block(ProgramBlockReader& r, LlamaShape& s, bool* bias, int64_t* window) {
@@ -27,7 +61,7 @@ void read_block(ProgramBlockReader& r, LlamaShape& s, bool* bias, int64_t* windo
   r.field("rope_high_freq_factor", s.rope_scaling.high_freq_factor);
   r.field("rope_original_max_position_embeddings", s.rope_scaling.original_max_position_embeddings);
   r.field("tie_word_embeddings", s.tie_word_embeddings);
-  *bias = s.o_bias || (s.model_type != "qwen2" && s.qkv_bias);
+  *bias = s.o_bias || (s.model_type != "qwen2" && s.model_type != "qwen2_moe" && s.qkv_bias);
   r.field("attention_bias", *bias);
   r.field("mlp_bias", s.mlp_bias);
   r.field("attention_dropout", s.attention_dropout);
@@ -36,16 +70,27 @@ void read_block(ProgramBlockReader& r, LlamaShape& s, bool* bias, int64_t* windo
   r.field("activation_checkpointing", s.activation_checkpointing);
   r.field("loss_tile_tokens", s.loss_tile_tokens);
   r.field("mlp_tile_tokens", s.mlp_tile_tokens);
-  r.check(!(s.model_type == "mistral" && *bias), "attention_bias",
-          "Mistral has no attention biases");
-  r.check(!(s.model_type == "qwen2" && *bias), "attention_bias",
-          "Qwen2's biases are fixed (q/k/v yes, o no); leave attention_bias out");
+  read_experts(r, s);
+  r.check(!((s.model_type == "mistral" || s.model_type == "mixtral") && *bias), "attention_bias",
+          s.model_type, " has no attention biases");
+  r.check(!((s.model_type == "qwen2" || s.model_type == "qwen2_moe") && *bias), "attention_bias",
+          s.model_type, "'s biases are fixed (q/k/v yes, o no); leave attention_bias out");
   r.check(*window >= 0, "sliding_window", "must be >= 0 (0 = none), got ", *window);
+}
+
+// The keys a config may set over pretrained weights: how to train, not what the model is.
+bool training_switch(const std::string& k) {
+  for (const char* t :
+       {"activation_checkpointing", "attention_dropout", "loss_tile_tokens", "mlp_tile_tokens",
+        "output_router_logits", "router_aux_loss_coef", "global_router_aux_loss"}) {
+    if (k == t) return true;
+  }
+  return false;
 }
 
 // Biases and windows as the model type and the block's keys say.
 void apply_block(LlamaShape& s, bool bias, int64_t window, bool window_set) {
-  if (s.model_type == "qwen2") {
+  if (s.model_type == "qwen2" || s.model_type == "qwen2_moe") {
     s.qkv_bias = true;
     s.o_bias = false;
   } else {
@@ -101,6 +146,9 @@ LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaSha
   cmp.attention_dropout = pretrained.attention_dropout;
   cmp.loss_tile_tokens = pretrained.loss_tile_tokens;
   cmp.mlp_tile_tokens = pretrained.mlp_tile_tokens;
+  cmp.moe.output_router_logits = pretrained.moe.output_router_logits;
+  cmp.moe.router_aux_loss_coef = pretrained.moe.router_aux_loss_coef;
+  cmp.moe.global_router_aux_loss = pretrained.moe.global_router_aux_loss;
   const auto& p = pretrained;
   const bool same =
       cmp.model_type == p.model_type && cmp.vocab_size == p.vocab_size &&
@@ -117,12 +165,13 @@ LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaSha
       cmp.rope_scaling.original_max_position_embeddings ==
           p.rope_scaling.original_max_position_embeddings &&
       cmp.tie_word_embeddings == p.tie_word_embeddings && cmp.qkv_bias == p.qkv_bias &&
-      cmp.o_bias == p.o_bias && cmp.mlp_bias == p.mlp_bias && cmp.layer_windows == p.layer_windows;
+      cmp.o_bias == p.o_bias && cmp.mlp_bias == p.mlp_bias &&
+      cmp.layer_windows == p.layer_windows && cmp.qk_norm == p.qk_norm &&
+      same_experts(cmp.moe, p.moe);
   if (!same) {
     std::string keys;
     for (const std::string& k : model.keys()) {
-      if (k != "activation_checkpointing" && k != "attention_dropout" && k != "loss_tile_tokens" &&
-          k != "mlp_tile_tokens") {
+      if (!training_switch(k)) {
         keys += (keys.empty() ? "" : ", ") + model.name() + "." + k;
       }
     }

@@ -17,6 +17,14 @@
 // activation_checkpointing false, loss_tile_tokens 0 (ours: the head and loss a tile of positions
 // at a time, models/tiled_loss.h), mlp_tile_tokens 0 (ours: each MLP a tile of positions at a
 // time, models/tiled_mlp.h). vocab_size 0 takes the shard's vocabulary.
+//
+// Mixtures of experts (llama_shape.h MoeShape), in transformers' key names: model_type mixtral
+// (num_local_experts 8, num_experts_per_tok 2, each expert intermediate_size wide, every layer
+// routed), qwen2_moe (num_experts 8 here, num_experts_per_tok 2, moe_intermediate_size
+// (= intermediate_size), shared_expert_intermediate_size 0, norm_topk_prob false,
+// decoder_sparse_step 1, mlp_only_layers []) and qwen3_moe (the same without the shared expert,
+// with q/k norms); for each output_router_logits false, router_aux_loss_coef 0.001 and ours,
+// global_router_aux_loss false (models/moe/load_balancing_loss.h).
 
 #include <cstdint>
 

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "models/checkpointed_forward.h"
+#include "models/llama/llama_moe.h"
 #include "parallel/sequence_exchange.h"
 #include "parallel/tensor_parallel.h"
 
@@ -103,6 +104,15 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaShape& s)
   k_proj = register_module("k_proj", linear(s.hidden_size, kv_heads_ * head_dim_, s.qkv_bias));
   v_proj = register_module("v_proj", linear(s.hidden_size, kv_heads_ * head_dim_, s.qkv_bias));
   o_proj = register_module("o_proj", linear(heads_ * head_dim_, s.hidden_size, s.o_bias));
+  if (s.qk_norm) {
+    q_norm = register_module("q_norm", RmsNorm(head_dim_, s.rms_norm_eps));
+    k_norm = register_module("k_norm", RmsNorm(head_dim_, s.rms_norm_eps));
+  }
+}
+
+torch::Tensor LlamaAttentionImpl::per_head(const torch::Tensor& y, int64_t n, RmsNorm& norm) const {
+  torch::Tensor h = y.view({y.size(0), y.size(1), n, head_dim_});
+  return norm ? norm->forward(h) : h;
 }
 
 torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
@@ -121,13 +131,11 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
                                           const torch::Tensor& sin, const torch::Tensor& mask) {
   if (split_ && split_->parts() > 1) return split_forward(enter(x, tensor_), cos, sin, mask);
   const int64_t b = x.size(0), t = x.size(1);
-  auto heads = [&](const torch::Tensor& y, int64_t n) {
-    return y.view({b, t, n, head_dim_}).transpose(1, 2);
-  };
+  RmsNorm none{nullptr};
   const torch::Tensor in = enter(x, tensor_);
-  torch::Tensor q = heads(q_proj->forward(in), heads_);
-  torch::Tensor k = heads(k_proj->forward(in), kv_heads_);
-  torch::Tensor v = heads(v_proj->forward(in), kv_heads_);
+  torch::Tensor q = per_head(q_proj->forward(in), heads_, q_norm).transpose(1, 2);
+  torch::Tensor k = per_head(k_proj->forward(in), kv_heads_, k_norm).transpose(1, 2);
+  torch::Tensor v = per_head(v_proj->forward(in), kv_heads_, none).transpose(1, 2);
   const torch::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
   q = q * c + rotate_half(q) * s;
   k = k * c + rotate_half(k) * s;
@@ -149,12 +157,12 @@ torch::Tensor LlamaAttentionImpl::split_forward(const torch::Tensor& x, const to
   const int64_t sp = split_->parts();
   const int64_t b = x.size(0), t = x.size(1);
   const torch::Tensor c = cos.unsqueeze(2), s = sin.unsqueeze(2);  // (1, T/sp, 1, D)
-  auto rotated = [&](const torch::Tensor& y, int64_t n) {
-    torch::Tensor h = y.view({b, t, n, head_dim_});  // (B, T/sp, n, D)
+  auto rotated = [&](const torch::Tensor& y, int64_t n, RmsNorm& norm) {
+    torch::Tensor h = per_head(y, n, norm);  // (B, T/sp, n, D)
     return h * c + rotate_half(h) * s;
   };
-  torch::Tensor q = rotated(q_proj->forward(x), heads_);
-  torch::Tensor k = rotated(k_proj->forward(x), kv_heads_);
+  torch::Tensor q = rotated(q_proj->forward(x), heads_, q_norm);
+  torch::Tensor k = rotated(k_proj->forward(x), kv_heads_, k_norm);
   torch::Tensor v = v_proj->forward(x).view({b, t, kv_heads_, head_dim_});
   if (kv_heads_ < sp) {
     // One key/value head per rank: head j serves query heads j * Hq/Hkv .. on ranks
@@ -195,6 +203,9 @@ void LlamaAttentionImpl::set_tensor_split(std::shared_ptr<const TensorSplit> spl
   ZT_CHECK(!tensor_, "llama: the tensors are split already");
   const int64_t tp = split ? split->parts() : 1;
   if (tp == 1) return;
+  // Each rank's q/k norm weights would collect gradients from its heads only.
+  ZT_CHECK(!q_norm, "tensor_parallel.autotp_size ", tp,
+           ": the q/k norms (Qwen3) are not computed under a tensor split");
   // Whole key/value heads with their query heads, as DeepSpeed's AutoTP deals them: a count the
   // group does not divide goes one more to the first ranks; fewer than the group would leave a
   // rank without attention.
@@ -245,10 +256,15 @@ void LlamaMlpImpl::set_tensor_split(std::shared_ptr<const TensorSplit> split) {
   tensor_ = std::move(split);
 }
 
-LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaShape& s)
+LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaShape& s, int64_t index,
+                                             std::shared_ptr<RouterStats> stats)
     : checkpoint_(s.activation_checkpointing) {
   self_attn = register_module("self_attn", LlamaAttention(s));
-  mlp = register_module("mlp", LlamaMlp(s));
+  if (s.moe.routes(index)) {
+    moe = register_module("mlp", std::make_shared<SparseMoeBlockImpl>(s, std::move(stats)));
+  } else {
+    mlp = register_module("mlp", LlamaMlp(s));
+  }
   input_layernorm = register_module("input_layernorm", RmsNorm(s.hidden_size, s.rms_norm_eps));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RmsNorm(s.hidden_size, s.rms_norm_eps));
@@ -258,7 +274,8 @@ torch::Tensor LlamaDecoderLayerImpl::forward_impl(const torch::Tensor& x, const 
                                                   const torch::Tensor& sin,
                                                   const torch::Tensor& mask) {
   torch::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask);
-  return h + mlp->forward(post_attention_layernorm->forward(h));
+  const torch::Tensor n = post_attention_layernorm->forward(h);
+  return h + (moe ? moe->forward(n) : mlp->forward(n));
 }
 
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,

@@ -4,7 +4,9 @@
 // Face checkpoint loads by name (hf_llama.h):
 //
 //   input_layernorm.weight, self_attn.{q,k,v,o}_proj.{weight,bias?},
+//   self_attn.{q,k}_norm.weight (Qwen3: over head_dim, shared by the heads),
 //   post_attention_layernorm.weight, mlp.{gate,up,down}_proj.{weight,bias?}
+//   (a routed layer's mlp: llama_moe.h)
 
 #include <memory>
 #include <optional>
@@ -76,9 +78,12 @@ class LlamaAttentionImpl : public torch::nn::Module {
   void set_tensor_split(std::shared_ptr<const TensorSplit> split);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};  // with LlamaShape::qk_norm
 
  private:
   torch::Tensor project_out(const torch::Tensor& y);
+  // y (B, T, n * D) -> (B, T, n, D), normalised per head when the model has `norm`.
+  torch::Tensor per_head(const torch::Tensor& y, int64_t n, RmsNorm& norm) const;
 
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& mask);
@@ -113,12 +118,18 @@ class LlamaMlpImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LlamaMlp);
 
-// h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)). A stage-3
-// unit (zt::call_unit); with the shape's activation_checkpointing, in training, it keeps only its
+class SparseMoeBlockImpl;
+class RouterStats;
+
+// h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)), `mlp` a
+// mixture of experts in the layers the shape routes (llama_moe.h). A stage-3 unit
+// (zt::call_unit); with the shape's activation_checkpointing, in training, it keeps only its
 // inputs and runs again in its backward (zt::checkpoint_activations).
 class LlamaDecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit LlamaDecoderLayerImpl(const LlamaShape& shape);
+  // `index`: the layer's place (which layers route); `stats`: the model's router statistics.
+  LlamaDecoderLayerImpl(const LlamaShape& shape, int64_t index = 0,
+                        std::shared_ptr<RouterStats> stats = nullptr);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask);
   torch::Tensor forward_impl(const torch::Tensor& x, const torch::Tensor& cos,
@@ -126,7 +137,8 @@ class LlamaDecoderLayerImpl : public torch::nn::Module {
 
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   LlamaAttention self_attn{nullptr};
-  LlamaMlp mlp{nullptr};
+  LlamaMlp mlp{nullptr};                    // a dense layer's
+  std::shared_ptr<SparseMoeBlockImpl> moe;  // a routed layer's, registered as `mlp`
 
  private:
   bool checkpoint_;

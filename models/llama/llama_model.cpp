@@ -20,6 +20,15 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaShape& shape,
                                            zero::PartitionedInit* partitioned)
     : shape_(shape) {
   shape_.validate("llama");
+  if (shape_.is_moe()) {
+    // Reentrant checkpointing runs the layer without a graph first: the router statistics of
+    // that pass would carry no gradient.
+    ZT_CHECK(!(shape_.moe.output_router_logits && shape_.activation_checkpointing),
+             "model.output_router_logits: the load-balancing loss is not computed with the "
+             "model's activation_checkpointing (turn one off)");
+    stats_ = std::make_shared<RouterStats>();
+    stats_->set_recording(shape_.moe.output_router_logits);
+  }
   inv_freq_ = rope_inverse_frequencies(shape_);
   model = register_module("model", LlamaTrunk(shape_));
   if (!shape_.tie_word_embeddings) {
@@ -35,7 +44,7 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaShape& shape,
     partitioned->add_root(*this);
   }
   for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
-    LlamaDecoderLayer layer(shape_);
+    LlamaDecoderLayer layer(shape_, i, stats_);
     init_weights(*layer);
     model->layers->push_back(layer);
     if (partitioned) partitioned->add_unit("model.layers." + std::to_string(i), *layer);
@@ -83,6 +92,8 @@ void LlamaForCausalLMImpl::set_sequence_parallel(std::shared_ptr<dist::Communica
 void LlamaForCausalLMImpl::set_tensor_parallel(std::shared_ptr<dist::Communicator> group) {
   if (!group || group->size() == 1) return;
   ZT_CHECK(!split_, "llama: set_tensor_parallel goes before set_sequence_parallel");
+  ZT_CHECK(!shape_.is_moe(), "tensor_parallel.autotp_size ", group->size(), ": ", shape_.model_type,
+           "'s experts are not split over a tensor group");
   auto split = std::make_shared<const TensorSplit>(TensorSplit{std::move(group)});
   for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
     auto& layer = *model->layers[i]->as<LlamaDecoderLayerImpl>();
@@ -132,6 +143,7 @@ torch::Tensor LlamaForCausalLMImpl::hidden_states(const torch::Tensor& input_ids
   ZT_CHECK(t <= shape_.max_position_embeddings, "llama: sequence of ", t,
            " tokens exceeds max_position_embeddings ", shape_.max_position_embeddings,
            " (set data.max_length)");
+  if (stats_) stats_->begin_forward(attention_mask);
   torch::Tensor x = model->embed_tokens->forward(input_ids);
   if (inv_freq_.device() != x.device()) inv_freq_ = inv_freq_.to(x.device());
   auto [cos, sin] = rope_cos_sin(inv_freq_, t, x.scalar_type());
@@ -168,6 +180,26 @@ torch::Tensor LlamaForCausalLMImpl::loss(const torch::Tensor& logits, const torc
 std::pair<double, int64_t> LlamaForCausalLMImpl::loss_sum(const torch::Tensor& logits,
                                                           const torch::Tensor& labels) {
   return causal_lm_loss_sum(logits, labels);
+}
+
+void LlamaForCausalLMImpl::set_data_parallel(std::shared_ptr<dist::Communicator> world,
+                                             int64_t data_parallel_size) {
+  world_ = std::move(world);
+  data_parallel_size_ = world_ ? data_parallel_size : 1;
+}
+
+torch::Tensor LlamaForCausalLMImpl::router_aux_loss() {
+  if (!stats_ || !stats_->recording() || stats_->empty()) return {};
+  const double coef = shape_.moe.router_aux_loss_coef;
+  const int64_t world = world_ ? world_->size() : 1;
+  if (shape_.moe.global_router_aux_loss && world_ && world > 1) {
+    // The shares add up, over the world, to the whole batch's loss; the engine divides by dp.
+    return stats_->group_share(*world_) * (coef * static_cast<double>(data_parallel_size_));
+  }
+  // Each rank's own; the mean over the world ranks (dp of them read whole batches, each split
+  // into world / dp sequence parts).
+  return stats_->local_loss() *
+         (coef * static_cast<double>(data_parallel_size_) / static_cast<double>(world));
 }
 
 std::vector<std::string> LlamaForCausalLMImpl::unit_names() const {

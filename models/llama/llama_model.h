@@ -1,5 +1,6 @@
 #pragma once
-// A LLaMA-family causal language model (Llama 2/3, Qwen2, Mistral, SmolLM: llama_shape.h), with
+// A LLaMA-family causal language model (Llama 2/3, Qwen2, Mistral, SmolLM, and the mixtures of
+// experts Mixtral, Qwen2-MoE, Qwen3-MoE: llama_shape.h), with
 // transformers' LlamaForCausalLM parameter names, so a Hugging Face checkpoint maps one to one
 // (hf_llama.h):
 //
@@ -22,6 +23,7 @@
 
 #include "core/zero/partitioned_init.h"
 #include "models/llama/llama_layers.h"
+#include "models/load_balancing_loss.h"
 
 namespace zt::models {
 
@@ -73,6 +75,18 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   static std::pair<double, int64_t> loss_sum(const torch::Tensor& logits,
                                              const torch::Tensor& labels);
 
+  // Mixtures of experts with output_router_logits (llama_shape.h MoeShape): router_aux_loss_coef
+  // times the load-balancing loss of the last forward (models/load_balancing_loss.h), as the term
+  // a rank adds to what it backpropagates: the engine's gradient average (sum over ranks, 1/dp)
+  // then gives the gradient of coef times the loss of the union of the data-parallel ranks'
+  // tokens (global_router_aux_loss) or of the mean of each rank's own loss (transformers'). An
+  // undefined tensor when the model adds none. Global: collective over the set_data_parallel
+  // world.
+  torch::Tensor router_aux_loss();
+  // The ranks ZeRO averages gradients over and how many batches they read (the topology's world
+  // and data_parallel_size()); null: one process.
+  void set_data_parallel(std::shared_ptr<dist::Communicator> world, int64_t data_parallel_size);
+
   std::vector<std::string> unit_names() const;
   const LlamaShape& shape() const { return shape_; }
   int64_t num_parameters() const;
@@ -92,6 +106,9 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
                                    const torch::TensorOptions& options) const;
 
   LlamaShape shape_;
+  std::shared_ptr<RouterStats> stats_;  // the routed layers' (null for a dense model)
+  std::shared_ptr<dist::Communicator> world_;
+  int64_t data_parallel_size_ = 1;
   std::shared_ptr<const SequenceSplit> split_;
   std::map<std::string, int64_t> tensor_split_;
   torch::Tensor inv_freq_;  // fp32 (head_dim / 2), not a parameter or buffer: derived from shape

@@ -4,9 +4,34 @@
 
 namespace zt::models {
 
+bool same_experts(const MoeShape& a, const MoeShape& b) {
+  return a.num_experts == b.num_experts && a.num_experts_per_tok == b.num_experts_per_tok &&
+         a.intermediate_size == b.intermediate_size &&
+         a.shared_expert_intermediate_size == b.shared_expert_intermediate_size &&
+         a.norm_topk_prob == b.norm_topk_prob && a.fp32_expert_weights == b.fp32_expert_weights &&
+         a.decoder_sparse_step == b.decoder_sparse_step && a.mlp_only_layers == b.mlp_only_layers;
+}
+
 void LlamaShape::validate(const std::string& source) const {
-  ZT_CHECK(model_type == "llama" || model_type == "qwen2" || model_type == "mistral", source,
-           ": model_type '", model_type, "' is not llama, qwen2 or mistral");
+  const bool moe_type =
+      model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe";
+  ZT_CHECK(model_type == "llama" || model_type == "qwen2" || model_type == "mistral" || moe_type,
+           source, ": model_type '", model_type,
+           "' is not llama, qwen2, mistral, mixtral, qwen2_moe or qwen3_moe");
+  if (moe_type) {
+    ZT_CHECK(moe.num_experts >= 1, source, ": a ", model_type, " model needs num_experts >= 1");
+    ZT_CHECK(moe.num_experts_per_tok >= 1 && moe.num_experts_per_tok <= moe.num_experts, source,
+             ": num_experts_per_tok ", moe.num_experts_per_tok, " must be in [1, num_experts ",
+             moe.num_experts, "]");
+    ZT_CHECK(moe.intermediate_size >= 1, source, ": the experts' intermediate size must be >= 1");
+    ZT_CHECK(moe.shared_expert_intermediate_size >= 0, source,
+             ": shared_expert_intermediate_size must be >= 0");
+    ZT_CHECK(moe.decoder_sparse_step >= 1, source, ": decoder_sparse_step must be >= 1, got ",
+             moe.decoder_sparse_step);
+    ZT_CHECK(moe.router_aux_loss_coef >= 0, source, ": router_aux_loss_coef must be >= 0");
+  } else {
+    ZT_CHECK(moe.num_experts == 0, source, ": model_type ", model_type, " has no experts");
+  }
   ZT_CHECK(vocab_size >= 1 && hidden_size >= 1 && intermediate_size >= 1 &&
                num_hidden_layers >= 1 && num_attention_heads >= 1 && num_key_value_heads >= 1 &&
                max_position_embeddings >= 1,

@@ -1,4 +1,5 @@
-"""Python side of llama_hf_roundtrip_test.sh, with transformers' Llama, Qwen2 and Mistral.
+"""Python side of llama_hf_roundtrip_test.sh, with transformers' Llama, Qwen2, Mistral and the
+mixtures of experts Mixtral, Qwen2-MoE and Qwen3-MoE.
 
   make ARCH DIR SHARDED_DIR V     a tiny random ARCH model (V tokens, 64 positions), saved whole to
                                   DIR, sharded with an index to SHARDED_DIR, and as a torch.save
@@ -8,6 +9,12 @@
                                     qwen2    q/k/v biases, 3 key/value heads, tied head, theta 1e6
                                     mistral  sliding window of 8 tokens (sequences are 32), no
                                              grouped query
+                                    mixtral  4 experts, top 2, sliding window of 8
+                                    qwen2_moe  4 experts, top 2 not renormalised, a shared
+                                             expert; layer 1 dense (mlp_only_layers)
+                                    qwen3_moe  4 experts, top 2 renormalised, q/k norms
+                                  (the experts saved one tensor per expert, as save_pretrained
+                                  writes them)
   ids OUT V T                     random ids (3, T) in [0, V) and a right-padding mask -> OUT
   logits HF_DIR IDS CXX_LOGITS [--sensitive]
                                   transformers' logits vs the C++ ones: at every position without
@@ -30,7 +37,8 @@ import sys
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
+from transformers import (AutoConfig, AutoModelForCausalLM, LlamaConfig, MistralConfig,
+                          MixtralConfig, Qwen2Config, Qwen2MoeConfig, Qwen3MoeConfig)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_hf_gpt2 import read_shard, valid_loss  # noqa: E402  (.ztt reader, shifted loss)
@@ -58,33 +66,55 @@ def make(arch, vocab):
     elif arch == "mistral":
         cfg = MistralConfig(num_attention_heads=4, num_key_value_heads=4, sliding_window=8,
                             tie_word_embeddings=False, **common)
+    elif arch == "mixtral":
+        cfg = MixtralConfig(num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                            num_experts_per_tok=2, sliding_window=8, tie_word_embeddings=False,
+                            **common)
+    elif arch == "qwen2_moe":
+        cfg = Qwen2MoeConfig(num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+                             num_experts_per_tok=2, moe_intermediate_size=24,
+                             shared_expert_intermediate_size=40, norm_topk_prob=False,
+                             mlp_only_layers=[1], tie_word_embeddings=False, **common)
+    elif arch == "qwen3_moe":
+        cfg = Qwen3MoeConfig(num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                             num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+                             norm_topk_prob=True, tie_word_embeddings=False, **common)
     else:
         sys.exit(f"unknown architecture {arch}")
     m = AutoModelForCausalLM.from_config(cfg)
-    if arch == "qwen2":  # biases start at zero: give them values so a lost bias shows
-        with torch.no_grad():
-            for n, p in m.named_parameters():
-                if n.endswith(".bias"):
-                    p.normal_(0.0, 0.5)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            # Biases and the q/k norms start at zero or one, and a router may start at zero (ties):
+            # give them values so a lost one shows.
+            if n.endswith(".bias") or "_norm." in n and "layernorm" not in n:
+                p.normal_(1.0 if "_norm." in n else 0.0, 0.5)
+            elif n.endswith("mlp.gate.weight"):
+                p.normal_(0.0, 0.5)
     return m
 
 
 def without_feature(d):
     """The model of `d` without what sets its architecture apart in the tiny test models: Llama
-    3's rotary scaling, Qwen2's q/k/v biases, Mistral's sliding window."""
+    3's rotary scaling, Qwen2's q/k/v biases, Mistral's sliding window, Qwen2-MoE's shared expert,
+    Qwen3-MoE's renormalised top-k weights, Mixtral's router scale."""
     cfg = AutoConfig.from_pretrained(d)
     if cfg.model_type == "llama":
         theta = cfg.rope_parameters["rope_theta"]
         cfg.rope_parameters = {"rope_type": "default", "rope_theta": theta}
     elif cfg.model_type == "mistral":
         cfg.sliding_window = None
+    elif cfg.model_type in ("mixtral", "qwen3_moe"):
+        cfg.norm_topk_prob = False  # (Mixtral's router ignores it: see below)
     m = AutoModelForCausalLM.from_pretrained(d, config=cfg, dtype=torch.float32,
                                              attn_implementation="eager")
-    if cfg.model_type == "qwen2":
-        with torch.no_grad():
-            for n, p in m.named_parameters():
-                if n.endswith(".bias"):
-                    p.zero_()
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if cfg.model_type == "qwen2" and n.endswith(".bias"):
+                p.zero_()
+            if cfg.model_type == "qwen2_moe" and ".shared_expert." in n:
+                p.zero_()
+            if cfg.model_type == "mixtral" and n.endswith("mlp.gate.weight"):
+                p.mul_(0.5)  # other routing probabilities, other weights
     return m.eval()
 
 
@@ -125,6 +155,16 @@ def main(argv):
               f"padded (logits scale {ref.abs().max():.3g})")
         assert ref.shape == cxx["logits"].shape and diff <= 1e-4, diff
         assert diff_masked <= 1e-4, diff_masked
+        if "aux_loss" in cxx:
+            # transformers' load-balancing loss of the same forwards, padding left out with it.
+            with torch.no_grad():
+                aux = model(ids, output_router_logits=True).aux_loss
+                aux_masked = model(ids, attention_mask=mask, output_router_logits=True).aux_loss
+            print(f"  load-balancing loss {aux.item():.7g} (padded {aux_masked.item():.7g}), "
+                  f"C++ {cxx['aux_loss'].item():.7g} ({cxx['aux_loss_masked'].item():.7g})")
+            assert abs(aux.item() - cxx["aux_loss"].item()) <= 1e-6 * aux.item()
+            assert abs(aux_masked.item() - cxx["aux_loss_masked"].item()) <= 1e-6 * aux.item()
+            assert abs(aux.item() - aux_masked.item()) > 1e-4, "the mask changed nothing"
         if "--sensitive" in args:
             wrong = without_feature(args[0])
             with torch.no_grad():

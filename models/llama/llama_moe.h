@@ -1,0 +1,66 @@
+#pragma once
+// The mixture of experts that replaces a decoder layer's MLP in Mixtral, Qwen2-MoE and Qwen3-MoE
+// (llama_shape.h MoeShape), computing what transformers 5 computes, under its parameter names:
+//
+//   mlp.gate.weight               (E, C)      the router
+//   mlp.experts.gate_up_proj      (E, 2I, C)  each expert's gate rows, then its up rows
+//   mlp.experts.down_proj         (E, C, I)
+//   mlp.shared_expert.{gate,up,down}_proj.weight, mlp.shared_expert_gate.weight (1, C)
+//                                             Qwen2-MoE's shared expert
+//
+// Checkpoints on disk keep one tensor per expert (mlp.experts.<e>.{gate,up,down}_proj.weight,
+// Mixtral's block_sparse_moe.experts.<e>.{w1,w3,w2}.weight): hf_llama.h converts both ways.
+//
+// Per token x: probabilities p = softmax(gate x) in fp32, the k largest (renormalised to sum 1
+// with norm_topk_prob), out = sum over the k of p_e * down_e(silu(gate_e x) * up_e x), plus
+// sigmoid(shared_expert_gate x) * shared_expert(x). No capacity: every token reaches its experts.
+
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "models/llama/llama_layers.h"
+#include "models/load_balancing_loss.h"
+
+namespace zt::models {
+
+// The experts' weights as one parameter per projection (transformers' MixtralExperts).
+class MoeExpertsImpl : public torch::nn::Module {
+ public:
+  MoeExpertsImpl(int64_t experts, int64_t hidden, int64_t intermediate);
+  // x (N, C); index (N, k) the chosen experts, weight (N, k) their weights -> (N, C). Experts in
+  // ascending order, each over its tokens in order of choice rank then position (transformers'
+  // order, so the sums round alike).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& index,
+                        const torch::Tensor& weight);
+  torch::Tensor gate_up_proj, down_proj;
+};
+TORCH_MODULE(MoeExperts);
+
+// gate.weight (E, C): a module of its own so the name is transformers'.
+class MoeRouterImpl : public torch::nn::Module {
+ public:
+  MoeRouterImpl(int64_t experts, int64_t hidden);
+  torch::Tensor weight;
+};
+TORCH_MODULE(MoeRouter);
+
+class SparseMoeBlockImpl : public torch::nn::Module {
+ public:
+  // `stats`: where a forward adds its routing for the load-balancing loss (the model's).
+  SparseMoeBlockImpl(const LlamaShape& shape, std::shared_ptr<RouterStats> stats);
+  // x (B, T, C) -> (B, T, C).
+  torch::Tensor forward(const torch::Tensor& x);
+
+  MoeRouter gate{nullptr};
+  MoeExperts experts{nullptr};
+  LlamaMlp shared_expert{nullptr};                // Qwen2-MoE, else null
+  torch::nn::Linear shared_expert_gate{nullptr};  // with it
+
+ private:
+  MoeShape moe_;
+  std::shared_ptr<RouterStats> stats_;
+};
+TORCH_MODULE(SparseMoeBlock);
+
+}  // namespace zt::models

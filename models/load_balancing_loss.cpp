@@ -21,9 +21,9 @@ void RouterStats::add(const at::Tensor& router_logits, int64_t k) {
   at::Tensor prob, rows;
   {
     at::NoGradGuard no_grad;
-    const at::Tensor weight =
-        mask_.defined() ? mask_.to(probs.device()).repeat_interleave(k)
-                        : at::ones({n * k}, probs.options().dtype(at::kFloat));
+    const at::Tensor weight = mask_.defined()
+                                  ? mask_.to(probs.device()).repeat_interleave(k)
+                                  : at::ones({n * k}, probs.options().dtype(at::kFloat));
     assigned.scatter_add_(0, chosen.reshape({-1}), weight);
     rows = mask_.defined() ? mask_.to(probs.device()).sum()
                            : at::full({}, static_cast<double>(n), assigned.options());

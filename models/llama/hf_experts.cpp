@@ -60,8 +60,9 @@ PerExpertWeights::PerExpertWeights(zero::ShardWeightSource& inner,
 
 void PerExpertWeights::fill(const std::string& name, at::IntArrayRef shape, int64_t begin,
                             const at::Tensor& dst) {
-  const std::vector<StoredPiece> pieces =
-      stored_(name) ? std::vector<StoredPiece>{} : per_expert_pieces(model_type_, name, shape.vec());
+  const std::vector<StoredPiece> pieces = stored_(name)
+                                              ? std::vector<StoredPiece>{}
+                                              : per_expert_pieces(model_type_, name, shape.vec());
   if (pieces.empty()) {
     inner_.fill(name, shape, begin, dst);
     return;

@@ -6,7 +6,8 @@
 //   mlp.experts.gate_up_proj (E, 2I, C)  mlp.experts.<e>.gate_proj.weight (I, C), then
 //                                        mlp.experts.<e>.up_proj.weight (I, C), for e = 0..E-1
 //   mlp.experts.down_proj (E, C, I)      mlp.experts.<e>.down_proj.weight (C, I)
-//   Mixtral                              block_sparse_moe.* for mlp.*; w1 = gate, w3 = up, w2 = down
+//   Mixtral                              block_sparse_moe.* for mlp.*; w1 = gate, w3 = up, w2 =
+//   down
 //
 // Each stored tensor is one contiguous run of the fused parameter's elements, so a rank reads its
 // shard's range straight from the per-expert tensors (PerExpertWeights) and an export writes the

@@ -24,7 +24,7 @@
 // (= intermediate_size), shared_expert_intermediate_size 0, norm_topk_prob false,
 // decoder_sparse_step 1, mlp_only_layers []) and qwen3_moe (the same without the shared expert,
 // with q/k norms); for each output_router_logits false, router_aux_loss_coef 0.001 and ours,
-// global_router_aux_loss false (models/moe/load_balancing_loss.h).
+// global_router_aux_loss false (models/load_balancing_loss.h).
 
 #include <cstdint>
 

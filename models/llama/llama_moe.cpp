@@ -5,7 +5,8 @@
 namespace zt::models {
 
 MoeExpertsImpl::MoeExpertsImpl(int64_t experts, int64_t hidden, int64_t intermediate) {
-  gate_up_proj = register_parameter("gate_up_proj", torch::empty({experts, 2 * intermediate, hidden}));
+  gate_up_proj =
+      register_parameter("gate_up_proj", torch::empty({experts, 2 * intermediate, hidden}));
   down_proj = register_parameter("down_proj", torch::empty({experts, hidden, intermediate}));
 }
 
@@ -45,23 +46,24 @@ SparseMoeBlockImpl::SparseMoeBlockImpl(const LlamaShape& s, std::shared_ptr<Rout
   ZT_CHECK(s.mlp_tile_tokens == 0, "model.mlp_tile_tokens: the tiled MLP is not computed for ",
            s.model_type, "'s routed layers (set it to 0)");
   gate = register_module("gate", MoeRouter(moe_.num_experts, s.hidden_size));
-  experts = register_module(
-      "experts", MoeExperts(moe_.num_experts, s.hidden_size, moe_.intermediate_size));
+  experts = register_module("experts",
+                            MoeExperts(moe_.num_experts, s.hidden_size, moe_.intermediate_size));
   if (moe_.shared_expert_intermediate_size > 0) {
     LlamaShape shared = s;
     shared.intermediate_size = moe_.shared_expert_intermediate_size;
     shared.mlp_bias = false;
     shared_expert = register_module("shared_expert", LlamaMlp(shared));
-    shared_expert_gate = register_module(
-        "shared_expert_gate", torch::nn::Linear(torch::nn::LinearOptions(s.hidden_size, 1).bias(false)));
+    shared_expert_gate =
+        register_module("shared_expert_gate",
+                        torch::nn::Linear(torch::nn::LinearOptions(s.hidden_size, 1).bias(false)));
   }
 }
 
 torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor flat = x.reshape({-1, x.size(-1)});  // (N, C)
+  const torch::Tensor flat = x.reshape({-1, x.size(-1)});       // (N, C)
   const torch::Tensor logits = at::linear(flat, gate->weight);  // (N, E), compute dtype
-  auto [top, index] = torch::topk(torch::softmax(logits.to(torch::kFloat), -1),
-                                  moe_.num_experts_per_tok, -1);
+  auto [top, index] =
+      torch::topk(torch::softmax(logits.to(torch::kFloat), -1), moe_.num_experts_per_tok, -1);
   if (moe_.norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
   if (!moe_.fp32_expert_weights) top = top.to(logits.scalar_type());
   if (stats_) stats_->add(logits, moe_.num_experts_per_tok);

@@ -23,7 +23,7 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 0;
 };
 
-// A mixture of experts in place of a layer's MLP (models/moe/sparse_moe_block.h), as
+// A mixture of experts in place of a layer's MLP (llama_moe.h), as
 // transformers' Mixtral, Qwen2-MoE and Qwen3-MoE define it: a router picks num_experts_per_tok of
 // num_experts SwiGLU experts per token by softmax, top-k. num_experts 0: a dense model.
 struct MoeShape {
@@ -43,7 +43,7 @@ struct MoeShape {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
   // transformers' output_router_logits: whether the loss includes router_aux_loss_coef times the
-  // load-balancing loss (models/moe/load_balancing_loss.h). Off by default there, so here.
+  // load-balancing loss (models/load_balancing_loss.h). Off by default there, so here.
   bool output_router_logits = false;
   double router_aux_loss_coef = 0.001;
   // Ours: the load-balancing loss from every data-parallel rank's routing counts (one process's

@@ -55,8 +55,11 @@ std::vector<StoredPiece> per_expert_pieces(const std::string& model_type, const 
 
 PerExpertWeights::PerExpertWeights(zero::ShardWeightSource& inner,
                                    std::function<bool(const std::string&)> stored,
-                                   std::string model_type)
-    : inner_(inner), stored_(std::move(stored)), model_type_(std::move(model_type)) {}
+                                   std::string model_type, std::string where)
+    : inner_(inner),
+      stored_(std::move(stored)),
+      model_type_(std::move(model_type)),
+      where_(std::move(where)) {}
 
 void PerExpertWeights::fill(const std::string& name, at::IntArrayRef shape, int64_t begin,
                             const at::Tensor& dst) {
@@ -72,6 +75,8 @@ void PerExpertWeights::fill(const std::string& name, at::IntArrayRef shape, int6
   const int64_t end = begin + dst.numel();
   int64_t offset = 0;
   for (const StoredPiece& piece : pieces) {
+    ZT_CHECK(stored_(piece.name), where_, ": no tensor '", piece.name, "' for parameter ", name,
+             " (nor the parameter itself, fused)");
     const int64_t n = numel_of(piece.shape);
     const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + n);
     if (hi > lo) {

@@ -31,15 +31,16 @@ std::vector<StoredPiece> per_expert_pieces(const std::string& model_type, const 
 // from its per-expert pieces.
 class PerExpertWeights : public zero::ShardWeightSource {
  public:
+  // `where`: the files, for the error naming an expert they lack.
   PerExpertWeights(zero::ShardWeightSource& inner, std::function<bool(const std::string&)> stored,
-                   std::string model_type);
+                   std::string model_type, std::string where);
   void fill(const std::string& name, at::IntArrayRef shape, int64_t begin,
             const at::Tensor& dst) override;
 
  private:
   zero::ShardWeightSource& inner_;
   std::function<bool(const std::string&)> stored_;
-  std::string model_type_;
+  std::string model_type_, where_;
 };
 
 }  // namespace zt::models

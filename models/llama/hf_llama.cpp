@@ -396,7 +396,8 @@ std::string load_hf_llama(const std::string& dir, LlamaForCausalLMImpl& model) {
   if (!SafetensorsSet::present(dir)) {
     StateDictWeights bin = read_bin(dir);
     PerExpertWeights weights(
-        bin, [&](const std::string& n) { return bin.has(n); }, pre.model_type);
+        bin, [&](const std::string& n) { return bin.has(n); }, pre.model_type,
+        (fs::path(dir) / "pytorch_model.bin").string());
     fill_all(weights);
     bin.check_all_used(pre);
     return detail::str("init from ", source, ": loaded ", bin.used(),
@@ -406,7 +407,8 @@ std::string load_hf_llama(const std::string& dir, LlamaForCausalLMImpl& model) {
   check_tied_head(files, pre);
   SafetensorsWeights weights(files, [](const std::string& p) { return StoredTensor{p}; });
   PerExpertWeights layouts(
-      weights, [&](const std::string& n) { return files.find(n) != nullptr; }, pre.model_type);
+      weights, [&](const std::string& n) { return files.find(n) != nullptr; }, pre.model_type,
+      files.where());
   fill_all(layouts);
   weights.check_all_used([&](const std::string& t) { return ignorable(t, pre); });
   return detail::str("init from ", source, ": loaded ", weights.parameters_filled(),
@@ -423,7 +425,8 @@ std::string load_hf_llama_shards(const std::string& dir, const LlamaShape& model
     // shards' ranges of it (peak: the whole model once, as torch.load; safetensors avoid that).
     StateDictWeights bin = read_bin(dir);
     PerExpertWeights weights(
-        bin, [&](const std::string& n) { return bin.has(n); }, pre.model_type);
+        bin, [&](const std::string& n) { return bin.has(n); }, pre.model_type,
+        (fs::path(dir) / "pytorch_model.bin").string());
     parts.load(weights);
     bin.check_all_used(pre);
     return detail::str("init from ", source, ": loaded ", bin.used(),
@@ -433,7 +436,8 @@ std::string load_hf_llama_shards(const std::string& dir, const LlamaShape& model
   check_tied_head(files, pre);
   SafetensorsWeights weights(files, [](const std::string& p) { return StoredTensor{p}; });
   PerExpertWeights layouts(
-      weights, [&](const std::string& n) { return files.find(n) != nullptr; }, pre.model_type);
+      weights, [&](const std::string& n) { return files.find(n) != nullptr; }, pre.model_type,
+      files.where());
   parts.load(layouts);
   weights.check_all_used([&](const std::string& t) { return ignorable(t, pre); });
   return detail::str("init from ", source, ": loaded ", weights.parameters_filled(),

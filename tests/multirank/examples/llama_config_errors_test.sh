@@ -39,14 +39,15 @@ expect yarn "yarn/config.json: rope_parameters.rope_type 'yarn' is not computed"
 variant partial 'cfg["rope_parameters"]["partial_rotary_factor"] = 0.5'
 expect partial "partial/config.json: rope_parameters.partial_rotary_factor is not 1" logits partial
 variant gemma 'cfg["model_type"] = "gemma"'
-expect gemma "gemma/config.json: model_type 'gemma' is not llama, qwen2 or mistral" logits gemma
+expect gemma "gemma/config.json: model_type 'gemma' is not llama, qwen2, mistral, mixtral, qwen2_moe or qwen3_moe" \
+  logits gemma
 variant heads 'cfg["num_key_value_heads"] = 3'
 expect heads "heads/config.json: num_attention_heads 4 is not a multiple of num_key_value_heads 3" \
   logits heads
 variant noheads 'del cfg["num_attention_heads"]'
 expect noheads "noheads/config.json: missing num_attention_heads" logits noheads
 variant wide 'cfg["intermediate_size"] = 64'
-expect wide "wide/model.safetensors: tensor model.layers.0.mlp.gate_proj.weight has shape \[48, 32\], the model's is \[64, 32\]" \
+expect wide "wide/model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' is \[48, 32\], parameter model.layers.0.mlp.gate_proj.weight \[64, 32\]" \
   logits wide
 # A weights file missing a tensor, and one holding a tensor the model has not.
 rm -rf "$out/missing" "$out/extra"; cp -r "$out/good" "$out/missing"; cp -r "$out/good" "$out/extra"
@@ -60,9 +61,47 @@ save_file({k: v for k, v in t.items() if k != "model.norm.weight"},
 save_file({**t, "model.extra.weight": t["model.norm.weight"].clone()}, f"{out}/extra/model.safetensors",
           metadata={"format": "pt"})
 PY
-expect missing "missing/model.safetensors: no tensor model.norm.weight" logits missing
-expect extra "extra/model.safetensors: tensor model.extra.weight is no parameter of the model" \
+expect missing "missing/model.safetensors: no tensor 'model.norm.weight' for parameter model.norm.weight" \
+  logits missing
+expect extra "extra/model.safetensors: tensor 'model.extra.weight' matches no parameter of the model" \
   logits extra
+# Mixtures of experts: router jitter (random scaling in training) is not computed; an expert
+# missing from the per-expert files is named with the fused parameter it belongs to; the experts
+# do not split over a tensor group; the load-balancing loss needs its gradient through the layers,
+# which the model's reentrant checkpointing would drop; the tiled MLP does not route.
+$python "$here/check_hf_llama.py" make mixtral "$out/moe" "$out/moe_sharded" 128
+rm -rf "$out/jitter"; cp -r "$out/moe" "$out/jitter"
+$python - "$out/jitter/config.json" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1])); cfg["router_jitter_noise"] = 0.1
+json.dump(cfg, open(sys.argv[1], "w"))
+PY
+expect jitter "jitter/config.json: router_jitter_noise is not computed" logits jitter
+rm -rf "$out/no_expert"; cp -r "$out/moe" "$out/no_expert"
+$python - "$out" <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+out = sys.argv[1]
+t = load_file(f"{out}/moe/model.safetensors")
+gone = "model.layers.1.block_sparse_moe.experts.3.w2.weight"
+save_file({k: v for k, v in t.items() if k != gone}, f"{out}/no_expert/model.safetensors",
+          metadata={"format": "pt"})
+PY
+expect no_expert "no_expert/model.safetensors: no tensor 'model.layers.1.block_sparse_moe.experts.3.w2.weight' for parameter model.layers.1.mlp.experts.down_proj" \
+  logits no_expert
+expect moe_tp "tensor_parallel.autotp_size 2: mixtral's experts are not split over a tensor group" \
+  "$bin/ztrun" --standalone --nproc-per-node 2 "$bin/train_llama" --config "$config" \
+  --init-from "$out/moe" --train-shard "$work/tiny_train.ztt" --steps 1 \
+  --out-dir "$out/moe_tp" --set tensor_parallel.autotp_size=2 --set bf16.enabled=false
+expect moe_aux_ckpt "model.output_router_logits: the load-balancing loss is not computed with the model's activation_checkpointing" \
+  "$bin/train_llama" --config "$config" --init-from "$out/moe" \
+  --train-shard "$work/tiny_train.ztt" --steps 1 --out-dir "$out/moe_aux_ckpt" \
+  --set model.output_router_logits=true --set model.activation_checkpointing=true \
+  --set bf16.enabled=false
+expect moe_tiles "model.mlp_tile_tokens: the tiled MLP is not computed for mixtral's routed layers" \
+  "$bin/train_llama" --config "$config" --init-from "$out/moe" \
+  --train-shard "$work/tiny_train.ztt" --steps 1 --out-dir "$out/moe_tiles" \
+  --set model.mlp_tile_tokens=4 --set bf16.enabled=false
 # A config `model` block that contradicts the pretrained directory's shape.
 expect disagree "config .model. block disagrees with .*good/config.json \(model.hidden_size\)" \
   "$bin/train_llama" --config "$config" --init-from "$out/good" \

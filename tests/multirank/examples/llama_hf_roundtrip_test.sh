@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The LLaMA example (models/llama) and Hugging Face, both ways, for one architecture (llama,
-# qwen2 or mistral), against transformers in the project's virtualenv:
+# qwen2, mistral, or the mixtures of experts mixtral, qwen2_moe, qwen3_moe), against transformers
+# in the project's virtualenv:
 #   1. a tiny random model from transformers, saved whole and sharded with an index, imported:
-#      logits within 1e-4 of transformers' (without and with right padding); as a
-#      pytorch_model.bin, the same logits;
+#      logits within 1e-4 of transformers' (without and with right padding), and a mixture's
+#      load-balancing loss within 1e-6 of transformers'; as a pytorch_model.bin (a mixture's
+#      experts fused there, as transformers 5 holds them), the same logits;
 #   2. train_llama --init-from it on 2 ranks at ZeRO-3, fp32, every layer's activations
 #      checkpointed (the config's activation_checkpointing block), 5 steps -> zt-export-hf ->
 #      from_pretrained: the exported weights' logits match the C++ model's within 1e-4; from the
@@ -19,7 +21,9 @@
 #      unevenly, 2 and 1 with their query heads, as DeepSpeed's AutoTP deals them) train like the
 #      one process, and zt-export-hf joins the slices: the same losses within 1e-5 and the same
 #      exported weights within 2e-5 (key projection biases, which have no gradient and so move
-#      by Adam's steps on rounding noise, within 1e-2).
+#      by Adam's steps on rounding noise, within 1e-2). Not for the mixtures, whose experts are
+#      not split over a tensor group;
+#   7. (mixtures) the export with --experts fused holds the same weights as the per-expert one.
 #   llama_hf_roundtrip_test.sh ARCH BIN_DIR TOOL_DIR WORK_DIR PYTHON CONFIG
 set -euo pipefail
 arch="$1"; bin="$2"; tools="$3"; work="$4"; python="$5"; config="$6"
@@ -96,12 +100,22 @@ fi
 # AutoTP's llama split over 2 ranks that form one data-parallel rank: each holds half of every
 # projection, reads the 1-rank run's batches, and its checkpoint holds slices that the export
 # joins; only the order of the row-parallel sums differs.
-train 2 tp2 --set tensor_parallel.autotp_size=2 --set tensor_parallel.preset_model=llama
-"$python" "$here/same_losses.py" "$out/one" "$out/tp2" 1e-5
-"$bin/zt-export-hf" "$out/tp2/ckpt" "$out/tp2/hf"
-# (qwen2's key biases have no gradient: their Adam steps follow the split's rounding.)
-later same "$out/tp2/hf" "$out/one/hf" 2e-5 key_bias_noise
-tp_runs=("$out/tp2/summary.json")
+tp_runs=()
+case "$arch" in
+  mixtral | qwen2_moe | qwen3_moe) moe=1 ;;
+  *) moe=0 ;;
+esac
+if [ "$moe" = 0 ]; then
+  train 2 tp2 --set tensor_parallel.autotp_size=2 --set tensor_parallel.preset_model=llama
+  "$python" "$here/same_losses.py" "$out/one" "$out/tp2" 1e-5
+  "$bin/zt-export-hf" "$out/tp2/ckpt" "$out/tp2/hf"
+  # (qwen2's key biases have no gradient: their Adam steps follow the split's rounding.)
+  later same "$out/tp2/hf" "$out/one/hf" 2e-5 key_bias_noise
+  tp_runs=("$out/tp2/summary.json")
+else
+  "$bin/zt-export-hf" "$out/z3/ckpt" "$out/z3/hf_fused" --experts fused
+  later same "$out/z3/hf_fused" "$out/z3/hf" 0
+fi
 # Validation counts each sample once at any rank count: the 2-rank runs leave the sampler tail's
 # repeats out, so their loss before training is the 1-rank run's (only the summation order
 # differs).

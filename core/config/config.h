@@ -284,6 +284,15 @@ struct Config {
     JsonText partition_config;
     int size() const { return autotp_size > 1 ? autotp_size : 1; }
   } tensor_parallel;
+  // DeepSpeed 0.19's AutoEP block (module_inject/auto_ep_config.py). A mixture of experts trains
+  // with its own layers (models/llama/llama_moe.h, or a transformers model's), every expert on
+  // every rank and ZeRO-sharded with the other parameters: AutoEP's autoep_size 1. A larger size
+  // is refused (validate.cpp): experts are not placed on expert-parallel ranks.
+  struct ExpertParallel {
+    bool enabled = false;
+    int autoep_size = 1;
+    std::string preset_model;  // which model's layers are the experts: the model's own say
+  } expert_parallel;
   // Where the 1/world_size of the gradient average is applied (EngineOptions says how).
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;

@@ -507,6 +507,60 @@ void visit_tensor_parallel(V& v, Config::TensorParallel& c) {
         "the model names its split layers itself"}});
 }
 
+// DeepSpeed 0.19's AutoEP block (deepspeed/module_inject/auto_ep_config.py parse_autoep_config).
+// Keys that change the routing are refused away from DeepSpeed's defaults (the model's router
+// routes: its num_experts_per_tok, softmax, renormalisation); the ones that say where the MoE
+// layers are, or how AutoEP computes them, have no counterpart.
+template <typename V>
+void visit_expert_parallel(V& v, Config::ExpertParallel& c) {
+  v.field("enabled", c.enabled, {});
+  v.field("autoep_size", c.autoep_size, {});
+  v.field("preset_model", c.preset_model, {});
+  using U = Unsupported;
+  constexpr const char* kRoute =
+      "the model's own router routes (its num_experts_per_tok, softmax "
+      "and renormalisation)";
+  constexpr const char* kLayers = "the model's own MoE layers train as they are";
+  v.unsupported(
+      {{"load_balance_coeff", U::kRefused,
+        "auxiliary-loss-free balancing (expert biases) is not implemented, as DeepSpeed 0.19.8 "
+        "refuses it too; the auxiliary loss is the model config's router_aux_loss_coef"},
+       {"expert_tensor_parallel_size", U::kRefused, "experts are not split over a tensor group",
+        "1"},
+       {"top_k", U::kRefused, kRoute, "auto"},
+       {"score_func", U::kRefused, kRoute, "auto"},
+       {"route_norm", U::kRefused, kRoute},
+       {"route_scale", U::kRefused, kRoute, "1.0"},
+       {"routed_scaling_factor", U::kRefused, kRoute, "auto"},
+       {"num_expert_groups", U::kRefused, "no grouped routing"},
+       {"num_limited_groups", U::kRefused, "no grouped routing"},
+       {"moe_layer_pattern", U::kNoEffect, kLayers},
+       {"expert_pattern", U::kNoEffect, kLayers},
+       {"router_pattern", U::kNoEffect, kLayers},
+       {"expert_w1", U::kNoEffect, kLayers},
+       {"expert_w2", U::kNoEffect, kLayers},
+       {"expert_w3", U::kNoEffect, kLayers},
+       {"num_experts_attr", U::kNoEffect, kLayers},
+       {"top_k_attr", U::kNoEffect, kLayers},
+       {"has_shared_experts", U::kNoEffect, kLayers},
+       {"shared_experts_pattern", U::kNoEffect, kLayers},
+       {"shared_experts_gate_pattern", U::kNoEffect, kLayers},
+       {"expert_activation", U::kNoEffect, kLayers},
+       {"use_grouped_mm", U::kNoEffect, kLayers, "true"},
+       {"disable_triton_grouped_mm", U::kNoEffect, kLayers},
+       {"gate_up_impl", U::kNoEffect, kLayers, "separate"},
+       {"combine_impl", U::kNoEffect, kLayers, "auto"},
+       {"row_weighting_impl", U::kNoEffect, kLayers, "auto"},
+       {"score_apply", U::kNoEffect, kLayers, "auto"},
+       {"comm_backend", U::kNoEffect, "no token exchange: experts are on every rank", "comm"},
+       {"comm_num_sm", U::kNoEffect, "no token exchange: experts are on every rank", "12"},
+       {"comm_qp_margin", U::kNoEffect, "no token exchange: experts are on every rank", "4"},
+       {"comm_max_tokens_per_rank", U::kNoEffect, "no token exchange: experts are on every rank",
+        "0"},
+       {"validate_folding_routing", U::kNoEffect, "no expert folding"},
+       {"async_split_plan", U::kNoEffect, "no expert folding"}});
+}
+
 template <typename V>
 void visit_config(V& v, Config& c) {
   v.field("train_batch_size", c.train_batch_size, auto_ok());
@@ -601,6 +655,7 @@ void visit_config(V& v, Config& c) {
           {});
   v.block("elasticity", [&](auto& w) { visit_elasticity(w, c.elasticity); }, {});
   v.block("compile", [&](auto& w) { visit_compile(w); }, {});
+  v.block("expert_parallel", [&](auto& w) { visit_expert_parallel(w, c.expert_parallel); }, {});
   // DeepSpeed's top level ignores keys it does not know: so do we, with a warning each.
   v.unknown_keys_warn();
   using U = Unsupported;

@@ -282,6 +282,36 @@ TEST(DeepSpeedSyntax, CompileBlockRefusesDeepCompileAndWarnsOnItsPasses) {
   EXPECT_NE(old.errors[0].find("compile.backend"), std::string::npos) << old.errors[0];
 }
 
+// The expert_parallel block (DeepSpeed 0.19's AutoEP): autoep_size 1 is how the mixtures here
+// train (every expert on every rank); a larger size, a load_balance_coeff value (DeepSpeed 0.19.8
+// refuses it too) and routing keys away from their defaults are errors; AutoEP's kernel choices
+// warn once; a disabled block is not read further, as DeepSpeed's validation returns early.
+TEST(DeepSpeedSyntax, ExpertParallelBlockTrainsAtSizeOneAndRefusesTheRest) {
+  ConfigReport one = json(R"({"train_batch_size": 8, "expert_parallel": {"enabled": true,
+    "autoep_size": 1, "preset_model": "mixtral", "load_balance_coeff": null, "top_k": "auto",
+    "route_scale": 1.0}})");
+  ASSERT_TRUE(one.config) << all(one.errors);
+  EXPECT_TRUE(one.warnings.empty()) << all(one.warnings);
+  EXPECT_TRUE(one.config->expert_parallel.enabled);
+  EXPECT_EQ(one.config->expert_parallel.preset_model, "mixtral");
+  ConfigReport off = json(R"({"train_batch_size": 8, "expert_parallel": {"enabled": false,
+    "autoep_size": 4}})");
+  ASSERT_TRUE(off.config) << all(off.errors);
+  for (const char* bad : {R"("autoep_size": 2)", R"("load_balance_coeff": 0.001)", R"("top_k": 2)",
+                          R"("route_norm": true)"}) {
+    ConfigReport r =
+        json(std::string(R"({"train_batch_size": 8, "expert_parallel": {"enabled": true, )") + bad +
+             "}}");
+    ASSERT_EQ(r.errors.size(), 1u) << bad << ": " << all(r.errors);
+    EXPECT_EQ(r.errors[0].rfind("expert_parallel.", 0), 0u) << r.errors[0];
+  }
+  ConfigReport knob = json(R"({"train_batch_size": 8, "expert_parallel": {"enabled": true,
+    "use_grouped_mm": false}})");
+  ASSERT_TRUE(knob.config) << all(knob.errors);
+  EXPECT_TRUE(has_line_starting(knob.warnings, "expert_parallel.use_grouped_mm: no effect"))
+      << all(knob.warnings);
+}
+
 // ZeRO++'s quantized collectives act at stage 3 and say once where they do not.
 TEST(DeepSpeedSyntax, QuantizedCollectivesActAtStage3AndWarnBelow) {
   ConfigReport on = json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,

@@ -1,6 +1,8 @@
 """One rank of a zerotorch-vs-torch run of a Hugging Face causal LM (ztrun starts it).
 
-A tiny random ``LlamaForCausalLM`` or ``GPT2LMHeadModel`` (tied embeddings) trained by
+A tiny random ``LlamaForCausalLM``, ``GPT2LMHeadModel`` (tied embeddings), or mixture of experts
+(``MixtralForCausalLM``, ``Qwen2MoeForCausalLM``: each rank's tokens routed its own way, the
+load-balancing loss of each rank's batch added as transformers adds it) trained by
 ``zerotorch.initialize`` from a Hugging Face-style DeepSpeed config, every value the Trainer fills
 left "auto" and resolved from TrainingArguments' field names and ``model.config.hidden_size``,
 must end with the parameters of plain single-process ``torch.optim.AdamW`` training on the same
@@ -12,7 +14,7 @@ changes a weight on every rank.
 usage: hf_equivalence.py MODEL STAGE ACC DTYPE OFFLOAD GC OUT [checks...] [+ MODEL STAGE ...]
   Several cases separated by "+" run in the same ranks (tests/support/case_list.py); each
   prints its own "equal" line.
-  MODEL llama|gpt2, DTYPE fp32|bf16|fp16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
+  MODEL llama|gpt2|mixtral|qwen2_moe, DTYPE fp32|bf16|fp16, OFFLOAD none|cpu|cpu_all|nvme|nvme_all,
   GC none|nonreentrant|reentrant (gradient_checkpointing_enable), OUT a scratch directory,
   checks: resume, save16, modify; decoupled: the resume check saves in the background
   (checkpoint.writer.decoupled), and the step after the save runs while the write is in flight;
@@ -47,6 +49,25 @@ def tiny(kind):
                                        num_hidden_layers=3, num_attention_heads=4,
                                        num_key_value_heads=2, max_position_embeddings=64)
         model = transformers.LlamaForCausalLM(cfg)
+    elif kind in ("mixtral", "qwen2_moe"):
+        # Experts fused into one parameter per projection (transformers 5), the load-balancing
+        # loss on (output_router_logits) at its default weight; Qwen2-MoE with a shared expert and
+        # layer 1 dense.
+        common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      num_experts_per_tok=2, output_router_logits=True)
+        if kind == "mixtral":
+            cfg = transformers.MixtralConfig(num_local_experts=4, **common)
+        else:
+            cfg = transformers.Qwen2MoeConfig(num_experts=4, moe_intermediate_size=24,
+                                              shared_expert_intermediate_size=40,
+                                              mlp_only_layers=[1], **common)
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("mlp.gate.weight"):
+                    # Routers far from ties, so rounding never flips an expert choice.
+                    p.normal_(0.0, 0.5)
     else:
         cfg = transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4,
                                       n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
@@ -127,7 +148,7 @@ def run_case(argv):
         # The decoder layers, and every other module holding parameters of its own; the tied
         # GPT-2 embedding and head stay with the root.
         want = (["model.embed_tokens"] + [f"model.layers.{i}" for i in range(3)]
-                + ["model.norm", "lm_head"] if kind == "llama" else
+                + ["model.norm", "lm_head"] if kind != "gpt2" else
                 ["transformer.wpe"] + [f"transformer.h.{i}" for i in range(3)]
                 + ["transformer.ln_f"])
         assert engine.units == want, engine.units

@@ -95,11 +95,14 @@ def launch(kind, stage, steps, build):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     # The ranks' lines may interleave on one stream: each result is one flat JSON object.
     ranks = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", r.stdout + r.stderr)]
-    if r.returncode != 0 or len(ranks) != 2:
+    # (DeepSpeed's stage-3 ranks on the CPU accelerator abort while exiting, "terminate called
+    # without an active exception", after their steps: the results stand, the code is recorded.)
+    if len(ranks) != 2:
         sys.exit(f"{kind} stage {stage} failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
     # Rank 0's clock (a step ends together on both: its collectives), the larger rank's memory.
     row = next(x for x in ranks if x["rank"] == 0)
     row["peak_rss_mib"] = max(x["peak_rss_mib"] for x in ranks)
+    row["exit_code"] = r.returncode
     return row
 
 

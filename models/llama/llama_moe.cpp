@@ -17,7 +17,8 @@ torch::Tensor MoeExpertsImpl::forward(const torch::Tensor& x, const torch::Tenso
   torch::Tensor hit;
   {
     torch::NoGradGuard no_grad;
-    hit = torch::bincount(index.reshape({-1}), {}, experts).nonzero().reshape({-1}).cpu();
+    tokens_ = torch::bincount(index.reshape({-1}), {}, experts);
+    hit = tokens_.nonzero().reshape({-1}).cpu();
   }
   const int64_t* e_of = hit.data_ptr<int64_t>();
   for (int64_t i = 0; i < hit.numel(); ++i) {

@@ -33,7 +33,12 @@ class MoeExpertsImpl : public torch::nn::Module {
   // order, so the sums round alike).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& index,
                         const torch::Tensor& weight);
+  // (E) int64: the tokens each expert took in the last forward (a rank's own; for logs, tests).
+  const torch::Tensor& tokens_per_expert() const { return tokens_; }
   torch::Tensor gate_up_proj, down_proj;
+
+ private:
+  torch::Tensor tokens_;
 };
 TORCH_MODULE(MoeExperts);
 

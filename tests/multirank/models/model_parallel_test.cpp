@@ -46,6 +46,7 @@
 #include "data/sequence_split.h"
 #include "models/causal_lm_loss.h"
 #include "models/llama/llama_model.h"
+#include "models/llama/llama_moe.h"
 #include "parallel/groups.h"
 #include "parallel/sequence_exchange.h"
 #include "parallel/staging_communicator.h"
@@ -403,6 +404,75 @@ TEST(ModelParallel, MixtureOfExpertsTrainsLikeOneProcess) {
     for (int stage : {1, 2, 3}) {
       expect_like_one_process(train(g_comm, stage, mesh, kAccumulation), mesh,
                               "experts, " + name_of(mesh, stage));
+    }
+  }
+}
+
+// Skewed routing at stage 3 (2 ranks, one expert per token): embeddings and routers set so that
+// rank 0's tokens all go to expert 0, rank 1's all to expert 1, and experts 2 and 3 get none
+// anywhere. The steps finish on both ranks with the designed routing, and the experts nobody
+// routed to received no gradient: AdamW moved them by weight decay alone.
+TEST(ModelParallel, SkewedRoutingFinishesAtStage3) {
+  if (g_comm->size() != 2) GTEST_SKIP() << "the 2-rank skew";
+  std::shared_ptr<zt::dist::Communicator> comm = g_comm;
+  if (!run_device().is_cpu()) {
+    comm = std::make_shared<zt::dist::StagingCommunicator>(comm, run_device());
+  }
+  torch::manual_seed(7);
+  zt::models::LlamaShape s = shape(4, 2, true);
+  s.moe.num_experts_per_tok = 1;
+  LlamaForCausalLM model(s);
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor v = torch::randn({s.hidden_size});
+    v /= v.norm();
+    model->model->embed_tokens->weight[1].copy_(20 * v);
+    model->model->embed_tokens->weight[2].copy_(-20 * v);
+    for (const auto& p : model->named_parameters()) {
+      if (p.key().find("mlp.gate.weight") == std::string::npos) continue;
+      p.value().zero_();
+      p.value()[0].copy_(5 * v);
+      p.value()[1].copy_(-5 * v);
+    }
+  }
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& p : model->named_parameters()) before[p.key()] = p.value().detach().clone();
+  model->to(run_device());
+  zt::EngineOptions o = options(3, 1, 1);
+  o.units = model->unit_names();
+  zt::Engine engine(model.ptr(), o, comm);
+  model->set_data_parallel(engine.topology().world, engine.topology().data_parallel_size());
+  const int me = g_comm->rank();
+  const torch::Tensor ids = torch::full({2, 8}, 1 + me, torch::kLong).to(run_device());
+  constexpr int kSkewSteps = 3;
+  for (int step = 0; step < kSkewSteps; ++step) {
+    torch::Tensor loss = engine.forward([&] {
+      torch::Tensor l = model->loss_total(ids, {}, ids) / ids.numel();
+      return l + model->router_aux_loss();
+    });
+    ASSERT_TRUE(std::isfinite(loss.item<double>())) << "step " << step;
+    engine.backward(loss);
+    engine.step();
+    for (const auto& layer : *model->model->layers) {
+      auto* l = layer->as<zt::models::LlamaDecoderLayerImpl>();
+      const torch::Tensor taken = l->moe->experts->tokens_per_expert().cpu();
+      const std::vector<int64_t> want = {me == 0 ? 16 : 0, me == 1 ? 16 : 0, 0, 0};
+      EXPECT_TRUE(torch::equal(taken, torch::tensor(want))) << "rank " << me << ": " << taken;
+    }
+  }
+  zt::Engine::GatheredParameters full(engine);
+  const double decay = std::pow(1.0 - o.hyper.lr * o.hyper.weight_decay, kSkewSteps);
+  for (const auto& p : model->named_parameters()) {
+    if (p.key().find("mlp.experts.") == std::string::npos) continue;
+    const torch::Tensor now = p.value().detach().cpu(), was = before.at(p.key());
+    for (int64_t e = 0; e < 4; ++e) {
+      if (e >= 2) {
+        EXPECT_TRUE(torch::allclose(now[e], was[e] * decay, 0, 1e-7))
+            << p.key() << " expert " << e << " moved beyond weight decay";
+      } else {
+        EXPECT_FALSE(torch::allclose(now[e], was[e] * decay, 0, 1e-6))
+            << p.key() << " expert " << e << " did not train";
+      }
     }
   }
 }

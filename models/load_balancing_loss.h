@@ -18,6 +18,7 @@
 #include <memory>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include "parallel/communicator.h"
 
@@ -37,18 +38,30 @@ class RouterStats {
   void add(const at::Tensor& router_logits, int64_t k);
   bool empty() const { return !prob_.defined(); }
 
-  // transformers' loss over this rank's tokens alone (fp32 scalar, differentiable).
-  at::Tensor local_loss() const;
-  // This rank's share of the loss over every rank of `group`'s tokens: summed over the group, the
-  // shares are that loss (one all-reduce of the counts; every rank of the group calls it).
-  at::Tensor group_share(dist::Communicator& group) const;
+  // `scale` times transformers' loss over this rank's tokens alone (group null), or times this
+  // rank's share of the loss over every rank of `group`'s tokens (summed over the group, the
+  // shares are that loss; one all-reduce of the counts, every rank of the group calls it). An
+  // fp32 scalar carrying the gradient of the layers that ran with a graph; the layers that ran
+  // under reentrant activation checkpointing add theirs when they run again in backward
+  // (add_recompute_loss: the loss is linear in prob, with the coefficients fixed here, times the
+  // gradient this loss received, which its backward records before any layer's: the engine's
+  // 1/accumulation and loss scale apply to them too).
+  at::Tensor loss(double scale, dist::Communicator* group);
 
  private:
+  // This forward's masked probability sums of one layer's router logits (fp32, differentiable).
+  at::Tensor probability_sum(const at::Tensor& probs, const at::Tensor& mask) const;
+
   bool recording_ = false;
   at::Tensor mask_;      // (N) fp32 or undefined
   at::Tensor assigned_;  // (E) fp32, no gradient
-  at::Tensor prob_;      // (E) fp32, differentiable
+  at::Tensor prob_;      // (E) fp32, differentiable where the layer ran with a graph
   at::Tensor rows_;      // () fp32
+  // d loss / d prob (E) and the mask, from the last loss(): what a recomputed layer applies,
+  // times the gradient the loss received in backward (the slot, see load_balancing_loss.cpp).
+  at::Tensor grad_coef_, grad_mask_;
+  c10::IValue scale_slot_;
+  at::Tensor anchor_;  // () requires grad: gives the slot's node a place in every graph
 };
 
 }  // namespace zt::models

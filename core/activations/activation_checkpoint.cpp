@@ -28,6 +28,9 @@ Settings& settings() {
   return *s;
 }
 
+// The extra losses of the recompute running on this thread (null outside one).
+thread_local std::vector<at::Tensor>* t_recompute_losses = nullptr;
+
 // The function to recompute, kept alive by the autograd context until backward.
 struct FnHolder : torch::CustomClassHolder {
   explicit FnHolder(CheckpointFn f) : fn(std::move(f)) {}
@@ -100,15 +103,34 @@ class Checkpoint : public torch::autograd::Function<Checkpoint> {
       gens[i].set_state(rng.get(i));
     }
     at::Tensor y;
+    std::vector<at::Tensor> losses;
     {
       at::AutoGradMode grad_on(true);
       profile::RecomputeScope recompute;  // the FLOPs profiler counts this forward apart
-      y = h->fn(inputs);
+      std::vector<at::Tensor>* outer = t_recompute_losses;  // (nested checkpoints)
+      t_recompute_losses = &losses;
+      try {
+        y = h->fn(inputs);
+      } catch (...) {
+        t_recompute_losses = outer;
+        throw;
+      }
+      t_recompute_losses = outer;
     }
     for (size_t i = 0; i < now.size(); ++i) gens[i].set_state(now[i]);
     // Parameter gradients accumulate through their AccumulateGrad nodes (and the engine's
     // hooks) inside this nested backward.
-    if (y.requires_grad()) torch::autograd::backward({y}, {grads[0]});
+    torch::autograd::variable_list roots, root_grads;
+    if (y.requires_grad()) {
+      roots.push_back(y);
+      root_grads.push_back(grads[0]);
+    }
+    for (const at::Tensor& l : losses) {
+      if (!l.requires_grad()) continue;
+      roots.push_back(l);
+      root_grads.push_back(at::ones_like(l));
+    }
+    if (!roots.empty()) torch::autograd::backward(roots, root_grads);
     torch::autograd::variable_list out;
     for (size_t i = 0; i < inputs.size(); ++i) {
       out.push_back(needs_grad[i] ? inputs[i].grad() : at::Tensor());
@@ -120,6 +142,14 @@ class Checkpoint : public torch::autograd::Function<Checkpoint> {
 };
 
 }  // namespace
+
+bool in_checkpoint_recompute() {
+  return t_recompute_losses != nullptr;
+}
+
+void add_recompute_loss(const at::Tensor& scalar) {
+  if (t_recompute_losses != nullptr) t_recompute_losses->push_back(scalar);
+}
 
 void configure_activation_checkpointing(const ActivationCheckpointOptions& options) {
   std::lock_guard<std::mutex> lock(settings().mutex);

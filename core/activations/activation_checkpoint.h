@@ -54,4 +54,11 @@ using CheckpointFn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
 // must be callable again during backward (capture modules, not stack references).
 at::Tensor checkpoint_activations(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs);
 
+// Whether this thread is running a checkpointed call again, in its backward.
+bool in_checkpoint_recompute();
+// During that recompute: a scalar whose gradient the recomputed graph must also carry (a loss
+// term computed from values inside the call, such as a mixture's load-balancing loss, whose first
+// pass had no graph). It is backpropagated together with the call's output.
+void add_recompute_loss(const at::Tensor& scalar);
+
 }  // namespace zt

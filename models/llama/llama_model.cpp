@@ -21,11 +21,6 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaShape& shape,
     : shape_(shape) {
   shape_.validate("llama");
   if (shape_.is_moe()) {
-    // Reentrant checkpointing runs the layer without a graph first: the router statistics of
-    // that pass would carry no gradient.
-    ZT_CHECK(!(shape_.moe.output_router_logits && shape_.activation_checkpointing),
-             "model.output_router_logits: the load-balancing loss is not computed with the "
-             "model's activation_checkpointing (turn one off)");
     stats_ = std::make_shared<RouterStats>();
     stats_->set_recording(shape_.moe.output_router_logits);
   }
@@ -194,12 +189,12 @@ torch::Tensor LlamaForCausalLMImpl::router_aux_loss() {
   const int64_t world = world_ ? world_->size() : 1;
   if (shape_.moe.global_router_aux_loss && world_ && world > 1) {
     // The shares add up, over the world, to the whole batch's loss; the engine divides by dp.
-    return stats_->group_share(*world_) * (coef * static_cast<double>(data_parallel_size_));
+    return stats_->loss(coef * static_cast<double>(data_parallel_size_), world_.get());
   }
   // Each rank's own; the mean over the world ranks (dp of them read whole batches, each split
   // into world / dp sequence parts).
-  return stats_->local_loss() *
-         (coef * static_cast<double>(data_parallel_size_) / static_cast<double>(world));
+  return stats_->loss(coef * static_cast<double>(data_parallel_size_) / static_cast<double>(world),
+                      nullptr);
 }
 
 std::vector<std::string> LlamaForCausalLMImpl::unit_names() const {

@@ -161,9 +161,10 @@ struct Mesh {
   // The model's query and key/value heads: tensor splits take 8 over 4 (4 key/value heads split
   // at tp 4), sequence splits 4 over 2 (replicated at sp 4).
   int64_t heads = 4, kv_heads = 2;
-  int64_t loss_tile = 0;  // the model's loss_tile_tokens (models/tiled_loss.h)
-  int64_t mlp_tile = 0;   // the model's mlp_tile_tokens (models/tiled_mlp.h)
-  bool moe = false;       // a mixture of experts in every layer (see the top of the file)
+  int64_t loss_tile = 0;    // the model's loss_tile_tokens (models/tiled_loss.h)
+  int64_t mlp_tile = 0;     // the model's mlp_tile_tokens (models/tiled_mlp.h)
+  bool moe = false;         // a mixture of experts in every layer (see the top of the file)
+  bool checkpoint = false;  // the model's activation_checkpointing (no change to the numbers)
 };
 
 Mesh split(int sp, int tp) {
@@ -190,6 +191,7 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
   zt::models::LlamaShape s = shape(mesh.heads, mesh.kv_heads, mesh.moe);
   s.loss_tile_tokens = mesh.loss_tile;
   s.mlp_tile_tokens = mesh.mlp_tile;
+  s.activation_checkpointing = mesh.checkpoint;
   LlamaForCausalLM model(s);
   model->to(run_device());
   zt::EngineOptions o = options(stage, mesh.sp, accumulation);
@@ -395,7 +397,9 @@ TEST(ModelParallel, Sp2Tp2) {
 
 // A mixture of experts (see the top of the file) with the whole batch's load-balancing loss: -np 2
 // dp2 and sp2, -np 4 dp4 and dp2_sp2, at stages 1-3 (stage 3 gathers each layer's experts whole,
-// whatever the routing), train like one process.
+// whatever the routing), train like one process; so do they at stage 3 with every layer's
+// activations checkpointed, where the loss's gradient reaches the routers when each layer runs
+// again in backward.
 TEST(ModelParallel, MixtureOfExpertsTrainsLikeOneProcess) {
   for (int sp : {1, 2}) {
     if (g_comm->size() % sp != 0) continue;
@@ -405,6 +409,9 @@ TEST(ModelParallel, MixtureOfExpertsTrainsLikeOneProcess) {
       expect_like_one_process(train(g_comm, stage, mesh, kAccumulation), mesh,
                               "experts, " + name_of(mesh, stage));
     }
+    mesh.checkpoint = true;
+    expect_like_one_process(train(g_comm, 3, mesh, kAccumulation), mesh,
+                            "experts, checkpointed, " + name_of(mesh, 3));
   }
 }
 

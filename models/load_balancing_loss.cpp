@@ -40,6 +40,8 @@ class RecordScale : public torch::autograd::Function<RecordScale> {
 void RouterStats::begin_forward(const at::Tensor& token_mask) {
   mask_ = token_mask.defined() ? token_mask.reshape({-1}).to(at::kFloat) : at::Tensor();
   assigned_ = prob_ = rows_ = at::Tensor();
+  grad_coef_ = grad_mask_ = at::Tensor();
+  scale_slot_ = c10::IValue();
 }
 
 at::Tensor RouterStats::probability_sum(const at::Tensor& probs, const at::Tensor& mask) const {
@@ -53,7 +55,9 @@ void RouterStats::add(const at::Tensor& router_logits, int64_t k) {
   const at::Tensor probs = at::softmax(router_logits, -1);
   if (in_checkpoint_recompute()) {
     // A checkpointed layer running again in backward: the statistics were counted in its first
-    // pass; now its probabilities get the gradient the loss gives them.
+    // pass; now its probabilities get the gradient the loss gives them (none when this forward's
+    // loss was not asked for).
+    if (!scale_slot_.isCapsule()) return;
     auto* slot = static_cast<ScaleSlot*>(scale_slot_.toCapsule().get());
     ZT_INTERNAL_ASSERT(grad_coef_.defined() && slot->scale.defined(),
                        "router stats: a layer runs again before the load-balancing loss's "

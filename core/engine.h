@@ -182,9 +182,9 @@ class Engine {
   // takes its exchange group from topology().sequence.
   const dist::Topology& topology() const;
   const EngineOptions& options() const;
-  // Under tensor parallelism, each split parameter's extent along its split dimension on every
-  // rank of the tensor group (EngineOptions::tensor_split_params; equal or, for uneven head
-  // counts, not); checkpoints and 16-bit exports join and cut slices by them.
+  // Under tensor (expert) parallelism, each split parameter's extent along its split dimension on
+  // every rank of the tensor (expert) group (EngineOptions::tensor_split_params; equal or, for
+  // uneven head counts, not); checkpoints and 16-bit exports join and cut slices by them.
   const std::map<std::string, std::vector<int64_t>>& tensor_slices() const;
 
   // Visits every parameter with its full values in the compute dtype, one stage-3 unit at a time

@@ -34,6 +34,19 @@ void check_engine_options(const EngineOptions& o) {
            "tensor_parallel.autotp_size ", o.tensor_parallel_size,
            ": the model names no split parameters (EngineOptions::tensor_split_params), so its "
            "layers are not split; this program does not support tensor parallelism");
+  ZT_CHECK(o.expert_parallel_size >= 1, "expert_parallel.autoep_size must be >= 1, got ",
+           o.expert_parallel_size);
+  ZT_CHECK(o.expert_parallel_size == 1 || o.tensor_parallel_size == 1,
+           "expert_parallel.autoep_size ", o.expert_parallel_size,
+           " with tensor_parallel.autotp_size ", o.tensor_parallel_size,
+           ": experts are not split over a tensor group; set one of them to 1");
+  // The same for experts: a model that did not deal its experts over the expert group would
+  // train each expert index as a copy.
+  ZT_CHECK(o.expert_parallel_size == 1 || !o.tensor_split_params.empty(),
+           "expert_parallel.autoep_size ", o.expert_parallel_size,
+           ": the model names no split parameters (EngineOptions::tensor_split_params), so its "
+           "experts are not dealt over the expert group; this program does not support expert "
+           "parallelism");
   ZT_CHECK(o.tensor_parallel_size == 1 || o.optimizer.type != optim::OptimizerKind::kMuon,
            "optimizer Muon with tensor parallelism: it orthogonalises whole matrices, which "
            "tensor parallelism splits");
@@ -50,7 +63,8 @@ void read_environment_switches(EngineOptions& o) {
 
 dist::TopologyOptions topology_options(const ZeroConfig& z,
                                        EngineOptions::TwoLevelReduce hierarchical_reduce,
-                                       int sequence_parallel_size, int tensor_parallel_size) {
+                                       int sequence_parallel_size, int tensor_parallel_size,
+                                       int expert_parallel_size) {
   // Below stage 3 the stage-3 keys do nothing, as in DeepSpeed; the config says so once
   // (validate.cpp).
   const bool stage3 = z.stage == 3;
@@ -64,6 +78,7 @@ dist::TopologyOptions topology_options(const ZeroConfig& z,
   t.quantized_weights = z.zero_quantized_weights;
   t.sequence_parallel_size = sequence_parallel_size;
   t.tensor_parallel_size = tensor_parallel_size;
+  t.expert_parallel_size = expert_parallel_size;
   return t;
 }
 

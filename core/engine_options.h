@@ -96,10 +96,17 @@ struct EngineOptions : ZeroConfig {
   // the topology): the engine runs ZeRO over the ranks of this rank's tensor index, and the
   // gradient norm counts each slice once and each replicated parameter once.
   int tensor_parallel_size = 1;
-  // The parameters each rank of a tensor group holds a different slice of, each with the
-  // dimension it is split along (the model says which, e.g. LlamaForCausalLMImpl::
-  // tensor_split_parameters()); the others are replicated over it. Rank t of the group holds
-  // the t-th of tp equal parts, so a checkpoint joins them whatever tp it is read at.
+  // Expert parallelism (expert_parallel.autoep_size: each layer's experts dealt over expert
+  // groups of this many ranks, made by the topology): the engine runs ZeRO over the ranks of this
+  // rank's expert index, sums the replicated parameters' gradients over the expert group too, and
+  // averages over every rank (each reads its own batches).
+  int expert_parallel_size = 1;
+  // The parameters each rank of the topology's split group (tensor or expert,
+  // dist::Topology::split) holds a different slice of, each with the dimension it is split along
+  // (the model says which, e.g. LlamaForCausalLMImpl::tensor_split_parameters(): projections
+  // under a tensor split, the fused experts along the expert dimension under an expert split);
+  // the others are replicated over it. Rank t of the group holds the t-th part, so a checkpoint
+  // joins them whatever split it is read at.
   std::map<std::string, int64_t> tensor_split_params;
 };
 
@@ -118,7 +125,8 @@ void read_environment_switches(EngineOptions& options);
 // sequence-parallel groups. Every key that asks for a group is read here only.
 dist::TopologyOptions topology_options(const ZeroConfig& zero,
                                        EngineOptions::TwoLevelReduce hierarchical_reduce,
-                                       int sequence_parallel_size, int tensor_parallel_size = 1);
+                                       int sequence_parallel_size, int tensor_parallel_size = 1,
+                                       int expert_parallel_size = 1);
 
 // Bytes this rank holds for model states, by the engine's own accounting.
 struct MemoryReport {

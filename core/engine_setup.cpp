@@ -50,7 +50,8 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
         dist::make_topology(impl_->comm_,
                             topology_options(impl_->options_, impl_->options_.hierarchical_reduce,
                                              impl_->options_.sequence_parallel_size,
-                                             impl_->options_.tensor_parallel_size),
+                                             impl_->options_.tensor_parallel_size,
+                                             impl_->options_.expert_parallel_size),
                             dist::Env::from_lookup(::zt::env::get));
   }
   ZT_CHECK(topology->world == impl_->comm_ || topology->all == impl_->comm_,
@@ -58,7 +59,10 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   ZT_CHECK(topology->tensor_parallel_size() == impl_->options_.tensor_parallel_size,
            "Engine: tensor_parallel_size is ", impl_->options_.tensor_parallel_size,
            " but the topology's tensor groups have ", topology->tensor_parallel_size(), " ranks");
-  // ZeRO runs over the ranks of this rank's tensor index (every rank without tensor parallelism);
+  ZT_CHECK(topology->expert_parallel_size() == impl_->options_.expert_parallel_size,
+           "Engine: expert_parallel_size is ", impl_->options_.expert_parallel_size,
+           " but the topology's expert groups have ", topology->expert_parallel_size(), " ranks");
+  // ZeRO runs over the ranks of this rank's tensor (expert) index, every rank without a split;
   // rank_ stays the job's rank, which names this rank's files.
   impl_->comm_ = topology->world;
   impl_->rank_ = topology->all->rank();
@@ -67,12 +71,14 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
            "Engine: sequence_parallel_size is ", impl_->options_.sequence_parallel_size,
            " but the topology's sequence groups have ", topology->sequence_parallel_size(),
            " ranks");
-  // The sum is over every rank whatever the sharding (the replica sum completes it); the average
-  // is over the data-parallel ranks (DeepSpeed divides by dp_world_size / sequence_parallel_size).
+  // The sum is over every rank whatever the sharding (the replica sum, or the expert group's sum
+  // of the replicated parameters, completes it); the average is over the data-parallel ranks
+  // (DeepSpeed divides by dp_world_size / sequence_parallel_size, and an expert's gradient, summed
+  // over its expert-data-parallel group, by the whole data-parallel size too).
   const auto [pre_scale, post_scale] =
       reduce_scales(impl_->options_, topology->data_parallel_size());
   impl_->topology_ = topology;
-  if (topology->tensor) {
+  if (topology->split()) {
     // Every rank's extent of each split parameter, before the layout reshapes them.
     const auto named = impl_->model_->named_parameters();
     std::vector<int64_t> mine;
@@ -82,7 +88,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
                ", which is no parameter of the model");
       mine.push_back(p->size(dim));
     }
-    auto sizes = dist::gather_sizes(mine, *topology->tensor);
+    auto sizes = dist::gather_sizes(mine, *topology->split());
     size_t i = 0;
     for (const auto& kv : impl_->options_.tensor_split_params) {
       impl_->tensor_slices_[kv.first] = std::move(sizes[i++]);
@@ -131,7 +137,10 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->sharded_step_ = std::make_unique<zero::ShardedStep>(
       impl_->options_, impl_->buckets_, *impl_->shard_comm_, impl_->replica_comm_.get(),
       impl_->rank_, impl_->clock_, post_scale);
-  if (topology->tensor) impl_->sharded_step_->set_tensor_group(topology->tensor.get());
+  if (topology->split()) {
+    impl_->sharded_step_->set_split_group(topology->split().get(),
+                                          /*replicated_differ=*/topology->expert != nullptr);
+  }
   broadcast_initial_state();
   cast_model_to_compute_dtype();
   move_param_shards_to_nvme();

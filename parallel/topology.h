@@ -8,8 +8,9 @@
 //   group         ranks                                              made when
 //   all           every rank                                         always
 //   world         the ranks ZeRO runs over: every rank, or with      always
-//                 tensor parallelism those of this rank's tensor
-//                 index (ranks r with the same r % tp)
+//                 tensor (expert) parallelism those of this rank's
+//                 tensor (expert) index: ranks r with the same r % tp
+//                 (r % ep), DeepSpeed's expert-data-parallel group
 //   shard         the ranks the ZeRO state is sharded over: groups   always (world itself
 //                 of shard_size consecutive ranks (groups.h)          without hybrid sharding)
 //   replica       this rank's position in every shard group          hybrid sharding (MiCS)
@@ -24,6 +25,12 @@
 //   tensor        tensor_parallel_size consecutive ranks of `all`,   tensor_parallel_size > 1
 //                 which hold slices of the same layers
 //                 (parallel/tensor_parallel.h)
+//   expert        expert_parallel_size consecutive ranks of `all`,   expert_parallel_size > 1
+//                 which hold different experts of the same layers
+//                 and trade tokens (parallel/expert_exchange.h)
+//   batch         the ranks whose micro-batches make up one step's   always (world, or all
+//                 tokens, each once: where token counts and losses    under expert
+//                 are summed                                          parallelism)
 // clang-format on
 //
 // The mesh: rank = ((data index * sp) + sequence index) * tp + tensor index. Tensor groups are
@@ -35,6 +42,16 @@
 // ranks of a sequence group train one batch, so the data-parallel degree is world / sp and the
 // rank's data-parallel index is its world rank / sp; ZeRO still shards over the whole world (data
 // x sequence), since every rank holds every parameter's gradient.
+//
+// Expert parallelism (DeepSpeed's AutoEP layout: expert groups of consecutive ranks, the
+// expert-data-parallel groups striding across them) borrows its ranks from the data dimension:
+// every rank reads its own batches, as without it. The experts of a layer are split over the
+// expert group as a tensor split is over the tensor group (`split()`: the group whose ranks hold
+// different slices of some parameters, the engine's tensor_split_params), so each expert index is
+// a ZeRO world of its own; unlike a tensor split, the replicated parameters see different tokens
+// on each rank of the expert group, and the engine sums their gradients over it as well
+// (core/zero/sharded_step.h). Not with tensor or sequence parallelism, nor with hybrid sharding
+// or hpZ (one line each says so).
 //
 // A group that would not help is not made, and a log line says why once: node groups need ranks
 // numbered node by node on several nodes; an hpZ group as large as the shard group is the shard
@@ -68,6 +85,8 @@ struct TopologyOptions {
   int sequence_parallel_size = 1;
   // Tensor parallelism (tensor_parallel.autotp_size): ranks per tensor group.
   int tensor_parallel_size = 1;
+  // Expert parallelism (expert_parallel.autoep_size): ranks per expert group.
+  int expert_parallel_size = 1;
 };
 
 struct Topology {
@@ -76,11 +95,25 @@ struct Topology {
   std::shared_ptr<NodeGroups> reduce_nodes, gather_nodes;
   std::shared_ptr<Communicator> sequence;  // null without sequence parallelism
   std::shared_ptr<Communicator> tensor;    // null without tensor parallelism
+  std::shared_ptr<Communicator> expert;    // null without expert parallelism
+  std::shared_ptr<Communicator> batch;     // world, or all under expert parallelism
   int sequence_parallel_size() const { return sequence ? sequence->size() : 1; }
   int tensor_parallel_size() const { return tensor ? tensor->size() : 1; }
+  int expert_parallel_size() const { return expert ? expert->size() : 1; }
+  // The group over which some parameters are split (tensor or expert; at most one exists), and
+  // this rank's index in it; null and 0 without either.
+  const std::shared_ptr<Communicator>& split() const { return tensor ? tensor : expert; }
+  int split_size() const { return split() ? split()->size() : 1; }
+  int split_index() const { return split() ? split()->rank() : 0; }
   // Data-parallel degree and this rank's index in it: which batches this rank's group reads.
-  int data_parallel_size() const { return world->size() / sequence_parallel_size(); }
-  int data_parallel_rank() const { return world->rank() / sequence_parallel_size(); }
+  // Ranks are numbered ((data * sp) + sequence) * tp + tensor; expert groups take theirs from
+  // the data dimension.
+  int data_parallel_size() const {
+    return all->size() / (sequence_parallel_size() * tensor_parallel_size());
+  }
+  int data_parallel_rank() const {
+    return all->rank() / (sequence_parallel_size() * tensor_parallel_size());
+  }
 };
 
 // Collective over `world` (every rank): every rank calls it with the same options.

@@ -21,9 +21,10 @@ namespace {
 // "auto" resolved from the program's values as initialize() will resolve them.
 std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
   if (l.config.zero_optimization.stage != 3) return nullptr;
-  // Under tensor parallelism the model is built whole and then split (set_tensor_parallel cuts
-  // whole weights); building slices partitioned is not done.
-  if (l.config.tensor_parallel.size() > 1) return nullptr;
+  // Under tensor or expert parallelism the model is built whole and then split
+  // (set_tensor_parallel and set_expert_parallel cut whole weights); building slices partitioned
+  // is not done.
+  if (l.config.tensor_parallel.size() > 1 || l.config.expert_parallel.size() > 1) return nullptr;
   Config resolved = l.config;
   if (!resolved.pending_autos.empty()) resolve_program_autos(resolved, l.program);
   const ZeroConfig& z = resolved.zero_optimization;
@@ -63,7 +64,8 @@ Launch launch(const LaunchOptions& options) {
   l.topology = dist::make_topology(
       l.comm,
       topology_options(l.config.zero_optimization, switches.hierarchical_reduce,
-                       l.config.sequence_parallel_size, l.config.tensor_parallel.size()),
+                       l.config.sequence_parallel_size, l.config.tensor_parallel.size(),
+                       l.config.expert_parallel.size()),
       l.env);
   l.partitioned = partitioned_init(l);
   torch::manual_seed(static_cast<uint64_t>(l.config.seed));
@@ -114,6 +116,10 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
            "tensor_parallel.autotp_size ", t.config.tensor_parallel.autotp_size,
            ": this program's model does not split its layers (the LLaMA family's does: "
            "train_llama); set it to 0 or 1");
+  ZT_CHECK(t.config.expert_parallel.size() <= 1 || options.expert_parallel,
+           "expert_parallel.autoep_size ", t.config.expert_parallel.autoep_size,
+           ": this program's model does not deal its experts over expert-parallel ranks (the "
+           "C++ Mixtral, Qwen2-MoE and Qwen3-MoE do: train_llama); set it to 1");
   ZT_CHECK(t.config.tensor_parallel.partition_config.empty() || options.partition_config_applied,
            "tensor_parallel.partition_config: this program's model splits as DeepSpeed's llama "
            "preset (q/k/v/gate/up by output features, o/down by input features); the patterns "

@@ -100,6 +100,9 @@ struct InitOptions {
   // names the split parameters in EngineOptions::tensor_split_params (tensor_split below); a
   // config with tensor_parallel.autotp_size > 1 is refused for a model that does not.
   bool tensor_parallel = false;
+  // The same for expert_parallel.autoep_size > 1 (Launch::topology->expert): the model deals its
+  // experts over the expert group and names them in tensor_split.
+  bool expert_parallel = false;
   std::map<std::string, int64_t> tensor_split = {};
   // The model was split by tensor_parallel.partition_config (the Python front door's); a config
   // that has one is refused for a model that splits its own way.

@@ -20,7 +20,7 @@
 namespace zt::train {
 
 // `local_tokens`: the tokens this rank counts over the step's micro-batches. Collective over
-// topology.world (one all-reduce). A step that counts no token anywhere gets scale 0.
+// topology.batch (one all-reduce). A step that counts no token anywhere gets scale 0.
 double token_loss_scale(int64_t local_tokens, const dist::Topology& topology, int accumulation);
 
 }  // namespace zt::train

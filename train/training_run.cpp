@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include "base/error.h"
 #include "base/logging.h"
@@ -100,9 +101,9 @@ bool TrainingRun::prints(int64_t step) const {
 
 StepTotals TrainingRun::end_step(int64_t step, const Fields& extra,
                                  const std::function<std::string(const StepTotals&)>& progress) {
-  // Over the ZeRO world: under tensor parallelism the ranks of a tensor group hold one batch.
+  // Over the batch group: under tensor parallelism the ranks of a tensor group hold one batch.
   std::vector<double> g =
-      sum_over_ranks(*t_.engine->topology().world, {micro_[0], micro_[1], micro_[2], micro_[3]});
+      sum_over_ranks(*t_.engine->topology().batch, {micro_[0], micro_[1], micro_[2], micro_[3]});
   StepTotals s;
   s.step = step;
   s.seconds = seconds_since(step_start_);
@@ -188,7 +189,7 @@ std::vector<double> TrainingRun::evaluate(
     }
   }
   e.train();
-  return sum_over_ranks(*t_.engine->topology().world, sums);
+  return sum_over_ranks(*t_.engine->topology().batch, sums);
 }
 
 ParameterChanges TrainingRun::check_frozen() {
@@ -204,8 +205,21 @@ ParameterChanges TrainingRun::check_frozen() {
 
 void TrainingRun::write_summary(const Fields& extra) {
   report_comms(*t_.comm, t_.monitor.get(), static_cast<int64_t>(total_samples_), "end of training");
+  // The whole model's count: a parameter split over a tensor or expert group counts every slice.
   int64_t n_params = 0;
-  for (const auto& p : t_.engine->model()->parameters()) n_params += p.numel();
+  const auto& split = t_.engine->options().tensor_split_params;
+  for (const auto& p : t_.engine->model()->named_parameters()) {
+    auto it = split.find(p.key());
+    auto sl = t_.engine->tensor_slices().find(p.key());
+    if (it == split.end() || sl == t_.engine->tensor_slices().end() ||
+        p.value().size(it->second) == 0) {
+      n_params += p.value().numel();
+      continue;
+    }
+    const std::vector<int64_t>& slices = sl->second;
+    n_params += p.value().numel() / p.value().size(it->second) *
+                std::accumulate(slices.begin(), slices.end(), int64_t{0});
+  }
   const double train_s = train_seconds_;
   Fields f = {{"steps", double(args_.steps)},
               {"world_size", double(t_.comm->size())},

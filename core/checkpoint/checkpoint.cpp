@@ -65,8 +65,10 @@ struct TensorPlace {
 };
 TensorPlace tensor_place(const Engine& e) {
   TensorPlace p;
-  p.tp = e.topology().tensor_parallel_size();
-  p.index = e.topology().tensor ? e.topology().tensor->rank() : 0;
+  // The split group: tensor slices, or the experts dealt over an expert group (the same layout on
+  // disk: each index's ZeRO world writes its own files).
+  p.tp = e.topology().split_size();
+  p.index = e.topology().split_index();
   p.file = p.index * e.shard_communicator().size() + e.shard_communicator().rank();
   p.files = p.tp * e.shard_communicator().size();
   p.dims = &e.options().tensor_split_params;

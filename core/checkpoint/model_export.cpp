@@ -23,10 +23,11 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
                 "stage 3; save a checkpoint and run zt-consolidate to get fp32 weights");
     return false;
   }
-  // Under tensor parallelism a split parameter's slices are gathered over the tensor group and
-  // joined along their split dimension, so the file holds the whole model whatever tp.
+  // Under tensor (expert) parallelism a split parameter's slices are gathered over the tensor
+  // (expert) group and joined along their split dimension, so the file holds the whole model
+  // whatever the split.
   dist::Communicator& comm = *engine.topology().all;
-  dist::Communicator* tensor = engine.topology().tensor.get();
+  dist::Communicator* tensor = engine.topology().split().get();
   const auto& split = o.tensor_split_params;
   auto split_dim = [&](const std::string& name) -> int64_t {
     auto it = split.find(name);

@@ -285,13 +285,15 @@ struct Config {
     int size() const { return autotp_size > 1 ? autotp_size : 1; }
   } tensor_parallel;
   // DeepSpeed 0.19's AutoEP block (module_inject/auto_ep_config.py). A mixture of experts trains
-  // with its own layers (models/llama/llama_moe.h, or a transformers model's), every expert on
-  // every rank and ZeRO-sharded with the other parameters: AutoEP's autoep_size 1. A larger size
-  // is refused (validate.cpp): experts are not placed on expert-parallel ranks.
+  // with its own layers (models/llama/llama_moe.h, or a transformers model's). At autoep_size 1
+  // every expert is on every rank, ZeRO-sharded with the other parameters; above it each layer's
+  // experts are dealt over expert groups of that many consecutive ranks (parallel/topology.h),
+  // which the C++ LLaMA family does (train_llama); other programs refuse it (train/initialize.h).
   struct ExpertParallel {
     bool enabled = false;
     int autoep_size = 1;
     std::string preset_model;  // which model's layers are the experts: the model's own say
+    int size() const { return enabled && autoep_size > 1 ? autoep_size : 1; }
   } expert_parallel;
   // Where the 1/world_size of the gradient average is applied (EngineOptions says how).
   bool prescale_gradients = false;

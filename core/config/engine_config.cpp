@@ -93,6 +93,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
     o.communication_dtype = sequence_parallel_dtype(c);
   }
   o.tensor_parallel_size = c.tensor_parallel.size();
+  o.expert_parallel_size = c.expert_parallel.size();
   o.prescale_gradients = c.prescale_gradients;
   o.gradient_predivide_factor = c.gradient_predivide_factor;
   o.wall_clock_breakdown = c.wall_clock_breakdown;

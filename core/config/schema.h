@@ -692,7 +692,9 @@ void visit_config(V& v, Config& c) {
        {"timers", U::kNoEffect, "timing follows wall_clock_breakdown"},
        {"graph_harvesting", U::kNoEffect, "no CUDA-graph harvesting"},
        {"load_universal_checkpoint", U::kNoEffect, "every checkpoint reshards on load"},
-       {"use_data_before_expert_parallelism", U::kNoEffect, "no expert parallelism"}});
+       {"use_data_before_expert_parallelism", U::kNoEffect,
+        "DeepSpeed's native MoE layers under tensor parallelism are not built; the expert_parallel "
+        "block's exchange keeps each rank's own tokens"}});
 }
 
 }  // namespace zt::config_schema

@@ -76,10 +76,10 @@ class Validator {
     }
     const Config::ExpertParallel& ep = c_.expert_parallel;
     at_least<int>("expert_parallel.autoep_size", ep.autoep_size, 1);
-    check("expert_parallel.autoep_size", !ep.enabled || ep.autoep_size <= 1,
-          "expert parallelism is not implemented: every rank holds every expert, sharded by ZeRO "
-          "with the other parameters; set 1, got ",
-          ep.autoep_size);
+    if (ep.size() > 1 && c_.world_size >= 1) {
+      check("expert_parallel.autoep_size", c_.world_size % ep.size() == 0,
+            "must divide the number of ranks (", c_.world_size, "), got ", ep.autoep_size);
+    }
     check("gradient_predivide_factor", c_.gradient_predivide_factor > 0, "must be > 0, got ",
           c_.gradient_predivide_factor);
     const FlopsProfilerConfig& f = c_.flops_profiler;

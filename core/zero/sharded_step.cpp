@@ -187,6 +187,35 @@ void ShardedStep::reduce_across_replicas() {
   for (auto& w : works) clock_.wait(w);
 }
 
+// Under expert parallelism the ranks of an expert group hold the same replicated parameters (the
+// buckets are laid out alike on each: the experts' slices have the same sizes) but computed their
+// gradients from different tokens, and the engine's reductions ran over this expert index's ranks
+// only. The rest of the sum is taken here, on the owned ranges of the replicated entries, packed
+// into one buffer per step; an expert's slice is this index's alone and stays as it is.
+void ShardedStep::reduce_replicated_over_split() {
+  std::vector<at::Tensor> views;
+  for (auto& b : buckets_) {
+    at::Tensor g = b->owned_grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    const dist::Range view = b->stepped();
+    for (const auto& e : b->layout().entries()) {
+      if (tensor_split_.count(e.name)) continue;
+      const dist::Range r = dist::intersect(e.range, view);
+      if (!r.empty()) views.push_back(g.narrow(0, r.begin - view.begin, r.size()));
+    }
+  }
+  if (views.empty()) return;
+  at::Tensor packed = at::cat(views);
+  at::Tensor on_group = packed.to(tensor_->device());
+  clock_.wait(tensor_->all_reduce(on_group));
+  packed = on_group.to(packed.device());
+  int64_t at = 0;
+  for (at::Tensor& v : views) {
+    v.copy_(packed.narrow(0, at, v.numel()));
+    at += v.numel();
+  }
+}
+
 double ShardedStep::global_grad_norm_squared() {
   // Per bucket the sum of squares, summed in float64 on the gradients' device, voted there, and
   // read back once. CPU fp32 (the common case) goes through optim::sum_of_squares, one
@@ -210,8 +239,9 @@ double ShardedStep::global_grad_norm_squared() {
   return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
 
-void ShardedStep::set_tensor_group(dist::Communicator* tensor) {
-  tensor_ = tensor;
+void ShardedStep::set_split_group(dist::Communicator* split, bool replicated_differ) {
+  tensor_ = split;
+  replicated_differ_ = replicated_differ;
   tensor_split_.clear();
   for (const auto& kv : options_.tensor_split_params) tensor_split_.insert(kv.first);
 }
@@ -275,6 +305,7 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   // CheckOverflow.check_using_norm).
   const double inv = post_reduce_scale_ / (scaler ? scaler->scale() : 1.0);
   if (replica_ != nullptr) reduce_across_replicas();
+  if (tensor_ != nullptr && replicated_differ_) reduce_replicated_over_split();
   // fp32 runs no overflow vote: the raw sum is needed only where the norm is taken from it.
   const bool vote = options_.compute_dtype != at::kFloat;
   const double raw_sq =
@@ -407,9 +438,10 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
                                  at::TensorOptions().dtype(at::kInt).device(comm_.device()));
     // Over the shard group, then across the replicas: every rank of the job sees the verdict.
     dist::WorkPtr vote = comm_.all_reduce(failed, dist::ReduceOp::kMax);
-    if (replica_ != nullptr) {
+    for (dist::Communicator* other : {replica_, tensor_}) {
+      if (other == nullptr) continue;
       clock_.wait(vote);
-      vote = replica_->all_reduce(failed, dist::ReduceOp::kMax);
+      vote = other->all_reduce(failed, dist::ReduceOp::kMax);
     }
     const int any_failed = clock_.read<int>(vote, failed);
     ZT_CHECK(failure.empty(), failure,

@@ -76,9 +76,12 @@ class ShardedStep {
   ShardedStep(const ShardedStep&) = delete;
   ShardedStep& operator=(const ShardedStep&) = delete;
 
-  // Tensor parallelism: the gradient norm sums the squares of options.tensor_split_params over
-  // `tensor` too, and counts the replicated parameters (the same on every rank of it) once.
-  void set_tensor_group(dist::Communicator* tensor);
+  // Tensor or expert parallelism (`split`: the topology's split group): the gradient norm sums
+  // the squares of options.tensor_split_params over `split` too, and counts the replicated
+  // parameters once. replicated_differ (expert parallelism, whose ranks read different tokens):
+  // the replicated parameters' owned gradients are first summed over `split`, once per step,
+  // so every rank of it steps them alike; under a tensor split they are already the same there.
+  void set_split_group(dist::Communicator* split, bool replicated_differ);
 
   // Takes the separate fp32 masters from the current parameter values. Call once, after every
   // rank holds the same parameters and before they are cast to the compute dtype.
@@ -113,6 +116,8 @@ class ShardedStep {
 
   // Hybrid sharding: sums every bucket's owned gradient over the replica group.
   void reduce_across_replicas();
+  // Expert parallelism: sums the replicated parameters' owned gradients over the split group.
+  void reduce_replicated_over_split();
   // Sum of squares of every rank's owned gradients (all-reduced at stages 1-3).
   double global_grad_norm_squared();
   // Bucket b's group ranges for this step, every one with the step's gradient factor.
@@ -129,7 +134,8 @@ class ShardedStep {
   std::vector<std::unique_ptr<Bucket>>& buckets_;
   dist::Communicator& comm_;
   dist::Communicator* replica_;
-  dist::Communicator* tensor_ = nullptr;
+  dist::Communicator* tensor_ = nullptr;          // the split group (tensor or expert)
+  bool replicated_differ_ = false;                // set_split_group
   std::unordered_set<std::string> tensor_split_;  // options_.tensor_split_params
   WaitClock& clock_;
   double post_reduce_scale_;

@@ -134,9 +134,10 @@ int train(int argc, char** argv) {
   const LlamaShape shape = shape_of(a, launch.config, shard->vocab_size());
   Model model = build_model(shape, launch.partitioned.get(), a);
   model->set_tensor_parallel(launch.topology->tensor);
+  model->set_expert_parallel(launch.topology->expert);
   const SequenceParallelSetup sp = sequence_parallel_setup(launch);
   model->set_sequence_parallel(sp.group, sp.wire);
-  model->set_data_parallel(launch.topology->world, launch.topology->data_parallel_size());
+  model->set_data_parallel(launch.topology->batch, launch.topology->data_parallel_size());
   const BatchStreamOptions batches{.max_length = shape.max_position_embeddings,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),
@@ -145,6 +146,7 @@ int train(int argc, char** argv) {
                            .data = batches,
                            .sequence_parallel = true,
                            .tensor_parallel = true,
+                           .expert_parallel = true,
                            .tensor_split = model->tensor_split_parameters()});
   write_config(t, a, shape);
   std::unique_ptr<BatchStream> valid = validation_stream(t, a.valid_shard, batches);

@@ -112,6 +112,20 @@ void LlamaForCausalLMImpl::set_tensor_parallel(std::shared_ptr<dist::Communicato
   }
 }
 
+void LlamaForCausalLMImpl::set_expert_parallel(std::shared_ptr<dist::Communicator> group) {
+  if (!group || group->size() == 1) return;
+  ZT_CHECK(shape_.is_moe(), "expert_parallel.autoep_size ", group->size(), ": ", shape_.model_type,
+           " has no experts (set it to 1)");
+  for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
+    auto& layer = *model->layers[i]->as<LlamaDecoderLayerImpl>();
+    if (!layer.moe) continue;
+    layer.moe->experts->set_expert_parallel(group);
+    const std::string prefix = "model.layers." + std::to_string(i) + ".mlp.experts.";
+    tensor_split_[prefix + "gate_up_proj"] = 0;
+    tensor_split_[prefix + "down_proj"] = 0;
+  }
+}
+
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids,
                                             const torch::Tensor& attention_mask) {
   torch::Tensor x = hidden_states(input_ids, attention_mask);

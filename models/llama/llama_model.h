@@ -61,8 +61,12 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // projections (llama_layers.h, TensorSplit); embeddings, norms and the head stay whole. Throws
   // naming the counts that do not divide.
   void set_tensor_parallel(std::shared_ptr<dist::Communicator> group);
-  // The parameters each rank of the tensor group holds a different slice of, with the dimension
-  // split (the engine's EngineOptions::tensor_split_params); empty without tensor parallelism.
+  // Expert parallelism over `group` (the topology's expert group; null: none), before the engine
+  // is built: each routed layer keeps its rank's E / ep experts (llama_moe.h). Throws naming the
+  // counts when ep does not divide the experts, or for a model without experts.
+  void set_expert_parallel(std::shared_ptr<dist::Communicator> group);
+  // The parameters each rank of the tensor (expert) group holds a different slice of, with the
+  // dimension split (the engine's EngineOptions::tensor_split_params); empty without either.
   const std::map<std::string, int64_t>& tensor_split_parameters() const { return tensor_split_; }
   // The sum of the token losses (fp32) over labels != -100, labels (B, T) shifted as forward's
   // positions: forward and causal_lm_loss_total, or with the shape's loss_tile_tokens the head
@@ -83,8 +87,8 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // undefined tensor when the model adds none. Global: collective over the set_data_parallel
   // world.
   torch::Tensor router_aux_loss();
-  // The ranks ZeRO averages gradients over and how many batches they read (the topology's world
-  // and data_parallel_size()); null: one process.
+  // The ranks whose micro-batches make up a step, each once, and how many batches they read (the
+  // topology's batch group and data_parallel_size()); null: one process.
   void set_data_parallel(std::shared_ptr<dist::Communicator> world, int64_t data_parallel_size);
 
   std::vector<std::string> unit_names() const;

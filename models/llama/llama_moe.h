@@ -14,6 +14,12 @@
 // Per token x: probabilities p = softmax(gate x) in fp32, the k largest (renormalised to sum 1
 // with norm_topk_prob), out = sum over the k of p_e * down_e(silu(gate_e x) * up_e x), plus
 // sigmoid(shared_expert_gate x) * shared_expert(x). No capacity: every token reaches its experts.
+//
+// Expert parallelism (set_expert_parallel, the topology's expert group of ep ranks): rank j keeps
+// experts [j E/ep, (j+1) E/ep), the first dimension of both fused parameters cut to them (the
+// engine's tensor_split_params, dimension 0). Routing stays on each rank's own tokens; the rows
+// routed to an expert travel to its rank and back (parallel/expert_exchange.h), and each rank
+// weighs and adds its rows' outputs in ascending expert order, as without the split.
 
 #include <memory>
 
@@ -35,10 +41,20 @@ class MoeExpertsImpl : public torch::nn::Module {
                         const torch::Tensor& weight);
   // (E) int64: the tokens each expert took in the last forward (a rank's own; for logs, tests).
   const torch::Tensor& tokens_per_expert() const { return tokens_; }
+  // Keeps this rank's E / ep experts of `group` (null or one rank: all). Throws naming the counts
+  // when ep does not divide E.
+  void set_expert_parallel(std::shared_ptr<dist::Communicator> group);
   torch::Tensor gate_up_proj, down_proj;
 
  private:
+  // One expert (its index among the ones held here) over rows (m, C) -> (m, C), unweighted.
+  torch::Tensor expert(int64_t local, const torch::Tensor& rows) const;
+  // forward under expert parallelism.
+  torch::Tensor forward_exchanged(const torch::Tensor& x, const torch::Tensor& index,
+                                  const torch::Tensor& weight);
   torch::Tensor tokens_;
+  int64_t num_experts_;                     // E, every rank's together
+  std::shared_ptr<dist::Communicator> ep_;  // null: every expert here
 };
 TORCH_MODULE(MoeExperts);
 

@@ -20,6 +20,9 @@
 // transformers' default weight (router_aux_loss_coef 0.001) taken over the whole batch
 // (global_router_aux_loss) trains the same way under data and sequence splits, against one process
 // that takes the step in the same 2 micro-batches (the load-balancing loss is one per forward).
+// With expert parallelism (ep2 at -np 2; dp4 over ep2 and ep4 at -np 4) each rank keeps 4 / ep of
+// every layer's experts and its tokens travel to them and back (parallel/expert_exchange.h); its
+// batches are its own, as in plain data parallelism, and stages 0-3 train like one process.
 //
 // With ZT_MODEL_PARALLEL_DEVICE set (the ctest entries labelled "device"), every run, the one
 // process's included, trains on the host-backed test device (testdevice/test_device.h) through
@@ -165,6 +168,7 @@ struct Mesh {
   int64_t mlp_tile = 0;     // the model's mlp_tile_tokens (models/tiled_mlp.h)
   bool moe = false;         // a mixture of experts in every layer (see the top of the file)
   bool checkpoint = false;  // the model's activation_checkpointing (no change to the numbers)
+  int ep = 1;               // ranks per expert group (a mixture's experts dealt over them)
 };
 
 Mesh split(int sp, int tp) {
@@ -196,18 +200,21 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
   model->to(run_device());
   zt::EngineOptions o = options(stage, mesh.sp, accumulation);
   o.tensor_parallel_size = mesh.tp;
+  o.expert_parallel_size = mesh.ep;
   zt::dist::TopologyOptions to;
   to.sequence_parallel_size = mesh.sp;
   to.tensor_parallel_size = mesh.tp;
+  to.expert_parallel_size = mesh.ep;
   auto topo = zt::dist::make_topology(comm, to, zt::dist::Env::discover());
   model->set_tensor_parallel(topo->tensor);
+  model->set_expert_parallel(topo->expert);
   o.tensor_split_params = model->tensor_split_parameters();
   o.units = model->unit_names();
   zt::Engine engine(model.ptr(), o, comm, nullptr, topo);
   const zt::dist::Topology& topology = engine.topology();
   model->set_sequence_parallel(topology.sequence);
   const int dp = topology.data_parallel_size(), dp_rank = topology.data_parallel_rank();
-  model->set_data_parallel(topology.world, dp);
+  model->set_data_parallel(topology.batch, dp);
   const int sp = mesh.sp, part = topology.sequence ? topology.sequence->rank() : 0;
   const int64_t micro = kRows / (dp * accumulation);
   if (!span.load.empty()) {
@@ -236,9 +243,9 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
       engine.step();
       added += loss.item<double>();
     }
-    // The ranks of one tensor index hold every token once.
-    torch::Tensor l = torch::full({1}, added, torch::kDouble).to(topology.world->device());
-    topology.world->all_reduce(l)->wait();
+    // The batch group's ranks hold every token once.
+    torch::Tensor l = torch::full({1}, added, torch::kDouble).to(topology.batch->device());
+    topology.batch->all_reduce(l)->wait();
     t.losses.push_back(l.item<double>() / (accumulation * dp));
     // Adam would forgive a gradient off by a constant factor; the norm does not.
     t.grad_norms.push_back(engine.last_grad_norm());
@@ -258,7 +265,7 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
     EXPECT_EQ(p.value().device(), run_device()) << p.key();
     t.params[p.key()] = p.value().detach().cpu().clone();
   }
-  t.tensor = topology.tensor;
+  t.tensor = topology.split();
   return t;
 }
 
@@ -291,7 +298,11 @@ std::map<std::string, torch::Tensor> sliced(const Trace& want, const Mesh& mesh,
     torch::NoGradGuard no_grad;
     for (auto& p : m->named_parameters()) p.value().copy_(want.params.at(p.key()));
   }
-  m->set_tensor_parallel(tensor);
+  if (mesh.ep > 1) {
+    m->set_expert_parallel(tensor);
+  } else {
+    m->set_tensor_parallel(tensor);
+  }
   std::map<std::string, torch::Tensor> out;
   for (auto& p : m->named_parameters()) out[p.key()] = p.value().detach().clone();
   return out;
@@ -351,6 +362,7 @@ std::string name_of(const Mesh& m, int stage) {
   if (dp > 1) n += "dp" + std::to_string(dp);
   if (m.sp > 1) n += (n.empty() ? "sp" : "_sp") + std::to_string(m.sp);
   if (m.tp > 1) n += (n.empty() ? "tp" : "_tp") + std::to_string(m.tp);
+  if (m.ep > 1) n += (n.empty() ? "ep" : "_ep") + std::to_string(m.ep);
   return n + " at stage " + std::to_string(stage);
 }
 
@@ -415,12 +427,32 @@ TEST(ModelParallel, MixtureOfExpertsTrainsLikeOneProcess) {
   }
 }
 
+// Expert parallelism (see the top of the file): -np 2 ep2, -np 4 dp4 over ep2 and ep4, at stages
+// 0-3, and at stage 3 with every layer checkpointed (the exchanges run again in the recompute).
+TEST(ModelParallel, ExpertParallelTrainsLikeOneProcess) {
+  if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  for (int ep : {2, 4}) {
+    if (g_comm->size() % ep != 0) continue;
+    Mesh mesh = split(1, 1);
+    mesh.moe = true;
+    mesh.ep = ep;
+    for (int stage : {0, 1, 2, 3}) {
+      expect_like_one_process(train(g_comm, stage, mesh, kAccumulation), mesh,
+                              "experts, " + name_of(mesh, stage));
+    }
+    mesh.checkpoint = true;
+    expect_like_one_process(train(g_comm, 3, mesh, kAccumulation), mesh,
+                            "experts, checkpointed, " + name_of(mesh, 3));
+  }
+}
+
 // Skewed routing at stage 3 (2 ranks, one expert per token): embeddings and routers set so that
 // rank 0's tokens all go to expert 0, rank 1's all to expert 1, and experts 2 and 3 get none
 // anywhere. The steps finish on both ranks with the designed routing, and the experts nobody
-// routed to received no gradient: AdamW moved them by weight decay alone.
-TEST(ModelParallel, SkewedRoutingFinishesAtStage3) {
-  if (g_comm->size() != 2) GTEST_SKIP() << "the 2-rank skew";
+// routed to received no gradient: AdamW moved them by weight decay alone. Again at ep 2, where
+// rank 0 holds experts 0 and 1 and rank 1 holds the two nobody routed to: rank 1 receives no row
+// and still takes part in every exchange, gather and reduction.
+void expect_skewed_routing_finishes(int ep) {
   std::shared_ptr<zt::dist::Communicator> comm = g_comm;
   if (!run_device().is_cpu()) {
     comm = std::make_shared<zt::dist::StagingCommunicator>(comm, run_device());
@@ -447,8 +479,14 @@ TEST(ModelParallel, SkewedRoutingFinishesAtStage3) {
   model->to(run_device());
   zt::EngineOptions o = options(3, 1, 1);
   o.units = model->unit_names();
-  zt::Engine engine(model.ptr(), o, comm);
-  model->set_data_parallel(engine.topology().world, engine.topology().data_parallel_size());
+  o.expert_parallel_size = ep;
+  zt::dist::TopologyOptions to;
+  to.expert_parallel_size = ep;
+  auto topo = zt::dist::make_topology(comm, to, zt::dist::Env::discover());
+  model->set_expert_parallel(topo->expert);
+  o.tensor_split_params = model->tensor_split_parameters();
+  zt::Engine engine(model.ptr(), o, comm, nullptr, topo);
+  model->set_data_parallel(engine.topology().batch, engine.topology().data_parallel_size());
   const int me = g_comm->rank();
   const torch::Tensor ids = torch::full({2, 8}, 1 + me, torch::kLong).to(run_device());
   constexpr int kSkewSteps = 3;
@@ -472,16 +510,25 @@ TEST(ModelParallel, SkewedRoutingFinishesAtStage3) {
   for (const auto& p : model->named_parameters()) {
     if (p.key().find("mlp.experts.") == std::string::npos) continue;
     const torch::Tensor now = p.value().detach().cpu(), was = before.at(p.key());
-    for (int64_t e = 0; e < 4; ++e) {
+    const int64_t held = now.size(0), first = ep > 1 ? me * held : 0;
+    ASSERT_EQ(held, 4 / ep) << p.key();
+    for (int64_t l = 0; l < held; ++l) {
+      const int64_t e = first + l;
       if (e >= 2) {
-        EXPECT_TRUE(torch::allclose(now[e], was[e] * decay, 0, 1e-7))
-            << p.key() << " expert " << e << " moved beyond weight decay";
+        EXPECT_TRUE(torch::allclose(now[l], was[e] * decay, 0, 1e-7))
+            << p.key() << " expert " << e << " moved beyond weight decay (ep " << ep << ")";
       } else {
-        EXPECT_FALSE(torch::allclose(now[e], was[e] * decay, 0, 1e-6))
-            << p.key() << " expert " << e << " did not train";
+        EXPECT_FALSE(torch::allclose(now[l], was[e] * decay, 0, 1e-6))
+            << p.key() << " expert " << e << " did not train (ep " << ep << ")";
       }
     }
   }
+}
+
+TEST(ModelParallel, SkewedRoutingFinishesAtStage3) {
+  if (g_comm->size() != 2) GTEST_SKIP() << "the 2-rank skew";
+  expect_skewed_routing_finishes(1);
+  expect_skewed_routing_finishes(2);
 }
 
 // The tiled head and loss (loss_tile_tokens 3: tiles of 3 of each part's 7 positions, the last
@@ -620,6 +667,42 @@ TEST(ModelParallel, Save16BitModelJoinsTensorSlices) {
   zt::SafetensorsReader file(path);
   for (const auto& e : file.entries()) whole.params[e.name] = file.read(e.name);
   const auto want = sliced(whole, tp2, got.tensor);
+  ASSERT_EQ(want.size(), got.params.size());
+  for (const auto& [name, w] : want) {
+    EXPECT_TRUE(torch::equal(got.params.at(name), w)) << name;
+  }
+  g_comm->barrier()->wait();  // every rank read the file before the next test writes another
+}
+
+// Experts dealt over 2 ranks are saved as whole parameters: a checkpoint saved at ep 2 (stage 3)
+// resumes at ep 1 (stage 2) and one saved at ep 1 (stage 3) resumes at ep 2 (stage 1), and the
+// last 10 steps are one process's; the 16-bit export joins each rank's experts into whole fused
+// tensors.
+TEST(ModelParallel, ExpertParallelCheckpointsResumeAtAnotherSplit) {
+  if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int world = g_comm->size();
+  const std::string dir =
+      std::string(ZT_BINARY_DIR) + "/model_parallel_ep_ckpt_np" + std::to_string(world);
+  if (g_comm->rank() == 0) std::filesystem::remove_all(dir);  // one rank: no race on the tree
+  g_comm->barrier()->wait();
+  Mesh ep1 = split(1, 1);
+  ep1.moe = true;
+  Mesh ep2 = ep1;
+  ep2.ep = 2;
+  train(g_comm, 3, ep2, kAccumulation, {0, kSteps / 2, "", dir + "/ep2"});
+  expect_like_one_process(
+      train(g_comm, 2, ep1, kAccumulation, {kSteps / 2, kSteps, dir + "/ep2", ""}), ep1,
+      "experts saved at ep 2 (stage 3), resumed at ep 1 (stage 2)", kSteps / 2);
+  train(g_comm, 3, ep1, kAccumulation, {0, kSteps / 2, "", dir + "/ep1"});
+  const std::string path = dir + "/ep2.safetensors";
+  const Trace got =
+      train(g_comm, 1, ep2, kAccumulation, {kSteps / 2, kSteps, dir + "/ep1", ""}, path);
+  expect_like_one_process(got, ep2, "experts saved at ep 1 (stage 3), resumed at ep 2 (stage 1)",
+                          kSteps / 2);
+  Trace whole;
+  zt::SafetensorsReader file(path);
+  for (const auto& e : file.entries()) whole.params[e.name] = file.read(e.name);
+  const auto want = sliced(whole, ep2, got.tensor);
   ASSERT_EQ(want.size(), got.params.size());
   for (const auto& [name, w] : want) {
     EXPECT_TRUE(torch::equal(got.params.at(name), w)) << name;

@@ -282,11 +282,12 @@ TEST(DeepSpeedSyntax, CompileBlockRefusesDeepCompileAndWarnsOnItsPasses) {
   EXPECT_NE(old.errors[0].find("compile.backend"), std::string::npos) << old.errors[0];
 }
 
-// The expert_parallel block (DeepSpeed 0.19's AutoEP): autoep_size 1 is how the mixtures here
-// train (every expert on every rank); a larger size, a load_balance_coeff value (DeepSpeed 0.19.8
-// refuses it too) and routing keys away from their defaults are errors; AutoEP's kernel choices
-// warn once; a disabled block is not read further, as DeepSpeed's validation returns early.
-TEST(DeepSpeedSyntax, ExpertParallelBlockTrainsAtSizeOneAndRefusesTheRest) {
+// The expert_parallel block (DeepSpeed 0.19's AutoEP): autoep_size 1 trains every expert on every
+// rank, a size dividing the ranks deals them over expert groups (EngineOptions::
+// expert_parallel_size); a size that does not divide them, a load_balance_coeff value (DeepSpeed
+// 0.19.8 refuses it too) and routing keys away from their defaults are errors; AutoEP's kernel
+// choices warn once; a disabled block is not read further, as DeepSpeed's validation returns early.
+TEST(DeepSpeedSyntax, ExpertParallelBlockActsAndRefusesWhatItCannot) {
   ConfigReport one = json(R"({"train_batch_size": 8, "expert_parallel": {"enabled": true,
     "autoep_size": 1, "preset_model": "mixtral", "load_balance_coeff": null, "top_k": "auto",
     "route_scale": 1.0}})");
@@ -294,14 +295,22 @@ TEST(DeepSpeedSyntax, ExpertParallelBlockTrainsAtSizeOneAndRefusesTheRest) {
   EXPECT_TRUE(one.warnings.empty()) << all(one.warnings);
   EXPECT_TRUE(one.config->expert_parallel.enabled);
   EXPECT_EQ(one.config->expert_parallel.preset_model, "mixtral");
+  EXPECT_EQ(engine_options_from_config(*one.config, {}).expert_parallel_size, 1);
   ConfigReport off = json(R"({"train_batch_size": 8, "expert_parallel": {"enabled": false,
     "autoep_size": 4}})");
   ASSERT_TRUE(off.config) << all(off.errors);
-  for (const char* bad : {R"("autoep_size": 2)", R"("load_balance_coeff": 0.001)", R"("top_k": 2)",
+  EXPECT_EQ(off.config->expert_parallel.size(), 1);
+  ConfigReport two = json(R"({"train_batch_size": 8, "expert_parallel": {"enabled": true,
+    "autoep_size": 2}})",
+                          {}, 4);
+  ASSERT_TRUE(two.config) << all(two.errors);
+  EXPECT_EQ(engine_options_from_config(*two.config, {}).expert_parallel_size, 2);
+  for (const char* bad : {R"("autoep_size": 3)", R"("load_balance_coeff": 0.001)", R"("top_k": 2)",
                           R"("route_norm": true)"}) {
     ConfigReport r =
         json(std::string(R"({"train_batch_size": 8, "expert_parallel": {"enabled": true, )") + bad +
-             "}}");
+                 "}}",
+             {}, 4);
     ASSERT_EQ(r.errors.size(), 1u) << bad << ": " << all(r.errors);
     EXPECT_EQ(r.errors[0].rfind("expert_parallel.", 0), 0u) << r.errors[0];
   }

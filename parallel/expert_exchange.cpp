@@ -48,7 +48,8 @@ std::vector<std::vector<int64_t>> gather_expert_counts(const std::vector<int64_t
   group.all_gather(send, recv)->wait();
   const at::Tensor all = recv.cpu().contiguous();
   const int64_t* v = all.data_ptr<int64_t>();
-  for (int64_t s = 0; s < parts; ++s) out[static_cast<size_t>(s)].assign(v + s * n, v + (s + 1) * n);
+  for (int64_t s = 0; s < parts; ++s)
+    out[static_cast<size_t>(s)].assign(v + s * n, v + (s + 1) * n);
   return out;
 }
 

@@ -109,6 +109,7 @@ class PyEngine {
     groups_->topology = launch.topology;
     groups_->sequence = launch.topology->sequence;
     groups_->tensor = launch.topology->tensor;
+    groups_->expert = launch.topology->expert;
     groups_->wire = sequence_parallel_dtype(launch.config);
     groups_->preset_model = launch.config.tensor_parallel.preset_model;
     groups_->partition_config = launch.config.tensor_parallel.partition_config.text;
@@ -117,6 +118,10 @@ class PyEngine {
       init.sequence_parallel = made["sequence_parallel"].cast<bool>();
       init.tensor_split = made["tensor_split"].cast<std::map<std::string, int64_t>>();
       init.tensor_parallel = !init.tensor_split.empty();
+      // The experts dealt over the expert group are split parameters too (dimension 0).
+      const auto experts = made["expert_split"].cast<std::map<std::string, int64_t>>();
+      init.expert_parallel = !experts.empty();
+      init.tensor_split.insert(experts.begin(), experts.end());
       init.partition_config_applied = made["partition_config_applied"].cast<bool>();
     }
     std::set<const void*> seen;

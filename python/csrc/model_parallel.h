@@ -1,7 +1,7 @@
 #pragma once
 // What a Python model is split with (python/csrc/model_parallel_bindings.cpp): the launch's
-// topology and, from the config, the exchange's wire dtype and the tensor_parallel block's
-// split source (preset_model, partition_config as JSON text).
+// topology (sequence, tensor and expert groups) and, from the config, the exchange's wire dtype and
+// the tensor_parallel block's split source (preset_model, partition_config as JSON text).
 
 #include <memory>
 #include <string>
@@ -16,6 +16,7 @@ struct ModelParallelGroups {
   std::shared_ptr<const dist::Topology> topology;
   std::shared_ptr<dist::Communicator> sequence;  // null without sequence parallelism
   std::shared_ptr<dist::Communicator> tensor;    // null without tensor parallelism
+  std::shared_ptr<dist::Communicator> expert;    // null without expert parallelism
   at::ScalarType wire = at::kFloat;              // seq_parallel_communication_data_type
   std::string preset_model;
   std::string partition_config;  // "" when the config has none

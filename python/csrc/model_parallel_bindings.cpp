@@ -1,8 +1,9 @@
-// The launch's sequence and tensor groups for a Python model (python/zerotorch/model_parallel.py):
-// the same exchanges and crossings the C++ LLaMA family calls (parallel/sequence_exchange.h,
-// parallel/tensor_parallel.h), differentiable where they are there, over the topology the engine
-// is then built on. A Python model is split and its attention wrapped with these before the
-// engine lays its parameters out (python/csrc/engine_bindings.cpp hands them over).
+// The launch's sequence, tensor and expert groups for a Python model
+// (python/zerotorch/model_parallel.py): the same exchanges and crossings the C++ LLaMA family
+// calls (parallel/sequence_exchange.h, parallel/tensor_parallel.h, parallel/expert_exchange.h),
+// differentiable where they are there, over the topology the engine is then built on. A Python
+// model is split and its attention wrapped with these before the engine lays its parameters out
+// (python/csrc/engine_bindings.cpp hands them over).
 #include <memory>
 #include <pybind11/stl.h>
 #include <string>
@@ -11,6 +12,7 @@
 #include <torch/python.h>
 
 #include "base/error.h"
+#include "parallel/expert_exchange.h"
 #include "parallel/sequence_exchange.h"
 #include "parallel/tensor_parallel.h"
 #include "python/csrc/bindings.h"
@@ -55,6 +57,10 @@ void bind_model_parallel(py::module_& m) {
                              [](const MP& g) { return g.topology->tensor_parallel_size(); })
       .def_property_readonly("tensor_parallel_rank",
                              [](const MP& g) { return g.tensor ? g.tensor->rank() : 0; })
+      .def_property_readonly("expert_parallel_size",
+                             [](const MP& g) { return g.topology->expert_parallel_size(); })
+      .def_property_readonly("expert_parallel_rank",
+                             [](const MP& g) { return g.expert ? g.expert->rank() : 0; })
       .def_property_readonly("data_parallel_size",
                              [](const MP& g) { return g.topology->data_parallel_size(); })
       .def_property_readonly("data_parallel_rank",
@@ -103,6 +109,27 @@ void bind_model_parallel(py::module_& m) {
       .def(
           "join_over_tensor_group",
           [](MP& g, const at::Tensor& t, int64_t dim) { return joined(t, g.tensor, dim); },
+          py::arg("t"), py::arg("dim"), release)
+      // Expert parallelism: rows traded over the expert group in equal chunks (differentiable),
+      // and every rank's per-expert counts (result[source][expert]).
+      .def(
+          "exchange_expert_rows",
+          [](MP& g, const at::Tensor& x) {
+            return dist::exchange_rows(x, group(g.expert, "expert"));
+          },
+          py::arg("x"), release)
+      .def(
+          "gather_expert_counts",
+          [](MP& g, const std::vector<int64_t>& mine) {
+            return dist::gather_expert_counts(mine, group(g.expert, "expert"));
+          },
+          py::arg("mine"), release)
+      // A parameter split over whichever group splits parameters (tensor or expert), joined.
+      .def(
+          "join_over_split_group",
+          [](MP& g, const at::Tensor& t, int64_t dim) {
+            return joined(t, g.topology->split(), dim);
+          },
           py::arg("t"), py::arg("dim"), release)
       .def(
           "check_same_on_tensor_group",

@@ -425,6 +425,14 @@ class ZeroEngine:
         return self.model_parallel.tensor_parallel_rank
 
     @property
+    def expert_parallel_size(self):
+        return self.model_parallel.expert_parallel_size
+
+    @property
+    def expert_parallel_rank(self):
+        return self.model_parallel.expert_parallel_rank
+
+    @property
     def world_size(self):
         return self._engine.world_size
 
@@ -466,8 +474,9 @@ class ZeroEngine:
         frozen = {n for n, p in self.module.named_parameters() if not p.requires_grad}
         split = self._engine.tensor_split_params
         with _zero.GatheredParameters(list(self.module.parameters())):
-            # A tensor split's slices joined whole (every rank of a tensor group takes part).
-            joined = {k: self.model_parallel.join_over_tensor_group(v.detach(), split[k]).cpu()
+            # A tensor split's slices (an expert split's experts) joined whole (every rank of the
+            # group takes part).
+            joined = {k: self.model_parallel.join_over_split_group(v.detach(), split[k]).cpu()
                       for k, v in self.module.state_dict().items() if k in split}
             if self.global_rank == 0:
                 state = {k: joined[k] if k in joined else v.detach().cpu().clone()

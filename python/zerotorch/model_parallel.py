@@ -25,6 +25,14 @@ rank (a ``colwise_gather_output`` head computes the same whole logits that way),
 ``replicated_with_grad_allreduce`` parameters (Qwen3's q/k norms, applied to split heads) get
 their gradient summed over the group. The engine then shards the slices over the ranks of their
 tensor index and checkpoints record the split (core/checkpoint/format.h).
+
+Expert parallelism (DeepSpeed's AutoEP, the ``expert_parallel`` block with ``autoep_size`` > 1):
+each ``transformers`` 5 experts module (fused ``gate_up_proj`` (E, 2I, C) and ``down_proj``
+(E, C, I), as Mixtral's, Qwen2-MoE's and Qwen3-MoE's hold them) keeps its rank's E / ep experts,
+and its forward sends each routed row to the rank holding its expert and takes the outputs back
+(the C++ exchange, parallel/expert_exchange.h), computing what the module computes on one rank:
+the same experts, the same weights, the sums in ascending expert order. The router and the rest
+of the model stay whole; each rank reads its own batches.
 """
 
 import functools
@@ -239,6 +247,102 @@ def split_layers(model, groups):
     return split, from_partition_config
 
 
+def _expert_parallel_forward(groups, num_experts):
+    """The experts module's forward over the expert group (the module docstring): rows out to
+    their experts' ranks, each local expert over the rows every rank sent, outputs back."""
+    ep, me = groups.expert_parallel_size, groups.expert_parallel_rank
+    per = num_experts // ep
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        with torch.no_grad():
+            # Index E (transformers' "no expert", masked routing) takes no row.
+            counts = torch.bincount(top_k_index.reshape(-1), minlength=num_experts + 1)
+            mine = counts[:num_experts].tolist()
+            routed = {}
+            for e in range(num_experts):
+                if mine[e]:
+                    # (choice rank, token) in rank-major order: transformers' order.
+                    routed[e] = torch.where(top_k_index.t() == e)
+        every = groups.gather_expert_counts(mine)
+
+        def run(s, j):
+            return sum(every[s][j * per:(j + 1) * per])
+
+        longest = max([1] + [run(s, j) for s in range(ep) for j in range(ep)])
+        width = hidden_states.shape[-1]
+
+        def padding(rows):
+            return hidden_states.new_zeros(longest - rows, width)
+
+        out_chunks = []
+        for j in range(ep):
+            parts = [hidden_states[routed[e][1]] for e in range(j * per, (j + 1) * per)
+                     if e in routed]
+            out_chunks.append(torch.cat(parts + [padding(run(me, j))]))
+        arrived = groups.exchange_expert_rows(torch.cat(out_chunks))
+        back = [[] for _ in range(ep)]
+        at = [0] * ep
+        for local in range(per):
+            e = me * per + local
+            rows = torch.cat([arrived[s * longest + at[s]:s * longest + at[s] + every[s][e]]
+                              for s in range(ep)])
+            gate, up = torch.nn.functional.linear(rows, self.gate_up_proj[local]).chunk(2, dim=-1)
+            y = torch.nn.functional.linear(self.act_fn(gate) * up, self.down_proj[local])
+            first = 0
+            for s in range(ep):
+                back[s].append(y[first:first + every[s][e]])
+                first += every[s][e]
+                at[s] += every[s][e]
+        returned = groups.exchange_expert_rows(
+            torch.cat([torch.cat(back[s] + [padding(at[s])]) for s in range(ep)]))
+        final = torch.zeros_like(hidden_states)
+        for j in range(ep):
+            first = j * longest
+            for e in range(j * per, (j + 1) * per):
+                if e not in routed:
+                    continue
+                pos, tok = routed[e]
+                y = returned[first:first + mine[e]] * top_k_weights[tok, pos, None]
+                final.index_add_(0, tok, y.to(final.dtype))
+                first += mine[e]
+        return final
+
+    return forward
+
+
+def split_experts(model, groups):
+    """Deals every experts module's experts over the expert group (module docstring). Returns
+    {parameter name: 0} for the fused expert parameters."""
+    ep, rank = groups.expert_parallel_size, groups.expert_parallel_rank
+    split = {}
+    for name, module in list(model.named_modules()):
+        own = dict(module.named_parameters(recurse=False))
+        if "gate_up_proj" not in own or "down_proj" not in own:
+            continue
+        gate_up, down = own["gate_up_proj"], own["down_proj"]
+        experts = getattr(module, "num_experts", None)
+        if (experts is None or not hasattr(module, "act_fn") or gate_up.dim() != 3
+                or down.dim() != 3 or gate_up.shape[0] != experts or down.shape[0] != experts
+                or gate_up.shape[2] != down.shape[1] or gate_up.shape[1] != 2 * down.shape[2]):
+            raise ValueError(f"expert_parallel.autoep_size {ep}: {name} ({type(module).__name__}) "
+                             "does not hold its experts as transformers 5's fused gate_up_proj "
+                             "(E, 2I, C) and down_proj (E, C, I)")
+        if experts % ep:
+            raise ValueError(f"expert_parallel.autoep_size {ep} does not divide the {experts} "
+                             f"experts of {name}")
+        per = experts // ep
+        for pname, p in (("gate_up_proj", gate_up), ("down_proj", down)):
+            cut = torch.nn.Parameter(p.detach()[rank * per:(rank + 1) * per].clone(),
+                                     requires_grad=p.requires_grad)
+            setattr(module, pname, cut)
+            split[f"{name}.{pname}" if name else pname] = 0
+        module.forward = _expert_parallel_forward(groups, experts).__get__(module)
+    if not split:
+        raise ValueError(f"expert_parallel.autoep_size {ep}: the model has no experts module "
+                         "(fused gate_up_proj and down_proj, as transformers 5's MoE models)")
+    return split
+
+
 # The attention functions wrapped for sequence parallelism, by implementation name: the wrapper
 # acts only for modules of a model that was split (they carry the groups), so other models in the
 # process keep the function as it was.
@@ -324,8 +428,11 @@ def wrap_attention(model, groups):
 
 def split_model(model, groups):
     """What ``zerotorch.initialize`` does to a model before the engine takes it, for the config's
-    sequence_parallel_size and tensor_parallel block."""
-    out = {"sequence_parallel": False, "tensor_split": {}, "partition_config_applied": False}
+    sequence_parallel_size, tensor_parallel and expert_parallel blocks."""
+    out = {"sequence_parallel": False, "tensor_split": {}, "expert_split": {},
+           "partition_config_applied": False}
+    if groups.expert_parallel_size > 1:
+        out["expert_split"] = split_experts(model, groups)
     if groups.tensor_parallel_size > 1:
         out["tensor_split"], out["partition_config_applied"] = split_layers(model, groups)
     elif groups.partition_config:

@@ -1,4 +1,5 @@
-"""One rank of a sequence- and tensor-parallel run of a Hugging Face causal LM (ztrun starts it).
+"""One rank of a sequence-, tensor- or expert-parallel run of a Hugging Face causal LM (ztrun
+starts it).
 
 A tiny random ``LlamaForCausalLM`` or ``Qwen3ForCausalLM`` (8 heads over 4 key/value heads,
 or 2 for llama-kv2, or 6 over 3 for llama-uneven, which a group of 2 splits unevenly, as it does
@@ -7,12 +8,16 @@ with the config's ``sequence_parallel_size`` and ``tensor_parallel`` block, at a
 sequence x tensor ranks, must train like plain single-process ``torch.optim.AdamW`` on the same
 global batches, fp32, with the Trainer's "auto" values (clipping 1.0, accumulation): the
 per-step loss of each data-parallel batch within 1e-5, and the final parameters (tensor slices
-joined) within 3e-5 of each tensor's norm (1e-7 with SGD, below). Rows are padded unevenly on
+joined) within 3e-5 of each tensor's norm (1e-7 with SGD, below). A tiny ``MixtralForCausalLM`` or
+``Qwen2MoeForCausalLM`` (4 experts, top 2; Qwen2-MoE's shared expert) trains the same way with the
+``expert_parallel`` block (``ep<N>`` in SPLIT, borrowed from the data-parallel ranks: each holds
+4 / N experts of every layer, its tokens exchanged with the others). Rows are padded unevenly on
 the right and 13 positions long, so a sequence split pads them too. ``split_sequence`` and
 ``causal_lm_loss`` feed every split the same way.
 
 usage: hf_model_parallel.py MODEL SPLIT PLAN STAGE ACC OUT [checks] [+ ...]
-  MODEL llama|llama-kv2|llama-uneven|qwen3; SPLIT dp<N>_sp<N>_tp<N> (a part left out is 1);
+  MODEL llama|llama-kv2|llama-uneven|qwen3|mixtral|qwen2_moe; SPLIT dp<N>_sp<N>_tp<N>_ep<N> (a
+  part left out is 1; ep divides dp);
   PLAN hf (the model's tp_plan), preset (preset_model "llama"), patterns (partition_config);
   checks: save16: the 16-bit model, written by every rank, holds the whole weights; sgd: SGD at
   lr 0.5 instead of AdamW, parameters within 1e-7 of each tensor's norm (AdamW amplifies
@@ -53,6 +58,15 @@ def tiny(kind, heads=8, kv_heads=4, attn="sdpa", hidden=64, inter=96):
                   num_hidden_layers=2,
                   num_attention_heads=heads, num_key_value_heads=kv_heads,
                   max_position_embeddings=64, attn_implementation=attn)
+    if kind in ("mixtral", "qwen2_moe"):
+        moe = dict(num_experts_per_tok=2, output_router_logits=False, **common)
+        if kind == "mixtral":
+            return transformers.MixtralForCausalLM(transformers.MixtralConfig(
+                num_local_experts=4, **moe))
+        moe.pop("intermediate_size")
+        return transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
+            num_experts=4, moe_intermediate_size=inter, shared_expert_intermediate_size=inter,
+            intermediate_size=inter, norm_topk_prob=False, **moe))
     if kind == "qwen3":
         return transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=hidden // heads,
                                                                       **common))
@@ -60,19 +74,21 @@ def tiny(kind, heads=8, kv_heads=4, attn="sdpa", hidden=64, inter=96):
 
 
 def mesh(split):
-    sizes = {"dp": 1, "sp": 1, "tp": 1}
+    sizes = {"dp": 1, "sp": 1, "tp": 1, "ep": 1}
     for part in split.split("_"):
-        m = re.fullmatch(r"(dp|sp|tp)(\d+)", part)
+        m = re.fullmatch(r"(dp|sp|tp|ep)(\d+)", part)
         assert m, split
         sizes[m.group(1)] = int(m.group(2))
     return sizes
 
 
-def ds_config(stage, sp, tp, plan):
+def ds_config(stage, sp, tp, plan, ep=1):
     """hf_equivalence.py's Hugging Face-style config (every Trainer value "auto"), fp32, with the
-    sequence and tensor splits."""
+    sequence, tensor and expert splits."""
     config = hf_equivalence.ds_config(stage, "fp32", "none", "")
     config["sequence_parallel_size"] = sp
+    if ep > 1:
+        config["expert_parallel"] = {"enabled": True, "autoep_size": ep}
     if tp > 1:
         block = {"autotp_size": tp}
         if plan == "preset":
@@ -128,8 +144,8 @@ def run_case(argv):
         print(f"rank {os.environ.get('RANK')}: {' '.join(argv)}: equal", flush=True)
         return
     sizes = mesh(split)
-    dp, sp, tp = sizes["dp"], sizes["sp"], sizes["tp"]
-    assert dp * sp * tp == world, (split, world)
+    dp, sp, tp, ep = sizes["dp"], sizes["sp"], sizes["tp"], sizes["ep"]
+    assert dp * sp * tp == world and dp % ep == 0, (split, world)
     model = tiny(kind)
     reference = copy.deepcopy(model)
     g = torch.Generator().manual_seed(1)
@@ -143,7 +159,7 @@ def run_case(argv):
         data.append((ids, mask, labels))
 
     sgd = "sgd" in checks
-    config = ds_config(stage, sp, tp, plan)
+    config = ds_config(stage, sp, tp, plan, ep)
     if sgd:
         config["optimizer"] = {"type": "SGD", "params": {"lr": SGD_LR, "momentum": 0.0,
                                                          "weight_decay": 0.0}}
@@ -151,7 +167,7 @@ def run_case(argv):
                                            config=config,
                                            device="zttest" if "device" in checks else "cpu")
     assert (engine.data_parallel_size, engine.sequence_parallel_size,
-            engine.tensor_parallel_size) == (dp, sp, tp)
+            engine.tensor_parallel_size, engine.expert_parallel_size) == (dp, sp, tp, ep)
     rank = engine.global_rank
     d = engine.data_parallel_rank
 
@@ -197,10 +213,14 @@ def run_case(argv):
         assert abs(a - b) <= 1e-5 * max(1.0, abs(b)), (losses, ref_losses)
 
     split_dims = engine._engine.tensor_split_params
-    assert bool(split_dims) == (tp > 1), split_dims
+    assert bool(split_dims) == (tp > 1 or ep > 1), split_dims
+    if ep > 1:  # each rank holds 4 / ep experts of every layer
+        assert all(n.endswith(("experts.gate_up_proj", "experts.down_proj")) for n in split_dims)
+        held = [p for n, p in model.named_parameters() if n in split_dims]
+        assert held and all(p.shape[0] == 4 // ep for p in held), [p.shape for p in held]
     groups = engine.model_parallel
     with zerotorch.zero.GatheredParameters(list(model.parameters())):
-        got = {n: (groups.join_over_tensor_group(p.detach(), split_dims[n]) if n in split_dims
+        got = {n: (groups.join_over_split_group(p.detach(), split_dims[n]) if n in split_dims
                    else p.detach().clone()).cpu() for n, p in model.named_parameters()}
     # AdamW: within 3e-5 of each tensor's norm. The split model computes the same sums in
     # another order (row-split layers add partial products; attention over the gathered sequence

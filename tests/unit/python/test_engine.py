@@ -220,8 +220,8 @@ def test_hf_stage3_frozen(case, launches):
     launches.check(case)
 
 
-# Sequence and tensor parallelism for Hugging Face models (the config's sequence_parallel_size
-# and tensor_parallel block; plans: the model's tp_plan, preset_model, partition_config), every
+# Sequence, tensor and expert parallelism for Hugging Face models (the config's
+# sequence_parallel_size, tensor_parallel and expert_parallel blocks; plans: the model's tp_plan, preset_model, partition_config), every
 # split of 2 and 4 ranks: (world, model, split, plan, stage, accumulation, checks).
 @cases(MpCase, (2, "llama", "sp2", "hf", 1, 2), (2, "qwen3", "sp2", "hf", 3, 2),
                (2, "llama-uneven", "sp2", "hf", 3, 2),
@@ -239,7 +239,13 @@ def test_hf_stage3_frozen(case, launches):
                # On the host-backed test device (testdevice/, one device per rank of 2): the
                # exchanges and crossings of a model on a device.
                (2, "llama", "sp2", "hf", 3, 2, ("device", "sgd")),
-               (2, "qwen3", "tp2", "hf", 2, 2, ("device", "sgd")))
+               (2, "qwen3", "tp2", "hf", 2, 2, ("device", "sgd")),
+               # Expert parallelism (the expert_parallel block): transformers' fused experts
+               # dealt over expert groups, tokens exchanged.
+               (2, "mixtral", "dp2_ep2", "hf", 3, 2, ("save16",)),
+               (2, "qwen2_moe", "dp2_ep2", "hf", 2, 1, ("sgd",)),
+               (4, "mixtral", "dp4_ep2", "hf", 1, 2), (4, "mixtral", "dp4_ep4", "hf", 2, 1),
+               (2, "mixtral", "dp2_ep2", "hf", 3, 1, ("device", "sgd")))
 def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):
     launches.check(case)
 

@@ -125,7 +125,16 @@ std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> worl
   ZT_CHECK(world != nullptr, "make_topology: communicator is null");
   auto t = std::make_shared<Topology>();
   t->all = world;
-  const int tp = options.tensor_parallel_size;
+  const int tp = options.tensor_parallel_size, ep = options.expert_parallel_size;
+  if (ep > 1) {
+    const char* no = nullptr;
+    if (tp > 1) no = "tensor_parallel.autotp_size";
+    if (options.sequence_parallel_size > 1) no = "sequence_parallel_size";
+    if (options.shard_size > 0) no = "zero_optimization.mics_shard_size";
+    if (options.hpz > 1) no = "zero_optimization.zero_hpz_partition_size";
+    ZT_CHECK(no == nullptr, "expert_parallel.autoep_size ", ep, " does not combine with ", no,
+             " here (set one of them to its default)");
+  }
   ZT_CHECK(tp >= 1 && world->size() % tp == 0, "tensor_parallel.autotp_size = ", tp,
            " must divide the number of ranks (", world->size(), ")");
   if (tp > 1) {
@@ -138,17 +147,9 @@ std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> worl
     t->tensor = split_partition(*world, tensor);
     world = split_partition(*world, same_index);
   }
-  const int ep = options.expert_parallel_size;
   ZT_CHECK(ep >= 1 && world->size() % ep == 0, "expert_parallel.autoep_size = ", ep,
            " must divide the number of ranks (", world->size(), ")");
   if (ep > 1) {
-    const char* no = nullptr;
-    if (tp > 1) no = "tensor_parallel.autotp_size";
-    if (options.sequence_parallel_size > 1) no = "sequence_parallel_size";
-    if (options.shard_size > 0) no = "zero_optimization.mics_shard_size";
-    if (options.hpz > 1) no = "zero_optimization.zero_hpz_partition_size";
-    ZT_CHECK(no == nullptr, "expert_parallel.autoep_size ", ep, " does not combine with ", no,
-             " here (set one of them to its default)");
     std::vector<std::vector<int>> expert(static_cast<size_t>(world->size() / ep));
     std::vector<std::vector<int>> same_index(static_cast<size_t>(ep));
     for (int r = 0; r < world->size(); ++r) {

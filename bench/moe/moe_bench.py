@@ -2,13 +2,17 @@
 (bench/moe/README.md): the same `transformers` model (seeded), the same random batches, the same
 DeepSpeed config (ZeRO stage S, fp32, AdamW, clipping 1.0), 2 ranks, one intra-op thread each.
 
-  python bench/moe/moe_bench.py [--stages 2,3] [--steps 8] [--repeats 2] [--out DIR]
+  python bench/moe/moe_bench.py [--stages 2,3] [--eps 1,2] [--sides zt,ds] [--steps 8]
+                                [--repeats 2] [--out DIR]
 
 runs both sides alternately and prints a table of tokens/s and the larger rank's peak resident
 memory. Each side is this file again, started per rank by its own launcher:
 
-  ztrun ... moe_bench.py --side zt STAGE STEPS         (the project's virtualenv)
-  deepspeed --num_gpus 2 moe_bench.py --side ds STAGE STEPS   (DeepSpeed's, CPU accelerator)
+  ztrun ... moe_bench.py --side zt STAGE STEPS EP         (the project's virtualenv)
+  deepspeed --num_gpus 2 moe_bench.py --side ds STAGE STEPS EP   (DeepSpeed's, CPU accelerator)
+
+EP > 1 adds the expert_parallel block (enabled, autoep_size EP, preset_model mixtral) to the
+config on both sides.
 """
 import argparse
 import json
@@ -42,24 +46,27 @@ def mixtral():
     return transformers.MixtralForCausalLM(cfg)
 
 
-def config(stage):
-    return {"train_micro_batch_size_per_gpu": MICRO, "gradient_accumulation_steps": 1,
-            "gradient_clipping": 1.0, "zero_optimization": {"stage": stage},
-            "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.01}}}
+def config(stage, ep=1):
+    c = {"train_micro_batch_size_per_gpu": MICRO, "gradient_accumulation_steps": 1,
+         "gradient_clipping": 1.0, "zero_optimization": {"stage": stage},
+         "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.01}}}
+    if ep > 1:
+        c["expert_parallel"] = {"enabled": True, "autoep_size": ep, "preset_model": "mixtral"}
+    return c
 
 
-def side(kind, stage, steps):
+def side(kind, stage, steps, ep):
     import torch
     model = mixtral()
     if kind == "zt":
         import zerotorch
         engine, *_ = zerotorch.initialize(model=model, model_parameters=model.parameters(),
-                                          config=config(stage))
+                                          config=config(stage, ep))
     else:
         import deepspeed
         deepspeed.init_distributed(dist_backend="gloo")
         engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                          config=config(stage))
+                                          config=config(stage, ep))
     # zerotorch's ranks need no torch.distributed group; DeepSpeed's have one.
     rank = engine.global_rank
     world = engine.world_size
@@ -75,30 +82,30 @@ def side(kind, stage, steps):
         losses.append(loss.item())
     timed = seconds[1:]  # the first step builds buffers on both sides
     print("RESULT " + json.dumps({
-        "side": kind, "stage": stage, "rank": rank,
+        "side": kind, "stage": stage, "ep": ep, "rank": rank,
         "tokens_per_s": world * MICRO * SEQ * len(timed) / sum(timed),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "first_loss": losses[0], "last_loss": losses[-1]}), flush=True)
 
 
-def launch(kind, stage, steps, build):
+def launch(kind, stage, steps, build, ep):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if kind == "zt":
         env["PYTHONPATH"] = os.path.join(build, "python")
         cmd = [os.path.join(build, "bin", "ztrun"), "--standalone", "--nproc-per-node", "2",
-               ZT_PY, os.path.abspath(__file__), "--side", "zt", str(stage), str(steps)]
+               ZT_PY, os.path.abspath(__file__), "--side", "zt", str(stage), str(steps), str(ep)]
     else:
         env["DS_ACCELERATOR"] = "cpu"
         env["PATH"] = DS_BIN + os.pathsep + env["PATH"]
         cmd = [os.path.join(DS_BIN, "deepspeed"), "--num_gpus", "2", os.path.abspath(__file__),
-               "--side", "ds", str(stage), str(steps)]
+               "--side", "ds", str(stage), str(steps), str(ep)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     # The ranks' lines may interleave on one stream: each result is one flat JSON object.
     ranks = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", r.stdout + r.stderr)]
     # (DeepSpeed's stage-3 ranks on the CPU accelerator abort while exiting, "terminate called
     # without an active exception", after their steps: the results stand, the code is recorded.)
     if len(ranks) != 2:
-        sys.exit(f"{kind} stage {stage} failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+        sys.exit(f"{kind} stage {stage} ep {ep} failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
     # Rank 0's clock (a step ends together on both: its collectives), the larger rank's memory.
     row = next(x for x in ranks if x["rank"] == 0)
     row["peak_rss_mib"] = max(x["peak_rss_mib"] for x in ranks)
@@ -110,33 +117,48 @@ def main():
     if "--side" in sys.argv:
         args = [a for a in sys.argv[1:] if not a.startswith("--local_rank")]
         i = args.index("--side")
-        side(args[i + 1], int(args[i + 2]), int(args[i + 3]))
+        side(args[i + 1], int(args[i + 2]), int(args[i + 3]), int(args[i + 4]))
         return
     p = argparse.ArgumentParser()
     p.add_argument("--stages", default="2,3")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--eps", default="1", help="expert_parallel.autoep_size values, e.g. 1,2")
+    p.add_argument("--sides", default="zt,ds")
+    # DeepSpeed 0.19.8's AutoEP stops in deepspeed.initialize with the transformers of its
+    # virtualenv (bench/moe/README.md); this runs it anyway.
+    p.add_argument("--ds-autoep", action="store_true")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "moe"))
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rows = []
     load_before = os.getloadavg()[0]
+    eps = [int(e) for e in a.eps.split(",")]
+    sides = a.sides.split(",")
     for stage in [int(s) for s in a.stages.split(",")]:
         for _ in range(a.repeats):
-            for kind in ("zt", "ds"):  # alternated, so drift hits both sides alike
-                rows.append(launch(kind, stage, a.steps, a.build_dir))
-                print(json.dumps(rows[-1]), flush=True)
+            for ep in eps:
+                for kind in sides:  # alternated, so drift hits both sides alike
+                    if kind == "ds" and ep > 1 and not a.ds_autoep:
+                        continue
+                    rows.append(launch(kind, stage, a.steps, a.build_dir, ep))
+                    print(json.dumps(rows[-1]), flush=True)
     lines = [f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after", "",
-             "| stage | side | tokens/s (median) | peak RSS MiB (larger rank) | runs (tokens/s) |",
-             "|---|---|---|---|---|"]
+             "| stage | autoep_size | side | tokens/s (median) | peak RSS MiB (larger rank) "
+             "| runs (tokens/s) |", "|---|---|---|---|---|---|"]
+    names = {"zt": "zerotorch (Python front door)", "ds": "DeepSpeed 0.19.8"}
     for stage in sorted({r["stage"] for r in rows}):
-        for kind, name in (("zt", "zerotorch (Python front door)"), ("ds", "DeepSpeed 0.19.8")):
-            runs = [r for r in rows if r["stage"] == stage and r["side"] == kind]
-            tps = sorted(r["tokens_per_s"] for r in runs)
-            lines.append(f"| {stage} | {name} | {tps[len(tps) // 2]:.0f} | "
-                         f"{max(r['peak_rss_mib'] for r in runs):.0f} | "
-                         f"{', '.join(f'{t:.0f}' for t in tps)} |")
+        for ep in eps:
+            for kind in sides:
+                runs = [r for r in rows
+                        if r["stage"] == stage and r["side"] == kind and r["ep"] == ep]
+                if not runs:
+                    continue
+                tps = sorted(r["tokens_per_s"] for r in runs)
+                lines.append(f"| {stage} | {ep} | {names[kind]} | {tps[len(tps) // 2]:.0f} | "
+                             f"{max(r['peak_rss_mib'] for r in runs):.0f} | "
+                             f"{', '.join(f'{t:.0f}' for t in tps)} |")
     text = "\n".join(lines)
     print(text)
     with open(os.path.join(a.out, "summary.md"), "w") as f:

@@ -27,93 +27,108 @@ void MoeExpertsImpl::set_expert_parallel(std::shared_ptr<dist::Communicator> gro
   ep_ = std::move(group);
 }
 
-torch::Tensor MoeExpertsImpl::expert(int64_t local, const torch::Tensor& rows) const {
-  const std::vector<torch::Tensor> gate_up = at::linear(rows, gate_up_proj[local]).chunk(2, -1);
-  return at::linear(torch::silu(gate_up[0]) * gate_up[1], down_proj[local]);
+torch::Tensor MoeExpertsImpl::expert(const torch::Tensor& gate_up, const torch::Tensor& down,
+                                     const torch::Tensor& rows) const {
+  const std::vector<torch::Tensor> h = at::linear(rows, gate_up).chunk(2, -1);
+  return at::linear(torch::silu(h[0]) * h[1], down);
 }
 
 // Each rank's rows for rank j, expert by expert in ascending order (each expert's in the order
 // forward takes them), padded to the longest such run in the group, go out in one exchange; rank
 // j runs each of its experts over the rows every rank sent it, in rank order, and the outputs go
 // back in the same places. Every local expert runs, on no rows where none came, so its
-// parameters are in the graph on every rank whatever the routing.
+// parameters are in the graph on every rank whatever the routing. The rows leave through one
+// index_select and arrive as pieces of one split, so the backward adds each gradient once
+// (padding rows repeat row 0 and receive a zero gradient: nobody reads them).
 torch::Tensor MoeExpertsImpl::forward_exchanged(const torch::Tensor& x, const torch::Tensor& index,
                                                 const torch::Tensor& weight) {
   const int64_t ep = ep_->size(), me = ep_->rank(), per = num_experts_ / ep;
-  std::vector<torch::Tensor> tokens(static_cast<size_t>(num_experts_)),
-      ranks(static_cast<size_t>(num_experts_));
-  std::vector<int64_t> mine(static_cast<size_t>(num_experts_), 0);
+  const auto e_at = [](int64_t e) { return static_cast<size_t>(e); };
+  std::vector<int64_t> mine(e_at(num_experts_), 0);
+  std::vector<torch::Tensor> token_of(e_at(num_experts_)), rank_of(e_at(num_experts_));
+  torch::Tensor tokens;  // every routed row's token, expert by expert (on x's device)
   {
     torch::NoGradGuard no_grad;
     tokens_ = torch::bincount(index.reshape({-1}), {}, num_experts_);
     const torch::Tensor counts = tokens_.cpu();
+    // (m, 2) [choice rank, token] per expert, rank-major: transformers' order.
+    const torch::Tensor by_expert = index.cpu().t().contiguous();
+    std::vector<torch::Tensor> all;
     for (int64_t e = 0; e < num_experts_; ++e) {
-      mine[static_cast<size_t>(e)] = counts[e].item<int64_t>();
-      if (mine[static_cast<size_t>(e)] == 0) continue;
-      const torch::Tensor rank_token = index.eq(e).t().nonzero();  // (m, 2), rank-major
-      ranks[static_cast<size_t>(e)] = rank_token.select(1, 0);
-      tokens[static_cast<size_t>(e)] = rank_token.select(1, 1);
+      mine[e_at(e)] = counts[e].item<int64_t>();
+      if (mine[e_at(e)] == 0) continue;
+      const torch::Tensor rank_token = by_expert.eq(e).nonzero();
+      rank_of[e_at(e)] = rank_token.select(1, 0);
+      token_of[e_at(e)] = rank_token.select(1, 1);
+      all.push_back(token_of[e_at(e)]);
     }
+    tokens = all.empty() ? torch::empty({0}, torch::kLong) : torch::cat(all);
   }
   const std::vector<std::vector<int64_t>> counts = dist::gather_expert_counts(mine, *ep_);
   // What source s sends rank j: its rows for j's experts.
   auto run = [&](int64_t s, int64_t j) {
     int64_t n = 0;
-    for (int64_t e = j * per; e < (j + 1) * per; ++e) n += counts[s][e];
+    for (int64_t e = j * per; e < (j + 1) * per; ++e) n += counts[s][e_at(e)];
     return n;
   };
   int64_t longest = 1;  // never an empty exchange
   for (int64_t s = 0; s < ep; ++s)
     for (int64_t j = 0; j < ep; ++j) longest = std::max(longest, run(s, j));
-  const int64_t c = x.size(-1);
-  auto padding = [&](int64_t rows) { return torch::zeros({longest - rows, c}, x.options()); };
-  std::vector<torch::Tensor> out_chunks;
-  for (int64_t j = 0; j < ep; ++j) {
-    std::vector<torch::Tensor> parts;
-    for (int64_t e = j * per; e < (j + 1) * per; ++e) {
-      if (mine[static_cast<size_t>(e)] > 0) {
-        parts.push_back(x.index_select(0, tokens[static_cast<size_t>(e)]));
-      }
+  torch::Tensor send_index = torch::zeros({ep * longest}, torch::kLong);
+  {
+    int64_t from = 0;
+    for (int64_t j = 0; j < ep; ++j) {
+      const int64_t n = run(me, j);
+      send_index.narrow(0, j * longest, n).copy_(tokens.narrow(0, from, n));
+      from += n;
     }
-    parts.push_back(padding(run(me, j)));
-    out_chunks.push_back(torch::cat(parts));
   }
-  const torch::Tensor arrived = dist::exchange_rows(torch::cat(out_chunks), *ep_);
-  // Each local expert over its rows from every source, then the outputs in the arrival places.
+  const torch::Tensor arrived =
+      dist::exchange_rows(x.index_select(0, send_index.to(x.device())), *ep_);
+  // Source s's chunk: its rows for each local expert, then padding.
+  std::vector<int64_t> in_sizes;
+  for (int64_t s = 0; s < ep; ++s) {
+    for (int64_t l = 0; l < per; ++l) in_sizes.push_back(counts[s][e_at(me * per + l)]);
+    in_sizes.push_back(longest - run(s, me));
+  }
+  const std::vector<torch::Tensor> in = arrived.split_with_sizes(in_sizes);
   std::vector<std::vector<torch::Tensor>> back(static_cast<size_t>(ep));
-  std::vector<int64_t> at(static_cast<size_t>(ep), 0);
+  const std::vector<torch::Tensor> gate_ups = gate_up_proj.unbind(0), downs = down_proj.unbind(0);
   for (int64_t l = 0; l < per; ++l) {
-    const int64_t e = me * per + l;
     std::vector<torch::Tensor> rows;
+    std::vector<int64_t> from;
     for (int64_t s = 0; s < ep; ++s) {
-      rows.push_back(arrived.narrow(0, s * longest + at[s], counts[s][e]));
+      rows.push_back(in[static_cast<size_t>(s * (per + 1) + l)]);
+      from.push_back(rows.back().size(0));
     }
-    const torch::Tensor y = expert(l, torch::cat(rows));
-    int64_t first = 0;
-    for (int64_t s = 0; s < ep; ++s) {
-      back[s].push_back(y.narrow(0, first, counts[s][e]));
-      first += counts[s][e];
-      at[s] += counts[s][e];
-    }
+    const std::vector<torch::Tensor> y =
+        expert(gate_ups[static_cast<size_t>(l)], downs[static_cast<size_t>(l)], torch::cat(rows))
+            .split_with_sizes(from);
+    for (int64_t s = 0; s < ep; ++s)
+      back[static_cast<size_t>(s)].push_back(y[static_cast<size_t>(s)]);
   }
   std::vector<torch::Tensor> back_chunks;
   for (int64_t s = 0; s < ep; ++s) {
-    back[s].push_back(padding(at[s]));
-    back_chunks.push_back(torch::cat(back[s]));
+    auto& pieces = back[static_cast<size_t>(s)];
+    pieces.push_back(torch::zeros({longest - run(s, me), x.size(-1)}, x.options()));
+    back_chunks.push_back(torch::cat(pieces));
   }
   const torch::Tensor returned = dist::exchange_rows(torch::cat(back_chunks), *ep_);
-  torch::Tensor out = torch::zeros_like(x);
+  // Rank j's chunk: this rank's rows for each of j's experts, then padding.
+  std::vector<int64_t> out_sizes;
   for (int64_t j = 0; j < ep; ++j) {
-    int64_t first = j * longest;
-    for (int64_t e = j * per; e < (j + 1) * per; ++e) {
-      const int64_t m = mine[static_cast<size_t>(e)];
-      if (m == 0) continue;
-      const torch::Tensor& token = tokens[static_cast<size_t>(e)];
-      torch::Tensor y = returned.narrow(0, first, m);
-      y = y * weight.index({token, ranks[static_cast<size_t>(e)]}).unsqueeze(-1);
-      out.index_add_(0, token, y.to(out.scalar_type()));
-      first += m;
-    }
+    for (int64_t e = j * per; e < (j + 1) * per; ++e) out_sizes.push_back(mine[e_at(e)]);
+    out_sizes.push_back(longest - run(me, j));
+  }
+  const std::vector<torch::Tensor> outs = returned.split_with_sizes(out_sizes);
+  torch::Tensor out = torch::zeros_like(x);
+  for (int64_t e = 0; e < num_experts_; ++e) {
+    if (mine[e_at(e)] == 0) continue;
+    const torch::Tensor token = token_of[e_at(e)].to(x.device());
+    const torch::Tensor rank = rank_of[e_at(e)].to(x.device());
+    torch::Tensor y = outs[static_cast<size_t>((e / per) * (per + 1) + e % per)];
+    y = y * weight.index({token, rank}).unsqueeze(-1);
+    out.index_add_(0, token, y.to(out.scalar_type()));
   }
   return out;
 }
@@ -130,6 +145,7 @@ torch::Tensor MoeExpertsImpl::forward(const torch::Tensor& x, const torch::Tenso
     hit = tokens_.nonzero().reshape({-1}).cpu();
   }
   const int64_t* e_of = hit.data_ptr<int64_t>();
+  const std::vector<torch::Tensor> gate_ups = gate_up_proj.unbind(0), downs = down_proj.unbind(0);
   for (int64_t i = 0; i < hit.numel(); ++i) {
     const int64_t e = e_of[i];
     torch::Tensor rank_token;  // (m, 2): [choice rank, token], rank-major
@@ -138,7 +154,8 @@ torch::Tensor MoeExpertsImpl::forward(const torch::Tensor& x, const torch::Tenso
       rank_token = index.eq(e).t().nonzero();
     }
     const torch::Tensor rank = rank_token.select(1, 0), token = rank_token.select(1, 1);
-    torch::Tensor y = expert(e, x.index_select(0, token));
+    torch::Tensor y = expert(gate_ups[static_cast<size_t>(e)], downs[static_cast<size_t>(e)],
+                             x.index_select(0, token));
     y = y * weight.index({token, rank}).unsqueeze(-1);
     out.index_add_(0, token, y.to(out.scalar_type()));
   }

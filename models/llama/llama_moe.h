@@ -47,8 +47,11 @@ class MoeExpertsImpl : public torch::nn::Module {
   torch::Tensor gate_up_proj, down_proj;
 
  private:
-  // One expert (its index among the ones held here) over rows (m, C) -> (m, C), unweighted.
-  torch::Tensor expert(int64_t local, const torch::Tensor& rows) const;
+  // One expert over rows (m, C) -> (m, C), unweighted; gate_up and down are its weights (of the
+  // unbound fused parameters: one unbind per forward, whose backward stacks the experts'
+  // gradients once, where indexing each would fill a zero gradient of the whole parameter).
+  torch::Tensor expert(const torch::Tensor& gate_up, const torch::Tensor& down,
+                       const torch::Tensor& rows) const;
   // forward under expert parallelism.
   torch::Tensor forward_exchanged(const torch::Tensor& x, const torch::Tensor& index,
                                   const torch::Tensor& weight);

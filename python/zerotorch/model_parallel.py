@@ -249,7 +249,9 @@ def split_layers(model, groups):
 
 def _expert_parallel_forward(groups, num_experts):
     """The experts module's forward over the expert group (the module docstring): rows out to
-    their experts' ranks, each local expert over the rows every rank sent, outputs back."""
+    their experts' ranks, each local expert over the rows every rank sent, outputs back. Rows
+    leave through one index_select and arrive as pieces of one split, so the backward adds each
+    gradient once (padding rows repeat row 0 and get a zero gradient: nobody reads them)."""
     ep, me = groups.expert_parallel_size, groups.expert_parallel_rank
     per = num_experts // ep
 
@@ -258,53 +260,51 @@ def _expert_parallel_forward(groups, num_experts):
             # Index E (transformers' "no expert", masked routing) takes no row.
             counts = torch.bincount(top_k_index.reshape(-1), minlength=num_experts + 1)
             mine = counts[:num_experts].tolist()
+            by_expert = top_k_index.t().cpu()
             routed = {}
             for e in range(num_experts):
                 if mine[e]:
                     # (choice rank, token) in rank-major order: transformers' order.
-                    routed[e] = torch.where(top_k_index.t() == e)
+                    routed[e] = torch.where(by_expert == e)
         every = groups.gather_expert_counts(mine)
 
         def run(s, j):
             return sum(every[s][j * per:(j + 1) * per])
 
         longest = max([1] + [run(s, j) for s in range(ep) for j in range(ep)])
-        width = hidden_states.shape[-1]
-
-        def padding(rows):
-            return hidden_states.new_zeros(longest - rows, width)
-
-        out_chunks = []
+        send_index = torch.zeros(ep * longest, dtype=torch.long)
         for j in range(ep):
-            parts = [hidden_states[routed[e][1]] for e in range(j * per, (j + 1) * per)
-                     if e in routed]
-            out_chunks.append(torch.cat(parts + [padding(run(me, j))]))
-        arrived = groups.exchange_expert_rows(torch.cat(out_chunks))
+            rows = [routed[e][1] for e in range(j * per, (j + 1) * per) if e in routed]
+            if rows:
+                rows = torch.cat(rows)
+                send_index[j * longest:j * longest + rows.numel()] = rows
+        arrived = groups.exchange_expert_rows(
+            hidden_states.index_select(0, send_index.to(hidden_states.device)))
+        pieces = arrived.split([n for s in range(ep) for n in
+                                [every[s][me * per + l] for l in range(per)]
+                                + [longest - run(s, me)]])
         back = [[] for _ in range(ep)]
-        at = [0] * ep
+        # One unbind per forward: its backward stacks the experts' gradients once, where
+        # indexing each expert would fill a zero gradient of the whole parameter per expert.
+        gate_ups, downs = self.gate_up_proj.unbind(0), self.down_proj.unbind(0)
         for local in range(per):
-            e = me * per + local
-            rows = torch.cat([arrived[s * longest + at[s]:s * longest + at[s] + every[s][e]]
-                              for s in range(ep)])
-            gate, up = torch.nn.functional.linear(rows, self.gate_up_proj[local]).chunk(2, dim=-1)
-            y = torch.nn.functional.linear(self.act_fn(gate) * up, self.down_proj[local])
-            first = 0
-            for s in range(ep):
-                back[s].append(y[first:first + every[s][e]])
-                first += every[s][e]
-                at[s] += every[s][e]
-        returned = groups.exchange_expert_rows(
-            torch.cat([torch.cat(back[s] + [padding(at[s])]) for s in range(ep)]))
+            rows = [pieces[s * (per + 1) + local] for s in range(ep)]
+            gate, up = torch.nn.functional.linear(torch.cat(rows), gate_ups[local]).chunk(2, dim=-1)
+            y = torch.nn.functional.linear(self.act_fn(gate) * up, downs[local])
+            for s, part in enumerate(y.split([r.shape[0] for r in rows])):
+                back[s].append(part)
+        width = hidden_states.shape[-1]
+        returned = groups.exchange_expert_rows(torch.cat(
+            [torch.cat(back[s] + [hidden_states.new_zeros(longest - run(s, me), width)])
+             for s in range(ep)]))
+        outs = returned.split([n for j in range(ep) for n in
+                               [mine[e] for e in range(j * per, (j + 1) * per)]
+                               + [longest - run(me, j)]])
         final = torch.zeros_like(hidden_states)
-        for j in range(ep):
-            first = j * longest
-            for e in range(j * per, (j + 1) * per):
-                if e not in routed:
-                    continue
-                pos, tok = routed[e]
-                y = returned[first:first + mine[e]] * top_k_weights[tok, pos, None]
-                final.index_add_(0, tok, y.to(final.dtype))
-                first += mine[e]
+        for e, (pos, tok) in sorted(routed.items()):
+            pos, tok = pos.to(hidden_states.device), tok.to(hidden_states.device)
+            y = outs[(e // per) * (per + 1) + e % per] * top_k_weights[tok, pos, None]
+            final.index_add_(0, tok, y.to(final.dtype))
         return final
 
     return forward

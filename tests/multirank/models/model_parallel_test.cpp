@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -708,6 +709,50 @@ TEST(ModelParallel, ExpertParallelCheckpointsResumeAtAnotherSplit) {
     EXPECT_TRUE(torch::equal(got.params.at(name), w)) << name;
   }
   g_comm->barrier()->wait();  // every rank read the file before the next test writes another
+}
+
+// What expert parallelism cannot do stops with one line naming it, on every rank: a group that
+// does not combine with it, experts that do not divide over the group, a model without experts,
+// an engine whose model dealt no experts.
+TEST(ModelParallel, ExpertParallelRefusesWhatItCannotDo) {
+  if (g_comm->size() != 2) GTEST_SKIP() << "the 2-rank refusals";
+  auto expect_error = [](const std::function<void()>& f, const std::string& words) {
+    try {
+      f();
+      ADD_FAILURE() << "not refused: " << words;
+    } catch (const zt::Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(words), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  };
+  const zt::dist::Env env = zt::dist::Env::discover();
+  for (const auto& [key, set] :
+       std::vector<std::pair<std::string, std::function<void(zt::dist::TopologyOptions&)>>>{
+           {"sequence_parallel_size", [](auto& t) { t.sequence_parallel_size = 2; }},
+           {"tensor_parallel.autotp_size", [](auto& t) { t.tensor_parallel_size = 2; }},
+           {"zero_optimization.mics_shard_size", [](auto& t) { t.shard_size = 1; }},
+           {"zero_optimization.zero_hpz_partition_size", [](auto& t) { t.hpz = 2; }}}) {
+    zt::dist::TopologyOptions to;
+    to.expert_parallel_size = 2;
+    set(to);
+    expect_error([&] { zt::dist::make_topology(g_comm, to, env); },
+                 "expert_parallel.autoep_size 2 does not combine with " + key);
+  }
+  zt::dist::TopologyOptions to;
+  to.expert_parallel_size = 2;
+  auto topo = zt::dist::make_topology(g_comm, to, env);
+  zt::models::LlamaShape odd = shape(4, 2, true);
+  odd.moe.num_experts = 3;
+  expect_error([&] { LlamaForCausalLM(odd)->set_expert_parallel(topo->expert); },
+               "expert_parallel.autoep_size 2 does not divide the 3 experts");
+  expect_error([&] { LlamaForCausalLM(shape(4, 2))->set_expert_parallel(topo->expert); },
+               "has no experts");
+  LlamaForCausalLM dense(shape(4, 2, true));
+  zt::EngineOptions o = options(1, 1, 1);
+  o.expert_parallel_size = 2;
+  expect_error([&] { zt::Engine(dense.ptr(), o, g_comm, nullptr, topo); },
+               "this program does not support expert parallelism");
 }
 
 // The exchange is its own inverse across the group, values and gradients: heads out and back is

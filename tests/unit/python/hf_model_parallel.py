@@ -24,7 +24,7 @@ usage: hf_model_parallel.py MODEL SPLIT PLAN STAGE ACC OUT [checks] [+ ...]
   rounding differences where a gradient is near zero; SGD shows the gradients themselves);
   device: the model on the host-backed test device (zttest), the reference on the CPU.
   MODEL refuse: the one-line errors (heads that do not split, an eager attention, a model with
-  no plan); SPLIT then names the split to refuse at.
+  no plan, a model without experts); SPLIT then names the split to refuse at.
 """
 
 import copy
@@ -121,13 +121,17 @@ def refuse(split):
                       "has no Hugging Face tp_plan"))
     if sizes["sp"] > 1:
         cases.append((tiny("llama", attn="eager"), "hf", "attn_implementation 'eager'"))
+    if sizes["ep"] > 1:
+        # A model whose MLPs hold no experts.
+        cases.append((tiny("llama"), "hf", "has no experts module"))
     if sizes["sp"] > 2:
         # Three key/value heads over a group of 4: fewer than the ranks and not dividing them.
         cases.append((tiny("llama", heads=6, kv_heads=3, hidden=48), "hf", "do not split over"))
     for model, plan, words in cases:
         try:
             zerotorch.initialize(model=model, training_args=trainer_args(1),
-                                 config=ds_config(1, sizes["sp"], sizes["tp"], plan))
+                                 config=ds_config(1, sizes["sp"], sizes["tp"], plan,
+                                                  sizes["ep"]))
         except ValueError as e:
             assert words in str(e) and "\n" not in str(e), str(e)
         else:

@@ -250,8 +250,10 @@ def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):
     launches.check(case)
 
 
-# Heads that do not split, an eager attention, a model without a plan: one line each.
+# Heads that do not split, an eager attention, a model without a plan or without experts: one
+# line each.
 @cases(MpCase, (2, "refuse", "sp2", "hf", 1, 1), (2, "refuse", "tp2", "hf", 1, 1),
+               (2, "refuse", "dp2_ep2", "hf", 1, 1),
                (4, "refuse", "sp4", "hf", 1, 1))
 def test_hf_splits_refuse_what_does_not_split(case, launches):
     launches.check(case)

@@ -227,6 +227,7 @@ class Engine {
   void check_partitioned(const zero::PartitionOptions& p) const;
   void cast_model_to_compute_dtype();
   void broadcast_initial_state();
+  void broadcast_replicated_over_split();
   void move_param_shards_to_nvme();
   void on_bucket_complete(size_t bucket);
   void finish_backward();

@@ -50,6 +50,10 @@ void check_engine_options(const EngineOptions& o) {
   ZT_CHECK(o.tensor_parallel_size == 1 || o.optimizer.type != optim::OptimizerKind::kMuon,
            "optimizer Muon with tensor parallelism: it orthogonalises whole matrices, which "
            "tensor parallelism splits");
+  ZT_CHECK(o.expert_parallel_size == 1 || o.optimizer.type != optim::OptimizerKind::kMuon,
+           "optimizer Muon with expert_parallel.autoep_size ", o.expert_parallel_size,
+           ": it orthogonalises whole parameters, and a fused experts parameter is dealt over "
+           "the expert group");
 }
 
 void read_environment_switches(EngineOptions& o) {

@@ -170,6 +170,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       impl_->replica_comm_ ? detail::str(" (sharded in groups of ", impl_->shard_comm_->size(),
                                          ", ", impl_->replica_comm_->size(), " replicas)")
                            : std::string(),
+      topology->split() ? detail::str(" of each ", topology->expert ? "expert" : "tensor",
+                                      " index (", topology->split_size(), " indices)")
+                        : std::string(),
       ", ", impl_->buckets_.size(), " flat buffer(s) in ", impl_->plan_.units.size(),
       " unit(s); model states per rank: params ", m.param_bytes, " B",
       m.frozen_param_bytes > 0 ? detail::str(" (+ ", m.frozen_param_bytes, " B frozen)")
@@ -274,9 +277,40 @@ void Engine::broadcast_initial_state() {
     if (buf.is_contiguous()) works.push_back(impl_->comm_->broadcast(buf, 0));
   }
   for (auto& w : works) w->wait();
+  broadcast_replicated_over_split();
   for (auto& b : impl_->buckets_) b->keep_shard();
   for (auto& b : impl_->frozen_buckets_) b->keep_shard();
   impl_->sharded_step_->init_masters();
+}
+
+// Under a tensor or expert split each index is its own ZeRO world, so the broadcast above reached
+// only this index's ranks. The parameters every index holds whole (embeddings, norms, routers,
+// attention under an expert split) and the buffers then come from the split group's first rank
+// too, so every rank starts from rank 0's values, as without a split, whatever seed each rank
+// built its model with; the split parameters stay each index's own.
+void Engine::broadcast_replicated_over_split() {
+  dist::Communicator* split = impl_->topology_->split().get();
+  if (split == nullptr) return;
+  const auto& names = impl_->options_.tensor_split_params;
+  std::vector<at::Tensor> pieces;
+  for (auto* list : {&impl_->buckets_, &impl_->frozen_buckets_}) {
+    for (auto& b : *list) {
+      if (b->from_partitioned_construction()) continue;
+      at::Tensor flat = b->params();
+      for (const auto& e : b->layout().entries()) {
+        if (!names.count(e.name)) pieces.push_back(flat.narrow(0, e.range.begin, e.range.size()));
+      }
+    }
+  }
+  for (auto& [name, p] : impl_->loose_frozen_) {
+    if (!names.count(name) && p.is_contiguous()) pieces.push_back(p.detach());
+  }
+  for (auto& buf : impl_->model_->buffers(/*recurse=*/true)) {
+    if (buf.is_contiguous()) pieces.push_back(buf);
+  }
+  std::vector<dist::WorkPtr> works;
+  for (at::Tensor& t : pieces) works.push_back(split->broadcast(t, 0));
+  for (auto& w : works) w->wait();
 }
 
 // offload_param nvme: the shards of the flat buffers move to files (core/zero/nvme_params.h),

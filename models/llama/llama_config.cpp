@@ -38,6 +38,10 @@ void read_experts(ProgramBlockReader& r, LlamaShape& s) {
   r.field("output_router_logits", m.output_router_logits);
   r.field("router_aux_loss_coef", m.router_aux_loss_coef);
   r.field("global_router_aux_loss", m.global_router_aux_loss);
+  r.field("moe_capacity_factor", m.capacity_factor);
+  r.field("moe_eval_capacity_factor", m.eval_capacity_factor);
+  r.field("moe_min_capacity", m.min_capacity);
+  r.field("moe_drop_policy", m.drop_policy);
   s.qk_norm = s.model_type == "qwen3_moe";
 }
 
@@ -82,7 +86,8 @@ void read_block(ProgramBlockReader& r, LlamaShape& s, bool* bias, int64_t* windo
 bool training_switch(const std::string& k) {
   for (const char* t :
        {"activation_checkpointing", "attention_dropout", "loss_tile_tokens", "mlp_tile_tokens",
-        "output_router_logits", "router_aux_loss_coef", "global_router_aux_loss"}) {
+        "output_router_logits", "router_aux_loss_coef", "global_router_aux_loss",
+        "moe_capacity_factor", "moe_eval_capacity_factor", "moe_min_capacity", "moe_drop_policy"}) {
     if (k == t) return true;
   }
   return false;
@@ -149,6 +154,10 @@ LlamaShape llama_shape_over_pretrained(const ProgramBlock& model, const LlamaSha
   cmp.moe.output_router_logits = pretrained.moe.output_router_logits;
   cmp.moe.router_aux_loss_coef = pretrained.moe.router_aux_loss_coef;
   cmp.moe.global_router_aux_loss = pretrained.moe.global_router_aux_loss;
+  cmp.moe.capacity_factor = pretrained.moe.capacity_factor;
+  cmp.moe.eval_capacity_factor = pretrained.moe.eval_capacity_factor;
+  cmp.moe.min_capacity = pretrained.moe.min_capacity;
+  cmp.moe.drop_policy = pretrained.moe.drop_policy;
   const auto& p = pretrained;
   const bool same =
       cmp.model_type == p.model_type && cmp.vocab_size == p.vocab_size &&

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "models/llama/moe_capacity.h"
 #include "parallel/expert_exchange.h"
 
 namespace zt::models {
@@ -49,7 +50,8 @@ torch::Tensor MoeExpertsImpl::forward_exchanged(const torch::Tensor& x, const to
   torch::Tensor tokens;  // every routed row's token, expert by expert (on x's device)
   {
     torch::NoGradGuard no_grad;
-    tokens_ = torch::bincount(index.reshape({-1}), {}, num_experts_);
+    // Index E: a choice dropped by the capacity (moe_capacity.h), which no expert takes.
+    tokens_ = torch::bincount(index.reshape({-1}), {}, num_experts_ + 1).narrow(0, 0, num_experts_);
     const torch::Tensor counts = tokens_.cpu();
     // (m, 2) [choice rank, token] per expert, rank-major: transformers' order.
     const torch::Tensor by_expert = index.cpu().t().contiguous();
@@ -141,7 +143,8 @@ torch::Tensor MoeExpertsImpl::forward(const torch::Tensor& x, const torch::Tenso
   torch::Tensor hit;
   {
     torch::NoGradGuard no_grad;
-    tokens_ = torch::bincount(index.reshape({-1}), {}, experts);
+    // Index E: a choice dropped by the capacity (moe_capacity.h), which no expert takes.
+    tokens_ = torch::bincount(index.reshape({-1}), {}, experts + 1).narrow(0, 0, experts);
     hit = tokens_.nonzero().reshape({-1}).cpu();
   }
   const int64_t* e_of = hit.data_ptr<int64_t>();
@@ -187,9 +190,22 @@ SparseMoeBlockImpl::SparseMoeBlockImpl(const LlamaShape& s, std::shared_ptr<Rout
 torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x) {
   const torch::Tensor flat = x.reshape({-1, x.size(-1)});       // (N, C)
   const torch::Tensor logits = at::linear(flat, gate->weight);  // (N, E), compute dtype
-  auto [top, index] =
-      torch::topk(torch::softmax(logits.to(torch::kFloat), -1), moe_.num_experts_per_tok, -1);
-  if (moe_.norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
+  const torch::Tensor probs = torch::softmax(logits.to(torch::kFloat), -1);
+  auto [top, index] = torch::topk(probs, moe_.num_experts_per_tok, -1);
+  const double factor = is_training() || moe_.eval_capacity_factor < 0 ? moe_.capacity_factor
+                                                                       : moe_.eval_capacity_factor;
+  if (factor > 0) {
+    // DeepSpeed's capacity: its kept choices' weights are renormalised whatever norm_topk_prob.
+    Routed kept =
+        limit_capacity(probs, index,
+                       expert_capacity(flat.size(0), moe_.num_experts, moe_.num_experts_per_tok,
+                                       factor, moe_.min_capacity),
+                       moe_.drop_policy);
+    index = kept.index;
+    top = kept.weight;
+  } else if (moe_.norm_topk_prob) {
+    top = top / top.sum(-1, /*keepdim=*/true);
+  }
   if (!moe_.fp32_expert_weights) top = top.to(logits.scalar_type());
   if (stats_) stats_->add(logits, moe_.num_experts_per_tok);
   torch::Tensor out = experts->forward(flat, index, top);

@@ -29,6 +29,12 @@ void LlamaShape::validate(const std::string& source) const {
     ZT_CHECK(moe.decoder_sparse_step >= 1, source, ": decoder_sparse_step must be >= 1, got ",
              moe.decoder_sparse_step);
     ZT_CHECK(moe.router_aux_loss_coef >= 0, source, ": router_aux_loss_coef must be >= 0");
+    ZT_CHECK(moe.capacity_factor >= 0, source,
+             ": moe_capacity_factor must be >= 0 (0 = none), got ", moe.capacity_factor);
+    ZT_CHECK(moe.min_capacity >= 0, source, ": moe_min_capacity must be >= 0, got ",
+             moe.min_capacity);
+    ZT_CHECK(moe.drop_policy == "probs" || moe.drop_policy == "position", source,
+             ": moe_drop_policy must be \"probs\" or \"position\", got \"", moe.drop_policy, "\"");
   } else {
     ZT_CHECK(moe.num_experts == 0, source, ": model_type ", model_type, " has no experts");
   }

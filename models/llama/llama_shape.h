@@ -49,6 +49,13 @@ struct MoeShape {
   // Ours: the load-balancing loss from every data-parallel rank's routing counts (one process's
   // loss over the whole batch) rather than each rank's own tokens (transformers, DeepSpeed).
   bool global_router_aux_loss = false;
+  // DeepSpeed's MoE layer capacity (models/llama/moe_capacity.h; its capacity_factor,
+  // eval_capacity_factor, min_capacity and drop_policy, as model keys moe_*): 0 = no capacity,
+  // every token reaches its experts (transformers). eval_capacity_factor < 0: the training one.
+  double capacity_factor = 0;
+  double eval_capacity_factor = -1;
+  int64_t min_capacity = 4;
+  std::string drop_policy = "probs";
 
   bool routes(int64_t layer) const {
     if (num_experts == 0 || (layer + 1) % decoder_sparse_step != 0) return false;

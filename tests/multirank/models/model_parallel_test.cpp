@@ -711,6 +711,46 @@ TEST(ModelParallel, ExpertParallelCheckpointsResumeAtAnotherSplit) {
   g_comm->barrier()->wait();  // every rank read the file before the next test writes another
 }
 
+// Ranks that built their models from different seeds start from rank 0's values under a split
+// too: the parameters every index holds whole (and the buffers) come from the split group's first
+// rank, not only from the index's ZeRO world; each rank keeps its own experts (or slices).
+TEST(ModelParallel, SplitsStartFromRankZerosReplicatedWeights) {
+  if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  for (bool experts : {true, false}) {
+    torch::manual_seed(7 + g_comm->rank());
+    LlamaForCausalLM model(shape(experts ? 4 : 8, experts ? 2 : 4, experts));
+    zt::EngineOptions o = options(1, 1, 1);
+    zt::dist::TopologyOptions to;
+    (experts ? to.expert_parallel_size : to.tensor_parallel_size) = 2;
+    (experts ? o.expert_parallel_size : o.tensor_parallel_size) = 2;
+    auto topo = zt::dist::make_topology(g_comm, to, zt::dist::Env::discover());
+    if (experts) {
+      model->set_expert_parallel(topo->expert);
+    } else {
+      model->set_tensor_parallel(topo->tensor);
+    }
+    o.tensor_split_params = model->tensor_split_parameters();
+    o.units = model->unit_names();
+    zt::Engine engine(model.ptr(), o, g_comm, nullptr, topo);
+    int64_t replicated = 0;
+    for (const auto& p : model->named_parameters()) {
+      torch::Tensor rank0 = p.value().detach().clone();
+      g_comm->broadcast(rank0, 0)->wait();
+      const bool same = torch::equal(p.value().detach(), rank0);
+      if (o.tensor_split_params.count(p.key())) {
+        // Slices of one whole model built from another seed: rank 1's differ.
+        if (g_comm->rank() == 1) {
+          EXPECT_FALSE(same) << p.key();
+        }
+      } else {
+        ++replicated;
+        EXPECT_TRUE(same) << (experts ? "ep2: " : "tp2: ") << p.key() << " is not rank 0's";
+      }
+    }
+    EXPECT_GT(replicated, 4);
+  }
+}
+
 // What expert parallelism cannot do stops with one line naming it, on every rank: a group that
 // does not combine with it, experts that do not divide over the group, a model without experts,
 // an engine whose model dealt no experts.

@@ -243,7 +243,7 @@ def test_hf_stage3_frozen(case, launches):
                # Expert parallelism (the expert_parallel block): transformers' fused experts
                # dealt over expert groups, tokens exchanged.
                (2, "mixtral", "dp2_ep2", "hf", 3, 2, ("save16",)),
-               (2, "qwen2_moe", "dp2_ep2", "hf", 2, 1, ("sgd",)),
+               (2, "qwen2_moe", "dp2_ep2", "hf", 2, 1, ("sgd", "save16")),
                (4, "mixtral", "dp4_ep2", "hf", 1, 2), (4, "mixtral", "dp4_ep4", "hf", 2, 1),
                (2, "mixtral", "dp2_ep2", "hf", 3, 1, ("device", "sgd")))
 def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):

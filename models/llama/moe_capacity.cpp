@@ -10,8 +10,8 @@ namespace zt::models {
 
 int64_t expert_capacity(int64_t tokens, int64_t experts, int64_t k, double factor,
                         int64_t min_capacity) {
-  const double per = static_cast<double>(tokens) / static_cast<double>(experts) * factor *
-                     static_cast<double>(k);
+  const double per =
+      static_cast<double>(tokens) / static_cast<double>(experts) * factor * static_cast<double>(k);
   return std::max(static_cast<int64_t>(std::ceil(per)), min_capacity);
 }
 
@@ -29,8 +29,8 @@ Routed limit_capacity(const torch::Tensor& probs, const torch::Tensor& index, in
       const torch::Tensor best = std::get<1>(torch::topk(chosen, keep, 0, true, false));
       mask &= torch::zeros_like(mask).scatter_(0, best, true);
     } else {
-      ZT_CHECK(policy == "position", "model.moe_drop_policy must be \"probs\" or \"position\", got \"",
-               policy, "\"");
+      ZT_CHECK(policy == "position",
+               "model.moe_drop_policy must be \"probs\" or \"position\", got \"", policy, "\"");
       mask &= (torch::cumsum(mask.to(torch::kLong), 0) - 1).lt(capacity);
     }
   }

@@ -5,13 +5,14 @@
 // renormalised weights (fp32 rounding), under both drop policies. Then the layer: a routed layer
 // with a capacity drops exactly those choices, and without one every token reaches its experts.
 
+#include "models/llama/moe_capacity.h"
+
 #include <string>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "models/llama/llama_moe.h"
-#include "models/llama/moe_capacity.h"
 #include "weights/safetensors_reader.h"
 
 namespace zt::models {
@@ -40,9 +41,10 @@ TEST(MoeCapacity, KeepsWhatDeepSpeedsTopKGatingKeeps) {
     const Routed r = limit_capacity(probs, index, capacity, policy);
     // As DeepSpeed's (N, E) combine weights: each kept choice's weight at its expert.
     const torch::Tensor kept = r.index.lt(e);
-    const torch::Tensor got = torch::zeros({n, e + 1}).scatter(1, r.index, r.weight).narrow(1, 0, e);
-    EXPECT_TRUE(torch::equal(got.gt(0), want.gt(0))) << "case " << c << " (" << policy
-                                                      << "): the kept choices differ";
+    const torch::Tensor got =
+        torch::zeros({n, e + 1}).scatter(1, r.index, r.weight).narrow(1, 0, e);
+    EXPECT_TRUE(torch::equal(got.gt(0), want.gt(0)))
+        << "case " << c << " (" << policy << "): the kept choices differ";
     EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-7))
         << "case " << c << ": weights differ by " << (got - want).abs().max().item<double>();
     EXPECT_TRUE(torch::equal(r.weight.eq(0), kept.logical_not())) << "case " << c;

@@ -219,6 +219,15 @@ MemoryReport Engine::memory() const {
   return m;
 }
 
+GatherTraffic Engine::gather_traffic() const {
+  GatherTraffic t;
+  if (impl_->gather_) {
+    t.gathered_bytes = impl_->gather_->traffic().gathered_bytes;
+    t.unrouted_bytes = impl_->gather_->traffic().unrouted_bytes;
+  }
+  return t;
+}
+
 std::vector<Engine::ShardState> Engine::shard_states() {
   std::vector<ShardState> out;
   for (size_t b = 0; b < impl_->buckets_.size(); ++b) {

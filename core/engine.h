@@ -135,6 +135,7 @@ class Engine {
   void eval() { train(false); }
 
   MemoryReport memory() const;
+  GatherTraffic gather_traffic() const;
   // Seconds this rank spent blocked in Work::wait() (gradient reductions, parameter gathers and
   // publishes, norm and overflow votes) since the last reset: communication not hidden behind
   // computation.

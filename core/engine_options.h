@@ -148,4 +148,12 @@ struct MemoryReport {
   }
 };
 
+// Stage 3 since the engine began: bytes of parameters its gathers rebuilt, and bytes of routed
+// units' experts it left out because no rank of their ZeRO group routed rows to them
+// (core/zero/call_unit.h). Zero below stage 3.
+struct GatherTraffic {
+  int64_t gathered_bytes = 0;
+  int64_t unrouted_bytes = 0;
+};
+
 }  // namespace zt

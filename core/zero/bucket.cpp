@@ -95,8 +95,13 @@ at::Tensor Bucket::values(dist::Communicator& comm, WaitClock& clock) {
     at::Tensor stored = parts_.shard->stored_values(comm, clock);
     if (stored.defined()) return stored;
   }
-  if (gathered_) return params_.clone();
+  if (gathered_ && !partial_) return params_.clone();
+  const bool was_gathered = gathered_;
   start_param_gather(comm);
+  if (was_gathered) {  // a partial gather made whole, and left gathered as it was
+    finish_param_gather(clock);
+    return params_.clone();
+  }
   finish_param_gather(clock);
   at::Tensor out = params_.clone();
   release_params(clock);
@@ -146,6 +151,10 @@ void Bucket::publish_params(dist::Communicator& comm, WaitClock& clock) {
     checkin_target(/*written=*/false);
   }
   if (parts_.publish) parts_.publish(own_slice(), params_, comm, clock);
+  if (partial_) {
+    // Every rank's updated range arrived, the experts nobody routed to included.
+    partial_ = !parts_.publish;
+  }
 }
 
 int64_t Bucket::full_param_bytes() const {
@@ -156,10 +165,22 @@ int64_t Bucket::secondary_bytes() const {
   return parts_.gather ? parts_.gather->copy_bytes() : 0;
 }
 
-int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator* secondary) {
+int64_t Bucket::start_param_gather(dist::Communicator& comm, dist::Communicator* secondary,
+                                   const std::vector<dist::Range>* only) {
+  int64_t allocated = full_param_bytes();
+  if (partial_ && only == nullptr) {
+    // Gathered for some experts, now wanted whole (a gathered scope, a checkpoint): again.
+    WaitClock untimed;
+    release_params(untimed);
+    allocated = 0;  // the same bytes as before
+  }
   if (gathered_ || gather_in_flight()) return 0;
+  if (only != nullptr && parts_.gather->start_ranges(comm, *parts_.shard, params_, *only)) {
+    partial_ = true;
+    return allocated;
+  }
   parts_.gather->start(comm, secondary, *parts_.shard, params_);
-  return full_param_bytes();
+  return allocated;
 }
 
 void Bucket::finish_param_gather(WaitClock& clock) {
@@ -173,6 +194,7 @@ int64_t Bucket::release_params(WaitClock& clock) {
   finish_param_gather(clock);  // an all-gather must not write into freed memory
   release_storage(params_);
   gathered_ = false;
+  partial_ = false;
   return full_param_bytes();
 }
 

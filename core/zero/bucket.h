@@ -101,7 +101,13 @@ class Bucket {
   // Allocates the full buffer and starts its all-gather; returns the bytes allocated (0 when it
   // was already gathered or in flight). With hpZ and a valid secondary copy, the all-gather runs
   // over `secondary` (the hpz group) from it instead of over `comm` from the shards.
-  int64_t start_param_gather(dist::Communicator& comm, dist::Communicator* secondary = nullptr);
+  // only: rebuild just these ranges of the full buffer (sorted, disjoint), where the gather
+  // allows it (ShardGather::start_ranges); the rest holds no values until a whole gather or the
+  // release. A whole gather of a partly gathered buffer gathers it again.
+  int64_t start_param_gather(dist::Communicator& comm, dist::Communicator* secondary = nullptr,
+                             const std::vector<dist::Range>* only = nullptr);
+  // Gathered (or in flight) with only some ranges rebuilt.
+  bool partly_gathered() const { return partial_; }
   void finish_param_gather(WaitClock& clock);
   // Frees the full buffer (waiting for an all-gather in flight first); returns the bytes freed.
   int64_t release_params(WaitClock& clock);
@@ -140,6 +146,7 @@ class Bucket {
   at::Tensor params_;
   BucketParts parts_;
   bool gathered_ = true;
+  bool partial_ = false;  // start_param_gather's `only`
   bool adopted_ = false;
   int pending_ = 0;        // parameters of this micro-step still without gradient
   bool launched_ = false;  // reduction of this micro-step started

@@ -9,6 +9,12 @@
 // the unit's parameters before the call (and prefetches the next unit), releases them after it,
 // and arranges for them to be gathered again just before the unit's backward. A Python module's
 // units get the same two calls from forward hooks (python/csrc/engine_bindings.cpp).
+//
+// A routed unit (a module that is also a zt::RoutedUnit: a layer's experts, whose parameters all
+// have the experts along their first dimension) is called through call_routed_unit once its
+// routing is known, with the rows each of its experts takes on this rank; a stage-3 engine
+// gathers only the experts that some rank of their ZeRO group routed rows to. Such a unit may
+// sit inside another (the decoder layer that routes): it takes its own parameters out of it.
 
 #include <mutex>
 #include <unordered_map>
@@ -29,6 +35,18 @@ class UnitHooks {
   // May register gradient hooks on the outputs (which must be returned as they are); undefined
   // tensors and tensors without a gradient are skipped.
   virtual void after_forward(at::TensorList outputs) = 0;
+  // A routed unit's before_forward: rows (E,) int64, the rows each of its E experts takes on this
+  // rank (on any device). Collective over the unit's ZeRO group.
+  virtual void before_routed_forward(const at::Tensor& rows) {
+    (void)rows;
+    before_forward();
+  }
+};
+
+// Marks a module whose calls go through call_routed_unit (see the top of the file).
+class RoutedUnit {
+ public:
+  virtual ~RoutedUnit() = default;
 };
 
 // Process-wide map from a module to the hooks of the engine that owns it.
@@ -65,6 +83,20 @@ at::Tensor call_unit_with(torch::nn::Module& module, Fn&& fn) {
   UnitHooks* hooks = UnitRegistry::instance().find(&module);
   if (hooks == nullptr) return fn();
   hooks->before_forward();
+  at::Tensor out = fn();
+  hooks->after_forward({out});
+  return out;
+}
+
+// call_unit_with for a routed unit: fn() runs with the experts that `rows` (or another rank of
+// the unit's ZeRO group) routed to gathered; the others' values must not be read (an expert over
+// no rows reads none).
+template <typename Fn>
+at::Tensor call_routed_unit(torch::nn::Module& module, const at::Tensor& rows, Fn&& fn) {
+  profile::ModuleScope scope(module);
+  UnitHooks* hooks = UnitRegistry::instance().find(&module);
+  if (hooks == nullptr) return fn();
+  hooks->before_routed_forward(rows);
   at::Tensor out = fn();
   hooks->after_forward({out});
   return out;

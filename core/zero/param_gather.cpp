@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include "base/error.h"
+
 namespace zt::zero {
 
 // What zt::call_unit runs around a declared unit's forward.
@@ -19,17 +21,29 @@ class ParamGather::Hooks : public UnitHooks {
     gather_->gather_unit(unit_, /*wait=*/true);
     gather_->prefetch_after(unit_, gather_->in_backward() ? -1 : +1);
   }
+  void before_routed_forward(const at::Tensor& rows) override {
+    routed_ = gather_->routed_anywhere(unit_, rows);
+    gather_->gather_routed(unit_, routed_, /*wait=*/true);
+    gather_->prefetch_after(unit_, gather_->in_backward() ? -1 : +1);
+  }
   void after_forward(at::TensorList outputs) override {
     ParamGather* gather = gather_;
     size_t unit = unit_;
+    // A routed call's backward needs the experts its forward gathered, and no others.
+    const std::vector<bool> routed = std::move(routed_);
+    routed_.clear();
     for (const at::Tensor& output : outputs) {
       if (!(output.defined() && at::GradMode::is_enabled() && output.requires_grad())) continue;
       // Fires when the gradient w.r.t. this output is known, i.e. just before the unit's own
       // backward: gather its parameters again and prefetch the unit before it (a no-op for the
       // second output of a unit already gathered).
-      output.register_hook([gather, unit](const at::Tensor& grad) {
+      output.register_hook([gather, unit, routed](const at::Tensor& grad) {
         if (!gather->in_scope()) gather->release_frozen_after(unit);
-        gather->gather_unit(unit, /*wait=*/true);
+        if (routed.empty()) {
+          gather->gather_unit(unit, /*wait=*/true);
+        } else {
+          gather->gather_routed(unit, routed, /*wait=*/true);
+        }
         gather->prefetch_after(unit, -1);
         return grad;
       });
@@ -40,6 +54,7 @@ class ParamGather::Hooks : public UnitHooks {
  private:
   ParamGather* gather_;
   size_t unit_;
+  std::vector<bool> routed_;  // of the routed call in progress
 };
 
 ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
@@ -75,9 +90,74 @@ std::vector<Bucket*> ParamGather::unit_buckets(size_t u) const {
 }
 
 void ParamGather::gather(Bucket& bucket, bool wait) {
-  gathered_bytes_ += bucket.start_param_gather(comm_, secondary_);
+  const int64_t bytes = bucket.start_param_gather(comm_, secondary_);
+  gathered_bytes_ += bytes;
+  traffic_.gathered_bytes += bytes;
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
   if (wait) bucket.finish_param_gather(clock_);
+}
+
+std::vector<bool> ParamGather::routed_anywhere(size_t u, const at::Tensor& rows) {
+  ZT_CHECK(rows.dim() == 1, "a routed unit's rows per expert must be one count per expert");
+  at::Tensor any = rows.gt(0).to(at::kLong);
+  if (active_ && comm_.size() > 1) {
+    any = any.to(comm_.device());
+    comm_.all_reduce(any)->wait();
+  }
+  any = any.cpu();
+  std::vector<bool> routed(static_cast<size_t>(any.numel()));
+  const int64_t* n = any.data_ptr<int64_t>();
+  for (size_t e = 0; e < routed.size(); ++e) routed[e] = n[e] > 0;
+  for (Bucket* b : unit_buckets(u)) {
+    for (const auto& entry : b->layout().entries()) {
+      ZT_CHECK(entry.param.dim() > 0 && entry.param.size(0) == any.numel(), "routed unit ",
+               plan_.units[u]->name, ": parameter ", entry.name, " does not hold ", any.numel(),
+               " experts along its first dimension");
+    }
+  }
+  return routed;
+}
+
+void ParamGather::gather_routed(size_t u, const std::vector<bool>& routed, bool wait) {
+  if (!active_) return;
+  const bool all = std::all_of(routed.begin(), routed.end(), [](bool r) { return r; });
+  if (all || comm_.size() == 1) {
+    gather_unit(u, wait);
+    return;
+  }
+  const std::vector<Bucket*> unit = unit_buckets(u);
+  for (Bucket* b : unit) {
+    // Each parameter's routed experts, contiguous runs merged.
+    std::vector<dist::Range> ranges;
+    int64_t unrouted = 0;
+    for (const auto& entry : b->layout().entries()) {
+      const int64_t per = entry.param.numel() / static_cast<int64_t>(routed.size());
+      for (size_t e = 0; e < routed.size(); ++e) {
+        const int64_t begin = entry.range.begin + static_cast<int64_t>(e) * per;
+        if (!routed[e]) {
+          unrouted += per;
+        } else if (!ranges.empty() && ranges.back().end == begin) {
+          ranges.back().end = begin + per;
+        } else {
+          ranges.push_back({begin, begin + per});
+        }
+      }
+    }
+    const int64_t bytes = b->start_param_gather(comm_, secondary_, &ranges);
+    if (bytes == 0) continue;  // already gathered
+    gathered_bytes_ += bytes;
+    peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+    if (b->partly_gathered()) {
+      const int64_t element = bytes / b->layout().padded_numel();
+      traffic_.gathered_bytes += (b->layout().numel() - unrouted) * element;
+      traffic_.unrouted_bytes += unrouted * element;
+    } else {
+      traffic_.gathered_bytes += bytes;
+    }
+  }
+  if (wait) {
+    for (Bucket* b : unit) b->finish_param_gather(clock_);
+  }
 }
 
 void ParamGather::release(Bucket& bucket) {
@@ -98,6 +178,7 @@ void ParamGather::prefetch_after(size_t u, int direction) {
   const int64_t declared = static_cast<int64_t>(root());
   int64_t v = static_cast<int64_t>(u) + direction;
   for (; v >= 0 && v < declared && budget > 0; v += direction) {
+    if (plan_.units[static_cast<size_t>(v)]->routed) continue;  // gathered once routed
     for (Bucket* b : unit_buckets(static_cast<size_t>(v))) {
       budget -= b->layout().padded_numel();
       gather(*b, false);

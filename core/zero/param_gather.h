@@ -12,6 +12,11 @@
 // scope (Engine::GatheredParameters) keeps everything gathered until it ends. Below stage 3
 // every call is a no-op: the full parameters are always resident.
 //
+// A routed unit (call_unit.h: a layer's experts) is never prefetched: it is gathered once its
+// routing is known, and then only the experts some rank of the group routed rows to (the others
+// are neither sent nor received; their range of the full buffer is left as it is), again for its
+// backward.
+//
 // A unit's frozen buckets (unit_buckets.h) are gathered and released with it. In backward they get
 // no gradient to say when they are done, so they are released when backward reaches an earlier unit
 // (its output's gradient hook fires once every use of that output, the later units included, has
@@ -43,6 +48,13 @@ class ParamGather {
   size_t root() const { return plan_.units.size() - 1; }
 
   void gather_unit(size_t unit, bool wait);
+  // A routed unit (call_unit.h): rows (E,), the rows each expert takes on this rank. Returns, for
+  // each expert, whether any rank of the group routed rows to it (one all-reduce of E counts).
+  std::vector<bool> routed_anywhere(size_t unit, const at::Tensor& rows);
+  // Gathers the unit's experts that `routed` marks (every parameter's first dimension), and only
+  // those where the bucket's gather allows it (Bucket::start_param_gather); all of them when all
+  // are marked or the group is one rank.
+  void gather_routed(size_t unit, const std::vector<bool>& routed, bool wait);
   // Starts gathering the units after (direction +1, forward) or before (-1, backward) `unit`, up
   // to the prefetch budget. The root unit is never prefetched.
   void prefetch_after(size_t unit, int direction);
@@ -64,6 +76,13 @@ class ParamGather {
   bool in_backward() const { return in_backward_; }
 
   int64_t gathered_bytes() const { return gathered_bytes_; }
+  // Since construction: bytes of parameters rebuilt by gathers, and bytes of routed units'
+  // experts left out because no rank routed to them.
+  struct Traffic {
+    int64_t gathered_bytes = 0;
+    int64_t unrouted_bytes = 0;
+  };
+  const Traffic& traffic() const { return traffic_; }
   int64_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
 
  private:
@@ -85,6 +104,7 @@ class ParamGather {
   bool in_backward_ = false;
   int64_t gathered_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;
+  Traffic traffic_;
 };
 
 }  // namespace zt::zero

@@ -59,9 +59,14 @@ void PartitionedInit::add_unit(const std::string& name, torch::nn::Module& unit)
   std::vector<std::pair<std::string, at::Tensor>> params;
   for (const auto& p : unit.named_parameters(/*recurse=*/true)) {
     const std::string full = name + "." + p.key();
+    auto nested = unit_of_.find(key_of(p.value()));
+    if (nested != unit_of_.end() && nested->second.rfind(name + ".", 0) == 0) {
+      continue;  // a unit inside this one, added before it, holds it (units.h)
+    }
     ZT_CHECK(!added_.count(key_of(p.value())) && !owner_.count(key_of(p.value())),
              "partitioned construction: parameter ", full, " was added twice");
     added_.insert(key_of(p.value()));
+    unit_of_[key_of(p.value())] = name;
     if (trainable(full, p.value())) {
       params.emplace_back(full, p.value());
     } else {

@@ -86,7 +86,8 @@ class PartitionedInit {
   PartitionedInit& operator=(const PartitionedInit&) = delete;
 
   // Unit `name` (a submodule named as the engine's `units` name it) is built and initialised:
-  // keeps this rank's slice of its trainable parameters and frees the rest.
+  // keeps this rank's slice of its trainable parameters and frees the rest. A unit nested inside
+  // it (units.h) is added first, and this one skips its parameters.
   void add_unit(const std::string& name, torch::nn::Module& unit);
   // The model's trainable parameters built so far that belong to no unit added before: the
   // engine's root unit. Call it once every root parameter exists (before the units, or after).
@@ -127,7 +128,8 @@ class PartitionedInit {
   std::vector<PartitionedBuffer> buffers_;
   // Parameter (TensorImpl) -> index into buffers_.
   std::unordered_map<const void*, size_t> owner_;
-  std::unordered_set<const void*> added_;  // every parameter of units added so far
+  std::unordered_set<const void*> added_;                 // every parameter of units added so far
+  std::unordered_map<const void*, std::string> unit_of_;  // parameter -> the unit that added it
   // Parameters added but left whole (not trainable), for load.
   std::vector<std::pair<std::string, at::Tensor>> whole_;
   int64_t largest_unit_bytes_ = 0;

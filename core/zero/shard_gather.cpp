@@ -55,6 +55,7 @@ class ExactWire : public GatherWire {
   }
   bool in_flight() const override { return work_ != nullptr; }
   bool side_stream() const override { return true; }
+  bool exact() const override { return true; }
 
  private:
   dist::WorkPtr work_;
@@ -218,7 +219,29 @@ void ShardGather::start(dist::Communicator& comm, dist::Communicator* copy_group
   active_->start(comm, part, params);
 }
 
+bool ShardGather::start_ranges(dist::Communicator& comm, ParamShard& shard,
+                               const at::Tensor& params, const std::vector<dist::Range>& ranges) {
+  if (hpz_ > 1 || !from_shards_->exact() || shard.stored().data.defined()) return false;
+  refill_storage(params, static_cast<size_t>(params.numel() * params.element_size()));
+  shard.load_into(params.narrow(0, own_.begin, own_.size()), /*non_blocking=*/false);
+  const int64_t per = params.numel() / comm.size();
+  for (const dist::Range& r : ranges) {
+    for (int k = 0; k < comm.size(); ++k) {
+      const dist::Range piece = dist::intersect(r, {k * per, (k + 1) * per});
+      if (piece.empty()) continue;
+      at::Tensor values = params.narrow(0, piece.begin, piece.size());
+      pieces_.push_back(comm.broadcast(values, k));
+    }
+  }
+  return true;
+}
+
 void ShardGather::finish(const at::Tensor& params, WaitClock& clock) {
+  if (!pieces_.empty()) {
+    for (const dist::WorkPtr& w : pieces_) clock.wait(w);
+    pieces_.clear();
+    return;
+  }
   if (active_ == nullptr) return;
   const bool keep = hpz_ > 1 && reads_shards_ && !copy_.data.defined();
   GatherPart kept = active_->finish(params, clock, keep ? hpz_ : 1, hpz_rank_);

@@ -17,9 +17,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "core/zero/flat_buffer.h"
 #include "core/zero/param_shard.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
@@ -42,6 +44,8 @@ class GatherWire {
   // Whether a shard offloaded from a GPU may go to the device and be sent on a side copy stream
   // (not where the wire quantizes on the compute stream).
   virtual bool side_stream() const { return false; }
+  // Moves the values as they are, so any range of them can be sent alone (ExactWire).
+  virtual bool exact() const { return false; }
 };
 
 std::unique_ptr<GatherWire> exact_wire();
@@ -59,8 +63,14 @@ class ShardGather {
   // hpZ copy where one is kept and a group is given, else over `comm` from `shard`.
   void start(dist::Communicator& comm, dist::Communicator* copy_group, ParamShard& shard,
              const at::Tensor& params);
+  // Rebuilds only `ranges` of `params` (flat coordinates, sorted, disjoint), each piece
+  // broadcast by the rank whose shard holds it, over `comm`; this rank's slice is loaded whole.
+  // Returns false, starting nothing, where the wire does not send values as they are (qwZ, a
+  // quantized shard, the two-level wire) or with hpZ (whose copy is the whole buffer's).
+  bool start_ranges(dist::Communicator& comm, ParamShard& shard, const at::Tensor& params,
+                    const std::vector<dist::Range>& ranges);
   void finish(const at::Tensor& params, WaitClock& clock);
-  bool in_flight() const { return active_ != nullptr; }
+  bool in_flight() const { return active_ != nullptr || !pieces_.empty(); }
   // The values changed (a step, a load, a write-back): the next gather reads the shards.
   void drop_copy() { copy_ = GatherPart(); }
   int64_t copy_bytes() const;
@@ -70,8 +80,9 @@ class ShardGather {
   int hpz_, hpz_rank_;
   dist::Range own_;
   GatherWire* active_ = nullptr;
-  bool on_side_ = false;       // the gather in flight was issued on the side copy stream
-  bool reads_shards_ = false;  // the gather in flight reads the shards
+  std::vector<dist::WorkPtr> pieces_;  // start_ranges' broadcasts in flight
+  bool on_side_ = false;               // the gather in flight was issued on the side copy stream
+  bool reads_shards_ = false;          // the gather in flight reads the shards
   GatherPart copy_;
 };
 

@@ -38,21 +38,38 @@ std::vector<std::string> units_of_types(const torch::nn::Module& model,
 UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& unit_names) {
   std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> modules;
   for (const auto& item : model.named_modules()) modules[item.key()] = item.value();
+  // A parameter belongs to the innermost declared unit that holds it: units nested in others
+  // claim theirs first.
+  std::vector<size_t> claim_order(unit_names.size());
+  for (size_t i = 0; i < claim_order.size(); ++i) claim_order[i] = i;
+  const auto depth = [&](size_t i) {
+    return std::count(unit_names[i].begin(), unit_names[i].end(), '.');
+  };
+  std::stable_sort(claim_order.begin(), claim_order.end(),
+                   [&](size_t a, size_t b) { return depth(a) > depth(b); });
   UnitPlan plan;
-  std::unordered_set<const void*> claimed;
-  for (const auto& name : unit_names) {
+  plan.units.resize(unit_names.size());
+  std::unordered_map<const void*, size_t> claimed;  // parameter -> unit
+  for (size_t i : claim_order) {
+    const std::string& name = unit_names[i];
     auto it = modules.find(name);
     ZT_CHECK(it != modules.end(), "engine unit '", name, "' is not a submodule of the model");
     auto unit = std::make_unique<Unit>();
     unit->name = name;
     unit->module = it->second.get();
+    unit->routed = dynamic_cast<const RoutedUnit*>(unit->module) != nullptr;
     for (const auto& p : it->second->named_parameters(/*recurse=*/true)) {
-      ZT_CHECK(claimed.insert(p.value().unsafeGetTensorImpl()).second, "parameter ", name, ".",
-               p.key(), " belongs to two engine units");
+      auto [at, fresh] = claimed.emplace(p.value().unsafeGetTensorImpl(), i);
+      if (!fresh) {
+        const std::string& inner = unit_names[at->second];
+        ZT_CHECK(inner.rfind(name + ".", 0) == 0, "parameter ", name, ".", p.key(),
+                 " belongs to two engine units");
+        continue;  // a nested unit's
+      }
       (p.value().requires_grad() ? unit->params : unit->frozen)
           .emplace_back(name + "." + p.key(), p.value());
     }
-    plan.units.push_back(std::move(unit));
+    plan.units[i] = std::move(unit);
   }
   auto root = std::make_unique<Unit>();
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {

@@ -9,6 +9,9 @@
 // reverse registration order (roughly the order backward produces gradients, so buckets fill one
 // after another). The same plan is used at every stage; only stage 3 gathers by unit.
 //
+// A declared unit may sit inside another (a routed unit, call_unit.h, inside its decoder layer):
+// its parameters are its own, and the outer unit has the rest.
+//
 // Frozen parameters (requires_grad false) belong to units the same way. At stage 3 each unit's
 // floating-point frozen parameters are cut into buckets of their own (unit_buckets.h):
 // sharded, gathered and released with the unit, but given no gradients and never stepped.
@@ -34,14 +37,16 @@ struct Unit {
   std::vector<std::pair<std::string, at::Tensor>> frozen;  // requires_grad false, same order
   std::vector<size_t> frozen_buckets;  // stage 3: indices into the engine's frozen bucket list
   std::unique_ptr<UnitHooks> hooks;    // stage 3 only
+  // The module is a zt::RoutedUnit: gathered only by its routing, never prefetched.
+  bool routed = false;
 };
 
 struct UnitPlan {
   std::vector<std::unique_ptr<Unit>> units;  // declared units in order, root last
 };
 
-// Finds the declared units among the model's submodules (an unknown name or a parameter in two
-// units is an error naming it).
+// Finds the declared units among the model's submodules (an unknown name, or a parameter in two
+// units neither of which holds the other, is an error naming it).
 UnitPlan plan_units(torch::nn::Module& model, const std::vector<std::string>& unit_names);
 
 // The names of the submodules whose class is one of `types` (a policy instead of a list of

@@ -42,7 +42,11 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaShape& shape,
     LlamaDecoderLayer layer(shape_, i, stats_);
     init_weights(*layer);
     model->layers->push_back(layer);
-    if (partitioned) partitioned->add_unit("model.layers." + std::to_string(i), *layer);
+    if (partitioned) {
+      const std::string name = "model.layers." + std::to_string(i);
+      if (layer->moe) partitioned->add_unit(name + ".mlp.experts", *layer->moe->experts);
+      partitioned->add_unit(name, *layer);
+    }
   }
 }
 
@@ -215,6 +219,9 @@ std::vector<std::string> LlamaForCausalLMImpl::unit_names() const {
   std::vector<std::string> names;
   for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
     names.push_back("model.layers." + std::to_string(i));
+    if (shape_.moe.routes(i)) {
+      names.push_back(names.back() + ".mlp.experts");  // a routed unit inside the layer
+    }
   }
   if (lm_head) names.push_back("lm_head");
   return names;

@@ -7,8 +7,10 @@
 //   model.embed_tokens.weight (V, C), model.layers.<i>.* (llama_layers.h), model.norm.weight,
 //   lm_head.weight (V, C), absent when tie_word_embeddings (the head is embed_tokens)
 //
-// Stage-3 units (unit_names()): every decoder layer "model.layers.<i>", and, when the head is
-// untied, "lm_head" (for a 128k vocabulary the largest matrix, gathered only around its call);
+// Stage-3 units (unit_names()): every decoder layer "model.layers.<i>", inside a routed layer
+// its experts "model.layers.<i>.mlp.experts" (a routed unit: only the experts some rank routed
+// to are gathered, core/zero/call_unit.h), and, when the head is untied, "lm_head" (for a 128k
+// vocabulary the largest matrix, gathered only around its call);
 // the embedding and final norm form the root unit. A tied head stays in the root with the
 // embedding it shares.
 //

@@ -94,28 +94,35 @@ torch::Tensor MoeExpertsImpl::forward_exchanged(const torch::Tensor& x, const to
     in_sizes.push_back(longest - run(s, me));
   }
   const std::vector<torch::Tensor> in = arrived.split_with_sizes(in_sizes);
-  std::vector<std::vector<torch::Tensor>> back(static_cast<size_t>(ep));
-  const std::vector<torch::Tensor> gate_ups = gate_up_proj.unbind(0), downs = down_proj.unbind(0);
-  for (int64_t l = 0; l < per; ++l) {
-    std::vector<torch::Tensor> rows;
-    std::vector<int64_t> from;
-    for (int64_t s = 0; s < ep; ++s) {
-      rows.push_back(in[static_cast<size_t>(s * (per + 1) + l)]);
-      from.push_back(rows.back().size(0));
+  std::vector<int64_t> received(static_cast<size_t>(per), 0);  // rows each local expert takes
+  for (int64_t s = 0; s < ep; ++s)
+    for (int64_t l = 0; l < per; ++l)
+      received[static_cast<size_t>(l)] += counts[s][e_at(me * per + l)];
+  const torch::Tensor outputs = call_routed_unit(*this, torch::tensor(received), [&] {
+    std::vector<std::vector<torch::Tensor>> back(static_cast<size_t>(ep));
+    const std::vector<torch::Tensor> gate_ups = gate_up_proj.unbind(0), downs = down_proj.unbind(0);
+    for (int64_t l = 0; l < per; ++l) {
+      std::vector<torch::Tensor> rows;
+      std::vector<int64_t> from;
+      for (int64_t s = 0; s < ep; ++s) {
+        rows.push_back(in[static_cast<size_t>(s * (per + 1) + l)]);
+        from.push_back(rows.back().size(0));
+      }
+      const std::vector<torch::Tensor> y =
+          expert(gate_ups[static_cast<size_t>(l)], downs[static_cast<size_t>(l)], torch::cat(rows))
+              .split_with_sizes(from);
+      for (int64_t s = 0; s < ep; ++s)
+        back[static_cast<size_t>(s)].push_back(y[static_cast<size_t>(s)]);
     }
-    const std::vector<torch::Tensor> y =
-        expert(gate_ups[static_cast<size_t>(l)], downs[static_cast<size_t>(l)], torch::cat(rows))
-            .split_with_sizes(from);
-    for (int64_t s = 0; s < ep; ++s)
-      back[static_cast<size_t>(s)].push_back(y[static_cast<size_t>(s)]);
-  }
-  std::vector<torch::Tensor> back_chunks;
-  for (int64_t s = 0; s < ep; ++s) {
-    auto& pieces = back[static_cast<size_t>(s)];
-    pieces.push_back(torch::zeros({longest - run(s, me), x.size(-1)}, x.options()));
-    back_chunks.push_back(torch::cat(pieces));
-  }
-  const torch::Tensor returned = dist::exchange_rows(torch::cat(back_chunks), *ep_);
+    std::vector<torch::Tensor> back_chunks;
+    for (int64_t s = 0; s < ep; ++s) {
+      auto& pieces = back[static_cast<size_t>(s)];
+      pieces.push_back(torch::zeros({longest - run(s, me), x.size(-1)}, x.options()));
+      back_chunks.push_back(torch::cat(pieces));
+    }
+    return torch::cat(back_chunks);
+  });
+  const torch::Tensor returned = dist::exchange_rows(outputs, *ep_);
   // Rank j's chunk: this rank's rows for each of j's experts, then padding.
   std::vector<int64_t> out_sizes;
   for (int64_t j = 0; j < ep; ++j) {
@@ -148,21 +155,23 @@ torch::Tensor MoeExpertsImpl::forward(const torch::Tensor& x, const torch::Tenso
     hit = tokens_.nonzero().reshape({-1}).cpu();
   }
   const int64_t* e_of = hit.data_ptr<int64_t>();
-  const std::vector<torch::Tensor> gate_ups = gate_up_proj.unbind(0), downs = down_proj.unbind(0);
-  for (int64_t i = 0; i < hit.numel(); ++i) {
-    const int64_t e = e_of[i];
-    torch::Tensor rank_token;  // (m, 2): [choice rank, token], rank-major
-    {
-      torch::NoGradGuard no_grad;
-      rank_token = index.eq(e).t().nonzero();
+  return call_routed_unit(*this, tokens_, [&] {
+    const std::vector<torch::Tensor> gate_ups = gate_up_proj.unbind(0), downs = down_proj.unbind(0);
+    for (int64_t i = 0; i < hit.numel(); ++i) {
+      const int64_t e = e_of[i];
+      torch::Tensor rank_token;  // (m, 2): [choice rank, token], rank-major
+      {
+        torch::NoGradGuard no_grad;
+        rank_token = index.eq(e).t().nonzero();
+      }
+      const torch::Tensor rank = rank_token.select(1, 0), token = rank_token.select(1, 1);
+      torch::Tensor y = expert(gate_ups[static_cast<size_t>(e)], downs[static_cast<size_t>(e)],
+                               x.index_select(0, token));
+      y = y * weight.index({token, rank}).unsqueeze(-1);
+      out.index_add_(0, token, y.to(out.scalar_type()));
     }
-    const torch::Tensor rank = rank_token.select(1, 0), token = rank_token.select(1, 1);
-    torch::Tensor y = expert(gate_ups[static_cast<size_t>(e)], downs[static_cast<size_t>(e)],
-                             x.index_select(0, token));
-    y = y * weight.index({token, rank}).unsqueeze(-1);
-    out.index_add_(0, token, y.to(out.scalar_type()));
-  }
-  return out;
+    return out;
+  });
 }
 
 MoeRouterImpl::MoeRouterImpl(int64_t experts, int64_t hidden) {

@@ -25,13 +25,16 @@
 
 #include <torch/torch.h>
 
+#include "core/zero/call_unit.h"
 #include "models/llama/llama_layers.h"
 #include "models/load_balancing_loss.h"
 
 namespace zt::models {
 
-// The experts' weights as one parameter per projection (transformers' MixtralExperts).
-class MoeExpertsImpl : public torch::nn::Module {
+// The experts' weights as one parameter per projection (transformers' MixtralExperts). A routed
+// stage-3 unit (core/zero/call_unit.h): once a forward knows the rows each local expert takes,
+// the engine gathers only the experts some rank of their ZeRO group routed to.
+class MoeExpertsImpl : public torch::nn::Module, public RoutedUnit {
  public:
   MoeExpertsImpl(int64_t experts, int64_t hidden, int64_t intermediate);
   // x (N, C); index (N, k) the chosen experts, weight (N, k) their weights -> (N, C). Experts in

@@ -37,10 +37,15 @@ namespace py = pybind11;
 namespace zt::python {
 namespace {
 
+// A Python module the engine.py layer marked with _zt_routed_unit (a transformers experts
+// module): its mirror is a routed unit (core/zero/call_unit.h) when it is a stage-3 unit.
+class RoutedMirror : public torch::nn::Module, public RoutedUnit {};
+
 // The mirror of `module` (a torch.nn.Module). A parameter reachable under two names (tied
 // weights) is registered under the first only, as named_parameters() lists it once.
 std::shared_ptr<torch::nn::Module> mirror(const py::handle& module, std::set<const void*>& seen) {
-  auto m = std::make_shared<torch::nn::Module>();
+  std::shared_ptr<torch::nn::Module> m = std::make_shared<torch::nn::Module>();
+  if (py::hasattr(module, "_zt_routed_unit")) m = std::make_shared<RoutedMirror>();
   for (auto item : module.attr("_parameters").cast<py::dict>()) {
     if (item.second.is_none()) continue;
     at::Tensor p = item.second.cast<at::Tensor>();
@@ -206,6 +211,12 @@ void bind_engine(py::module_& m) {
           "unit_before_forward", [](PyEngine& e, size_t i) { e.unit(i).before_forward(); },
           py::arg("unit"), py::call_guard<py::gil_scoped_release>())
       .def(
+          "unit_before_routed_forward",
+          [](PyEngine& e, size_t i, const at::Tensor& rows) {
+            e.unit(i).before_routed_forward(rows);
+          },
+          py::arg("unit"), py::arg("rows"), py::call_guard<py::gil_scoped_release>())
+      .def(
           "unit_after_forward",
           [](PyEngine& e, size_t i, const std::vector<at::Tensor>& outputs) {
             e.unit(i).after_forward(outputs);
@@ -282,6 +293,14 @@ void bind_engine(py::module_& m) {
                                d["seconds"] = f->seconds;
                                d["tflops"] = f->tflops();
                                d["mfu"] = f->peak_tflops > 0 ? py::cast(f->mfu()) : py::none();
+                               return d;
+                             })
+      .def_property_readonly("gather_traffic",
+                             [](PyEngine& e) {
+                               const GatherTraffic t = e.engine().gather_traffic();
+                               py::dict d;
+                               d["gathered_bytes"] = t.gathered_bytes;
+                               d["unrouted_bytes"] = t.unrouted_bytes;
                                return d;
                              })
       .def_property_readonly("rank", &PyEngine::rank)

@@ -156,6 +156,29 @@ def stage3_units(model, granularity_threshold=0):
     return [n for n in names if n not in shared]
 
 
+def _with_routed_units(model, units):
+    """``units`` with each transformers experts module inside one of them (fused experts,
+    model_parallel.fused_experts) added after it as a unit of its own: a routed unit, which stage
+    3 gathers only for the experts some rank routed rows to (core/zero/call_unit.h)."""
+    out = []
+    for name in units:
+        out.append(name)
+        for sub, module in model.get_submodule(name).named_modules():
+            if sub and getattr(module, "_zt_routed_unit", False):
+                out.append(f"{name}.{sub}")
+    return out
+
+
+def _mark_routed_units(model):
+    """Marks the fused experts modules, so that their mirrors are routed units (engine_bindings)."""
+    for module in model.modules():
+        try:
+            if _model_parallel.fused_experts(module) is not None:
+                module._zt_routed_unit = True
+        except ValueError:
+            pass  # not experts as transformers 5 holds them: gathered whole
+
+
 def _client_value(text):
     """A client_state value: JSON as save_checkpoint writes it; a C++ program's own entries
     (train_gpt's sampler position) are strings."""
@@ -177,6 +200,9 @@ def _release_engines_at_exit():
         for h in engine._hooks:
             h.remove()
         engine._hooks = []
+        for m in engine._routed_modules:
+            del m._zt_routed_gather
+        engine._routed_modules = []
         engine._engine = None
 
 
@@ -211,6 +237,17 @@ def _device_kind(module):
     return "auto"
 
 
+def _routed_pre_hook(gather):
+    """The forward pre-hook of a transformers experts module's routed unit: its forward is called
+    with (hidden_states, top_k_index, top_k_weights); index E (transformers' "no expert") takes no
+    row."""
+    def hook(module, args, kwargs):
+        index = args[1] if len(args) > 1 else kwargs["top_k_index"]
+        experts = module.num_experts
+        gather(torch.bincount(index.reshape(-1), minlength=experts + 1)[:experts])
+    return hook
+
+
 class ZeroEngine:
     """What ``zerotorch.initialize`` returns first: call it as the model, then ``backward(loss)``
     and ``step()`` every micro-step, as with DeepSpeed's engine. The parameters of ``module`` are
@@ -234,8 +271,9 @@ class ZeroEngine:
         module.to(self.device)
         # By default the units follow the config's stage3_module_granularity_threshold, which
         # the engine reads from the config before it asks for them.
-        choose = (lambda threshold: stage3_units(module, threshold)) if units is None \
-            else list(units)
+        _mark_routed_units(module)
+        choose = (lambda threshold: _with_routed_units(module, stage3_units(module, threshold))) \
+            if units is None else list(units)
         try:
             # A dict goes to the C++ loader as JSON text; a path is read there.
             path, text = ("", json.dumps(config)) if isinstance(config, dict) \
@@ -261,12 +299,29 @@ class ZeroEngine:
         self._check_tensor_group_inputs = self.model_parallel.tensor_parallel_size > 1
         self._param_ids = {id(p) for p in module.parameters()}
         self._hooks = []
+        self._routed_modules = []
         if self._engine.gathers_units:
             # Stage 3: a unit is gathered just before its forward and released after it; its
             # outputs' gradient hooks gather it again for its backward (core/zero/call_unit.h).
             engine = self._engine
+            expert_split = self.model_parallel.expert_parallel_size > 1
             for i, name in enumerate(units):
                 unit = module.get_submodule(name)
+                if getattr(unit, "_zt_routed_unit", False):
+                    # A routed unit: gathered once the rows each expert takes are known, by the
+                    # expert-parallel forward after its count exchange (model_parallel.py), else
+                    # from the routing the experts module is called with.
+                    gather = torch.compiler.disable(
+                        lambda rows, i=i: engine.unit_before_routed_forward(i, rows))
+                    if expert_split:
+                        unit._zt_routed_gather = gather
+                        self._routed_modules.append(unit)
+                    else:
+                        self._hooks.append(unit.register_forward_pre_hook(
+                            torch.compiler.disable(_routed_pre_hook(gather)), with_kwargs=True))
+                    self._hooks.append(unit.register_forward_hook(torch.compiler.disable(
+                        lambda _m, _args, out, i=i: engine.unit_after_forward(i, _tensors(out)))))
+                    continue
                 # In a compiled model the gathers run eagerly between the compiled parts (one
                 # graph break before and one after each unit), never traced.
                 self._hooks.append(unit.register_forward_pre_hook(torch.compiler.disable(
@@ -290,6 +345,9 @@ class ZeroEngine:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        for m in self._routed_modules:
+            del m._zt_routed_gather
+        self._routed_modules = []
 
     def __call__(self, *args, **kwargs):
         if self._check_tensor_group_inputs:
@@ -380,6 +438,13 @@ class ZeroEngine:
 
     def get_global_grad_norm(self):
         return self._engine.last_grad_norm
+
+    @property
+    def gather_traffic(self):
+        """Stage 3 since the engine began: gathered_bytes (parameters its gathers rebuilt) and
+        unrouted_bytes (experts left out of them because no rank of their group routed rows to
+        them); zeros below stage 3."""
+        return self._engine.gather_traffic
 
     @property
     def step_flops(self):

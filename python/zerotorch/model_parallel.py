@@ -267,6 +267,11 @@ def _expert_parallel_forward(groups, num_experts):
                     # (choice rank, token) in rank-major order: transformers' order.
                     routed[e] = torch.where(by_expert == e)
         every = groups.gather_expert_counts(mine)
+        # Stage 3 (engine.py): gather the local experts that rows reach on some rank, only those.
+        routed_gather = getattr(self, "_zt_routed_gather", None)
+        if routed_gather is not None:
+            routed_gather(torch.tensor([sum(every[s][me * per + local] for s in range(ep))
+                                        for local in range(per)]))
 
         def run(s, j):
             return sum(every[s][j * per:(j + 1) * per])
@@ -310,23 +315,37 @@ def _expert_parallel_forward(groups, num_experts):
     return forward
 
 
+def fused_experts(module):
+    """The number of experts ``module`` holds as transformers 5's fused ``gate_up_proj``
+    (E, 2I, C) and ``down_proj`` (E, C, I) with its ``num_experts`` and ``act_fn``; None for a
+    module without both parameters. ValueError for one that has them in another form."""
+    own = dict(module.named_parameters(recurse=False))
+    if "gate_up_proj" not in own or "down_proj" not in own:
+        return None
+    gate_up, down = own["gate_up_proj"], own["down_proj"]
+    experts = getattr(module, "num_experts", None)
+    if (experts is None or not hasattr(module, "act_fn") or gate_up.dim() != 3
+            or down.dim() != 3 or gate_up.shape[0] != experts or down.shape[0] != experts
+            or gate_up.shape[2] != down.shape[1] or gate_up.shape[1] != 2 * down.shape[2]):
+        raise ValueError("does not hold its experts as transformers 5's fused gate_up_proj "
+                         "(E, 2I, C) and down_proj (E, C, I)")
+    return experts
+
+
 def split_experts(model, groups):
     """Deals every experts module's experts over the expert group (module docstring). Returns
     {parameter name: 0} for the fused expert parameters."""
     ep, rank = groups.expert_parallel_size, groups.expert_parallel_rank
     split = {}
     for name, module in list(model.named_modules()):
-        own = dict(module.named_parameters(recurse=False))
-        if "gate_up_proj" not in own or "down_proj" not in own:
+        try:
+            experts = fused_experts(module)
+        except ValueError as e:
+            raise ValueError(f"expert_parallel.autoep_size {ep}: {name} "
+                             f"({type(module).__name__}) {e}") from None
+        if experts is None:
             continue
-        gate_up, down = own["gate_up_proj"], own["down_proj"]
-        experts = getattr(module, "num_experts", None)
-        if (experts is None or not hasattr(module, "act_fn") or gate_up.dim() != 3
-                or down.dim() != 3 or gate_up.shape[0] != experts or down.shape[0] != experts
-                or gate_up.shape[2] != down.shape[1] or gate_up.shape[1] != 2 * down.shape[2]):
-            raise ValueError(f"expert_parallel.autoep_size {ep}: {name} ({type(module).__name__}) "
-                             "does not hold its experts as transformers 5's fused gate_up_proj "
-                             "(E, 2I, C) and down_proj (E, C, I)")
+        gate_up, down = module.gate_up_proj, module.down_proj
         if experts % ep:
             raise ValueError(f"expert_parallel.autoep_size {ep} does not divide the {experts} "
                              f"experts of {name}")

@@ -91,12 +91,18 @@ constexpr int64_t kRows = 8;  // the global batch of a step: rows over dp ranks 
 constexpr int64_t kLength = 13;
 constexpr int64_t kPad = 0;
 
-zt::models::LlamaShape shape(int64_t heads, int64_t kv_heads, bool moe = false) {
+// sparse: 16 experts, each token to one, so that in most micro-batches some expert gets no row on
+// any rank (stage 3 then gathers only the others); its weight is the router's probability, not
+// renormalised (Qwen2-MoE's default), since one weight renormalised is 1 and would leave the
+// router a gradient of rounding residue alone, which Adam magnifies to steps of about lr.
+zt::models::LlamaShape shape(int64_t heads, int64_t kv_heads, bool moe = false,
+                             bool sparse = false) {
   zt::models::LlamaShape s;
   if (moe) {
     s.model_type = "mixtral";
-    s.moe.num_experts = 4;
-    s.moe.num_experts_per_tok = 2;
+    s.moe.num_experts = sparse ? 16 : 4;
+    s.moe.num_experts_per_tok = sparse ? 1 : 2;
+    s.moe.norm_topk_prob = !sparse;
     s.moe.intermediate_size = 48;
     s.moe.fp32_expert_weights = true;
     s.moe.output_router_logits = true;
@@ -143,6 +149,7 @@ struct Trace {
   std::vector<double> losses, grad_norms;
   std::map<std::string, torch::Tensor> params;  // this rank's slices under a tensor split
   std::shared_ptr<zt::dist::Communicator> tensor;
+  zt::GatherTraffic traffic;  // stage 3's gathers, before the final gathered read
 };
 
 zt::EngineOptions options(int stage, int sp, int accumulation) {
@@ -168,6 +175,7 @@ struct Mesh {
   int64_t loss_tile = 0;    // the model's loss_tile_tokens (models/tiled_loss.h)
   int64_t mlp_tile = 0;     // the model's mlp_tile_tokens (models/tiled_mlp.h)
   bool moe = false;         // a mixture of experts in every layer (see the top of the file)
+  bool sparse = false;      // with it: shape()'s 16 experts, top 1
   bool checkpoint = false;  // the model's activation_checkpointing (no change to the numbers)
   int ep = 1;               // ranks per expert group (a mixture's experts dealt over them)
 };
@@ -193,7 +201,7 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
     comm = std::make_shared<zt::dist::StagingCommunicator>(comm, run_device());
   }
   torch::manual_seed(7);
-  zt::models::LlamaShape s = shape(mesh.heads, mesh.kv_heads, mesh.moe);
+  zt::models::LlamaShape s = shape(mesh.heads, mesh.kv_heads, mesh.moe, mesh.sparse);
   s.loss_tile_tokens = mesh.loss_tile;
   s.mlp_tile_tokens = mesh.mlp_tile;
   s.activation_checkpointing = mesh.checkpoint;
@@ -261,6 +269,7 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
   if (!export_16bit.empty()) {
     EXPECT_TRUE(zt::save_16bit_model(engine, export_16bit)) << export_16bit;
   }
+  t.traffic = engine.gather_traffic();
   zt::Engine::GatheredParameters full(engine);
   for (auto& p : model->named_parameters()) {
     EXPECT_EQ(p.value().device(), run_device()) << p.key();
@@ -274,14 +283,16 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
 // the same micro-batches as the split runs, each the union of their ranks' rows), with the heads
 // of `mesh`'s model.
 const Trace& one_process(const Mesh& mesh) {
-  static std::map<std::tuple<int64_t, int64_t, bool>, Trace> traces;  // by heads and experts
-  const std::tuple<int64_t, int64_t, bool> key{mesh.heads, mesh.kv_heads, mesh.moe};
+  static std::map<std::tuple<int64_t, int64_t, bool, bool>, Trace> traces;  // heads, experts
+  const std::tuple<int64_t, int64_t, bool, bool> key{mesh.heads, mesh.kv_heads, mesh.moe,
+                                                     mesh.sparse};
   auto it = traces.find(key);
   if (it == traces.end()) {
     std::vector<std::vector<int>> alone;
     for (int r = 0; r < g_comm->size(); ++r) alone.push_back({r});
     Mesh whole{1, 1, mesh.heads, mesh.kv_heads};
     whole.moe = mesh.moe;
+    whole.sparse = mesh.sparse;
     it = traces
              .emplace(key, train(zt::dist::split_partition(*g_comm, alone), 0, whole,
                                  mesh.moe ? kAccumulation : 1))
@@ -294,7 +305,7 @@ const Trace& one_process(const Mesh& mesh) {
 std::map<std::string, torch::Tensor> sliced(const Trace& want, const Mesh& mesh,
                                             const std::shared_ptr<zt::dist::Communicator>& tensor) {
   if (!tensor) return want.params;
-  LlamaForCausalLM m(shape(mesh.heads, mesh.kv_heads, mesh.moe));
+  LlamaForCausalLM m(shape(mesh.heads, mesh.kv_heads, mesh.moe, mesh.sparse));
   {
     torch::NoGradGuard no_grad;
     for (auto& p : m->named_parameters()) p.value().copy_(want.params.at(p.key()));
@@ -428,6 +439,31 @@ TEST(ModelParallel, MixtureOfExpertsTrainsLikeOneProcess) {
   }
 }
 
+// Stage 3 gathers only the experts some rank of their group routed rows to: with 16 experts and
+// one per token, most micro-batches leave some expert without a row on every rank. -np 2 dp2,
+// -np 4 dp4 and dp4 over ep2 (expert groups of 2 ranks each), plain and with every layer
+// checkpointed (the recompute gathers the same experts again), train like one process, and the
+// bytes left out of the gathers are counted.
+TEST(ModelParallel, UnroutedExpertsSkipTheGatherBytesAndTrainLikeOneProcess) {
+  if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  for (int ep : {1, 2}) {
+    if (ep > 1 && g_comm->size() < 4) continue;  // each expert's group would be one rank
+    Mesh mesh = split(1, 1);
+    mesh.moe = true;
+    mesh.sparse = true;
+    mesh.ep = ep;
+    for (bool checkpoint : {false, true}) {
+      mesh.checkpoint = checkpoint;
+      const std::string what = std::string("16 experts, top 1") +
+                               (checkpoint ? ", checkpointed, " : ", ") + name_of(mesh, 3);
+      const Trace t = train(g_comm, 3, mesh, kAccumulation);
+      expect_like_one_process(t, mesh, what);
+      EXPECT_GT(t.traffic.unrouted_bytes, 0) << what << ": every expert was gathered";
+      EXPECT_GT(t.traffic.gathered_bytes, t.traffic.unrouted_bytes) << what;
+    }
+  }
+}
+
 // Expert parallelism (see the top of the file): -np 2 ep2, -np 4 dp4 over ep2 and ep4, at stages
 // 0-3, and at stage 3 with every layer checkpointed (the exchanges run again in the recompute).
 TEST(ModelParallel, ExpertParallelTrainsLikeOneProcess) {
@@ -449,8 +485,9 @@ TEST(ModelParallel, ExpertParallelTrainsLikeOneProcess) {
 
 // Skewed routing at stage 3 (2 ranks, one expert per token): embeddings and routers set so that
 // rank 0's tokens all go to expert 0, rank 1's all to expert 1, and experts 2 and 3 get none
-// anywhere. The steps finish on both ranks with the designed routing, and the experts nobody
-// routed to received no gradient: AdamW moved them by weight decay alone. Again at ep 2, where
+// anywhere. The steps finish on both ranks with the designed routing, the experts nobody routed
+// to were never gathered (their bytes counted), and they received no gradient: AdamW moved them
+// by weight decay alone. Again at ep 2, where
 // rank 0 holds experts 0 and 1 and rank 1 holds the two nobody routed to: rank 1 receives no row
 // and still takes part in every exchange, gather and reduction.
 void expect_skewed_routing_finishes(int ep) {
@@ -506,6 +543,18 @@ void expect_skewed_routing_finishes(int ep) {
       EXPECT_TRUE(torch::equal(taken, torch::tensor(want))) << "rank " << me << ": " << taken;
     }
   }
+  // Stage 3 left experts 2 and 3 out of every gather of a layer's experts (one for its forward,
+  // one for its backward, each step) and moved the other two: at ep 1, where their ZeRO group is
+  // both ranks. At ep 2 each expert index's group is one rank, with nothing to send.
+  int64_t half = 0;
+  for (const auto& p : model->named_parameters()) {
+    if (p.key().find("mlp.experts.") != std::string::npos) {
+      half += p.value().numel() / 2 * static_cast<int64_t>(p.value().element_size());
+    }
+  }
+  const zt::GatherTraffic traffic = engine.gather_traffic();
+  EXPECT_EQ(traffic.unrouted_bytes, ep == 1 ? 2 * kSkewSteps * half : 0) << "ep " << ep;
+  EXPECT_GT(traffic.gathered_bytes, 0);
   zt::Engine::GatheredParameters full(engine);
   const double decay = std::pow(1.0 - o.hyper.lr * o.hyper.weight_decay, kSkewSteps);
   for (const auto& p : model->named_parameters()) {
@@ -526,7 +575,7 @@ void expect_skewed_routing_finishes(int ep) {
   }
 }
 
-TEST(ModelParallel, SkewedRoutingFinishesAtStage3) {
+TEST(ModelParallel, SkewedRoutingFinishesAtStage3AndSkipsTheGatherBytes) {
   if (g_comm->size() != 2) GTEST_SKIP() << "the 2-rank skew";
   expect_skewed_routing_finishes(1);
   expect_skewed_routing_finishes(2);

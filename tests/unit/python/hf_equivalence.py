@@ -146,8 +146,13 @@ def run_case(argv):
     assert engine.world_size == world
     if stage == 3:
         # The decoder layers, and every other module holding parameters of its own; the tied
-        # GPT-2 embedding and head stay with the root.
-        want = (["model.embed_tokens"] + [f"model.layers.{i}" for i in range(3)]
+        # GPT-2 embedding and head stay with the root. A mixture's experts are a routed unit
+        # inside their layer, gathered once routed.
+        def routed(i):  # Qwen2-MoE's mlp_only_layers keep a dense MLP
+            return hasattr(getattr(model.model.layers[i], "mlp", None), "experts")
+        want = (["model.embed_tokens"]
+                + [u for i in range(3) for u in [f"model.layers.{i}"]
+                   + ([f"model.layers.{i}.mlp.experts"] if routed(i) else [])]
                 + ["model.norm", "lm_head"] if kind != "gpt2" else
                 ["transformer.wpe"] + [f"transformer.h.{i}" for i in range(3)]
                 + ["transformer.ln_f"])

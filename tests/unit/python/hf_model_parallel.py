@@ -9,20 +9,23 @@ sequence x tensor ranks, must train like plain single-process ``torch.optim.Adam
 global batches, fp32, with the Trainer's "auto" values (clipping 1.0, accumulation): the
 per-step loss of each data-parallel batch within 1e-5, and the final parameters (tensor slices
 joined) within 3e-5 of each tensor's norm (1e-7 with SGD, below). A tiny ``MixtralForCausalLM`` or
-``Qwen2MoeForCausalLM`` (4 experts, top 2; Qwen2-MoE's shared expert) trains the same way with the
+``Qwen2MoeForCausalLM`` (4 experts, top 2; Qwen2-MoE's shared expert; qwen2_moe16: 16 experts,
+top 1, so that some expert often gets no row on any rank) trains the same way with the
 ``expert_parallel`` block (``ep<N>`` in SPLIT, borrowed from the data-parallel ranks: each holds
 4 / N experts of every layer, its tokens exchanged with the others). Rows are padded unevenly on
 the right and 13 positions long, so a sequence split pads them too. ``split_sequence`` and
 ``causal_lm_loss`` feed every split the same way.
 
 usage: hf_model_parallel.py MODEL SPLIT PLAN STAGE ACC OUT [checks] [+ ...]
-  MODEL llama|llama-kv2|llama-uneven|qwen3|mixtral|qwen2_moe; SPLIT dp<N>_sp<N>_tp<N>_ep<N> (a
+  MODEL llama|llama-kv2|llama-uneven|qwen3|mixtral|qwen2_moe|qwen2_moe16; SPLIT
+  dp<N>_sp<N>_tp<N>_ep<N> (a
   part left out is 1; ep divides dp);
   PLAN hf (the model's tp_plan), preset (preset_model "llama"), patterns (partition_config);
   checks: save16: the 16-bit model, written by every rank, holds the whole weights; sgd: SGD at
   lr 0.5 instead of AdamW, parameters within 1e-7 of each tensor's norm (AdamW amplifies
   rounding differences where a gradient is near zero; SGD shows the gradients themselves);
-  device: the model on the host-backed test device (zttest), the reference on the CPU.
+  device: the model on the host-backed test device (zttest), the reference on the CPU; unrouted:
+  stage 3 counted experts it did not gather because no rank routed to them.
   MODEL refuse: the one-line errors (heads that do not split, an eager attention, a model with
   no plan, a model without experts); SPLIT then names the split to refuse at.
 """
@@ -58,14 +61,17 @@ def tiny(kind, heads=8, kv_heads=4, attn="sdpa", hidden=64, inter=96):
                   num_hidden_layers=2,
                   num_attention_heads=heads, num_key_value_heads=kv_heads,
                   max_position_embeddings=64, attn_implementation=attn)
+    experts, top = (16, 1) if kind == "qwen2_moe16" else (4, 2)
+    if kind == "qwen2_moe16":
+        kind = "qwen2_moe"
     if kind in ("mixtral", "qwen2_moe"):
-        moe = dict(num_experts_per_tok=2, output_router_logits=False, **common)
+        moe = dict(num_experts_per_tok=top, output_router_logits=False, **common)
         if kind == "mixtral":
             return transformers.MixtralForCausalLM(transformers.MixtralConfig(
                 num_local_experts=4, **moe))
         moe.pop("intermediate_size")
         return transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
-            num_experts=4, moe_intermediate_size=inter, shared_expert_intermediate_size=inter,
+            num_experts=experts, moe_intermediate_size=inter, shared_expert_intermediate_size=inter,
             intermediate_size=inter, norm_topk_prob=False, **moe))
     if kind == "qwen3":
         return transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=hidden // heads,
@@ -151,6 +157,11 @@ def run_case(argv):
     dp, sp, tp, ep = sizes["dp"], sizes["sp"], sizes["tp"], sizes["ep"]
     assert dp * sp * tp == world and dp % ep == 0, (split, world)
     model = tiny(kind)
+    if "device" in checks and kind.startswith(("mixtral", "qwen2_moe")) and ep == 1:
+        # transformers' default experts kernel (grouped_mm) counts rows with an integer histc
+        # on any device but the CPU and MPS, which the host-backed test device runs with the
+        # CPU's kernel, which has none: the experts loop instead, on both sides.
+        model.set_experts_implementation("eager")
     reference = copy.deepcopy(model)
     g = torch.Generator().manual_seed(1)
     data = []
@@ -218,10 +229,15 @@ def run_case(argv):
 
     split_dims = engine._engine.tensor_split_params
     assert bool(split_dims) == (tp > 1 or ep > 1), split_dims
-    if ep > 1:  # each rank holds 4 / ep experts of every layer
+    if ep > 1:  # each rank holds E / ep experts of every layer
         assert all(n.endswith(("experts.gate_up_proj", "experts.down_proj")) for n in split_dims)
         held = [p for n, p in model.named_parameters() if n in split_dims]
-        assert held and all(p.shape[0] == 4 // ep for p in held), [p.shape for p in held]
+        experts = 16 if kind == "qwen2_moe16" else 4
+        assert held and all(p.shape[0] == experts // ep for p in held), [p.shape for p in held]
+    if "unrouted" in checks:
+        # Stage 3 left out of its gathers the experts no rank of their group routed rows to.
+        traffic = engine.gather_traffic
+        assert 0 < traffic["unrouted_bytes"] < traffic["gathered_bytes"], traffic
     groups = engine.model_parallel
     with zerotorch.zero.GatheredParameters(list(model.parameters())):
         got = {n: (groups.join_over_split_group(p.detach(), split_dims[n]) if n in split_dims

@@ -221,8 +221,9 @@ def test_hf_stage3_frozen(case, launches):
 
 
 # Sequence, tensor and expert parallelism for Hugging Face models (the config's
-# sequence_parallel_size, tensor_parallel and expert_parallel blocks; plans: the model's tp_plan, preset_model, partition_config), every
-# split of 2 and 4 ranks: (world, model, split, plan, stage, accumulation, checks).
+# sequence_parallel_size, tensor_parallel and expert_parallel blocks; plans: the model's tp_plan,
+# preset_model, partition_config), every split of 2 and 4 ranks: (world, model, split, plan,
+# stage, accumulation, checks).
 @cases(MpCase, (2, "llama", "sp2", "hf", 1, 2), (2, "qwen3", "sp2", "hf", 3, 2),
                (2, "llama-uneven", "sp2", "hf", 3, 2),
                (2, "llama-uneven", "sp2", "hf", 1, 1, ("sgd",)),
@@ -245,7 +246,11 @@ def test_hf_stage3_frozen(case, launches):
                (2, "mixtral", "dp2_ep2", "hf", 3, 2, ("save16",)),
                (2, "qwen2_moe", "dp2_ep2", "hf", 2, 1, ("sgd", "save16")),
                (4, "mixtral", "dp4_ep2", "hf", 1, 2), (4, "mixtral", "dp4_ep4", "hf", 2, 1),
-               (2, "mixtral", "dp2_ep2", "hf", 3, 1, ("device", "sgd")))
+               (2, "mixtral", "dp2_ep2", "hf", 3, 1, ("device", "sgd")),
+               # Stage 3 gathers only the experts some rank of their group routed rows to.
+               (2, "qwen2_moe16", "dp2", "hf", 3, 2, ("unrouted",)),
+               (4, "qwen2_moe16", "dp4_ep2", "hf", 3, 1, ("unrouted",)),
+               (2, "qwen2_moe16", "dp2", "hf", 3, 1, ("device", "sgd", "unrouted")))
 def test_hf_sequence_and_tensor_splits_train_like_torch(case, launches):
     launches.check(case)
 

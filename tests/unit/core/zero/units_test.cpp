@@ -1,4 +1,5 @@
-// Stage-3 units chosen by class (zero::units_of_types) instead of by name.
+// Stage-3 units chosen by class (zero::units_of_types) instead of by name, and units declared
+// inside others (zero::plan_units).
 #include "core/zero/units.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,53 @@ TEST(UnitsOfTypes, NestedMatchesBelongToTheOuterUnit) {
   auto shared = std::make_shared<Net>();  // plan_units walks the model with include_self
   UnitPlan plan = plan_units(*shared, units_of_types(*shared, {"Block", "Linear"}));
   EXPECT_EQ(plan.units.size(), want.size() + 1);  // and the root (emb)
+}
+
+struct RoutedLinearImpl : torch::nn::LinearImpl, RoutedUnit {
+  RoutedLinearImpl() : torch::nn::LinearImpl(4, 4) {}
+};
+
+TEST(PlanUnits, AUnitInsideAnotherTakesItsOwnParametersWhicheverIsNamedFirst) {
+  auto net = std::make_shared<Net>();
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"blocks.0", "blocks.0.inner", "blocks.1"},
+        std::vector<std::string>{"blocks.0.inner", "blocks.0", "blocks.1"}}) {
+    UnitPlan plan = plan_units(*net, names);
+    ASSERT_EQ(plan.units.size(), 4u);
+    for (size_t u = 0; u < names.size(); ++u) {
+      EXPECT_EQ(plan.units[u]->name, names[u]);  // in the order declared
+      std::vector<std::string> got;
+      for (const auto& p : plan.units[u]->params) got.push_back(p.first);
+      const std::vector<std::string> want =
+          names[u] == "blocks.0.inner"
+              ? std::vector<std::string>{"blocks.0.inner.weight", "blocks.0.inner.bias"}
+          : names[u] == "blocks.0"
+              ? std::vector<std::string>{"blocks.0.fc.weight", "blocks.0.fc.bias"}
+              : std::vector<std::string>{"blocks.1.fc.weight", "blocks.1.fc.bias",
+                                         "blocks.1.inner.weight", "blocks.1.inner.bias"};
+      EXPECT_EQ(got, want) << names[u];
+      EXPECT_FALSE(plan.units[u]->routed);
+    }
+  }
+  // Two units that share a parameter without one holding the other: the same unit twice.
+  try {
+    plan_units(*net, {"blocks.0", "blocks.0"});
+    FAIL() << "no error";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to two engine units"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PlanUnits, ARoutedModuleMakesARoutedUnit) {
+  auto net = std::make_shared<Net>();
+  BlockImpl* block = net->blocks[1]->as<BlockImpl>();
+  block->inner = torch::nn::Linear(std::shared_ptr<torch::nn::LinearImpl>(
+      block->replace_module("inner", std::make_shared<RoutedLinearImpl>())));
+  UnitPlan plan = plan_units(*net, {"blocks.1", "blocks.1.inner"});
+  EXPECT_FALSE(plan.units[0]->routed);
+  EXPECT_TRUE(plan.units[1]->routed);
+  EXPECT_EQ(plan.units[1]->params.size(), 2u);
 }
 
 TEST(UnitsOfTypes, ATypeMatchingNothingIsAnErrorNamingIt) {

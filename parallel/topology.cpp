@@ -118,6 +118,24 @@ std::shared_ptr<Communicator> sequence_group(int sp, Communicator& world) {
   return split_partition(world, groups);
 }
 
+// A split of `world` into groups of n consecutive ranks (the tensor or expert groups) and the
+// groups of the ranks with the same index in theirs, striding across them (the ZeRO worlds).
+struct SplitGroups {
+  std::shared_ptr<Communicator> split, same_index;
+};
+SplitGroups split_groups(int n, Communicator& world) {
+  std::vector<std::vector<int>> split(static_cast<size_t>(world.size() / n));
+  std::vector<std::vector<int>> same_index(static_cast<size_t>(n));
+  for (int r = 0; r < world.size(); ++r) {
+    split[static_cast<size_t>(r / n)].push_back(r);
+    same_index[static_cast<size_t>(r % n)].push_back(r);
+  }
+  SplitGroups g;
+  g.split = split_partition(world, split);
+  g.same_index = split_partition(world, same_index);
+  return g;
+}
+
 }  // namespace
 
 std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> world,
@@ -138,27 +156,17 @@ std::shared_ptr<const Topology> make_topology(std::shared_ptr<Communicator> worl
   ZT_CHECK(tp >= 1 && world->size() % tp == 0, "tensor_parallel.autotp_size = ", tp,
            " must divide the number of ranks (", world->size(), ")");
   if (tp > 1) {
-    std::vector<std::vector<int>> tensor(static_cast<size_t>(world->size() / tp));
-    std::vector<std::vector<int>> same_index(static_cast<size_t>(tp));
-    for (int r = 0; r < world->size(); ++r) {
-      tensor[static_cast<size_t>(r / tp)].push_back(r);
-      same_index[static_cast<size_t>(r % tp)].push_back(r);
-    }
-    t->tensor = split_partition(*world, tensor);
-    world = split_partition(*world, same_index);
+    SplitGroups g = split_groups(tp, *world);
+    t->tensor = g.split;
+    world = g.same_index;
   }
   ZT_CHECK(ep >= 1 && world->size() % ep == 0, "expert_parallel.autoep_size = ", ep,
            " must divide the number of ranks (", world->size(), ")");
   if (ep > 1) {
-    std::vector<std::vector<int>> expert(static_cast<size_t>(world->size() / ep));
-    std::vector<std::vector<int>> same_index(static_cast<size_t>(ep));
-    for (int r = 0; r < world->size(); ++r) {
-      expert[static_cast<size_t>(r / ep)].push_back(r);
-      same_index[static_cast<size_t>(r % ep)].push_back(r);
-    }
-    t->expert = split_partition(*world, expert);
+    SplitGroups g = split_groups(ep, *world);
+    t->expert = g.split;
     t->batch = world;
-    world = split_partition(*world, same_index);
+    world = g.same_index;
   }
   t->world = world;
   if (!t->batch) t->batch = world;

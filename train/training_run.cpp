@@ -236,6 +236,12 @@ void TrainingRun::write_summary(const Fields& extra) {
     append(f, {{"tokens_per_s", total_tokens_ / train_s},
                {"padding_fraction", 1.0 - total_tokens_ / total_padded_}});
   }
+  const GatherTraffic traffic = t_.engine->gather_traffic();
+  if (traffic.gathered_bytes > 0) {
+    // Stage 3, rank 0's gathers: the bytes rebuilt, and the experts no rank routed to, left out.
+    append(f, {{"stage3_gathered_bytes", double(traffic.gathered_bytes)},
+               {"stage3_unrouted_bytes", double(traffic.unrouted_bytes)}});
+  }
   append(f, extra);
   MetricsLog summary(t_.comm->rank() == 0 ? args_.out_dir + "/summary.json" : "");
   summary.write(f);

@@ -7,7 +7,8 @@ with expert_parallel.autoep_size 1 and 2, alternated run by run.
 
 Tokens/s is train_llama's own (summary.json: real tokens over both ranks per second of
 training); memory is the larger rank's peak resident set, as GNU time reports it for ztrun
-(the largest of the processes it waited for).
+(the largest of the processes it waited for). At stage 3 the summary also gives rank 0's gather
+bytes: rebuilt, and left out because no rank of the experts' group routed rows to them.
 """
 import argparse
 import json
@@ -66,7 +67,9 @@ def run(build, stage, ep, steps, work):
     rss = [int(l.split()[1]) for l in r.stderr.splitlines() if l.startswith("MAXRSS ")][-1]
     s = json.load(open(os.path.join(out, "summary.json")))
     return {"stage": stage, "ep": ep, "tokens_per_s": s["tokens_per_s"],
-            "peak_rss_mib": rss / 1024.0, "valid_loss_after": s.get("valid_loss_after")}
+            "peak_rss_mib": rss / 1024.0, "valid_loss_after": s.get("valid_loss_after"),
+            "unrouted_mib": s.get("stage3_unrouted_bytes", 0) / 2**20,
+            "gathered_mib": s.get("stage3_gathered_bytes", 0) / 2**20}
 
 
 def main():
@@ -85,15 +88,18 @@ def main():
                     rows.append(run(a.build_dir, stage, ep, a.steps, work))
                     print(json.dumps(rows[-1]), flush=True)
     print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after\n")
-    print("| stage | autoep_size | tokens/s (median) | peak RSS MiB (larger rank) | runs (tokens/s) |")
-    print("|---|---|---|---|---|")
+    print("| stage | autoep_size | tokens/s (median) | peak RSS MiB (larger rank) | runs (tokens/s) "
+          "| stage-3 gathers, rank 0: MiB rebuilt / MiB of unrouted experts left out |")
+    print("|---|---|---|---|---|---|")
     for stage in sorted({r["stage"] for r in rows}):
         for ep in (1, 2):
             runs = [r for r in rows if r["stage"] == stage and r["ep"] == ep]
             tps = sorted(r["tokens_per_s"] for r in runs)
             print(f"| {stage} | {ep} | {tps[len(tps) // 2]:.0f} | "
                   f"{max(r['peak_rss_mib'] for r in runs):.0f} | "
-                  f"{', '.join(f'{t:.0f}' for t in tps)} |")
+                  f"{', '.join(f'{t:.0f}' for t in tps)} | "
+                  + (f"{runs[0]['gathered_mib']:.0f} / {runs[0]['unrouted_mib']:.1f} |"
+                     if stage == 3 else "- |"))
 
 
 if __name__ == "__main__":

@@ -178,7 +178,11 @@ void ParamGather::prefetch_after(size_t u, int direction) {
   const int64_t declared = static_cast<int64_t>(root());
   int64_t v = static_cast<int64_t>(u) + direction;
   for (; v >= 0 && v < declared && budget > 0; v += direction) {
-    if (plan_.units[static_cast<size_t>(v)]->routed) continue;  // gathered once routed
+    if (plan_.units[static_cast<size_t>(v)]->routed) {
+      // Gathered once routed; a shard on NVMe can be read ahead all the same.
+      for (Bucket* b : unit_buckets(static_cast<size_t>(v))) b->prefetch_shard();
+      continue;
+    }
     for (Bucket* b : unit_buckets(static_cast<size_t>(v))) {
       budget -= b->layout().padded_numel();
       gather(*b, false);

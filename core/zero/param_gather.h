@@ -12,10 +12,10 @@
 // scope (Engine::GatheredParameters) keeps everything gathered until it ends. Below stage 3
 // every call is a no-op: the full parameters are always resident.
 //
-// A routed unit (call_unit.h: a layer's experts) is never prefetched: it is gathered once its
-// routing is known, and then only the experts some rank of the group routed rows to (the others
-// are neither sent nor received; their range of the full buffer is left as it is), again for its
-// backward.
+// A routed unit (call_unit.h: a layer's experts) is never prefetched (a shard on NVMe is still
+// read ahead): it is gathered once its routing is known, and then only the experts some rank of the
+// group routed rows to (the others are neither sent nor received; their range of the full buffer is
+// left as it is), again for its backward.
 //
 // A unit's frozen buckets (unit_buckets.h) are gathered and released with it. In backward they get
 // no gradient to say when they are done, so they are released when backward reaches an earlier unit

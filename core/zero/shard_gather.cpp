@@ -224,21 +224,48 @@ bool ShardGather::start_ranges(dist::Communicator& comm, ParamShard& shard,
   if (hpz_ > 1 || !from_shards_->exact() || shard.stored().data.defined()) return false;
   refill_storage(params, static_cast<size_t>(params.numel() * params.element_size()));
   shard.load_into(params.narrow(0, own_.begin, own_.size()), /*non_blocking=*/false);
+  // One broadcast per rank whose shard holds some of the ranges: its pieces packed, in order
+  // (every rank knows the ranges, so every rank issues the same broadcasts).
   const int64_t per = params.numel() / comm.size();
-  for (const dist::Range& r : ranges) {
-    for (int k = 0; k < comm.size(); ++k) {
+  own_rank_ = comm.rank();
+  for (int k = 0; k < comm.size(); ++k) {
+    Pieces from;
+    from.root = k;
+    int64_t n = 0;
+    for (const dist::Range& r : ranges) {
       const dist::Range piece = dist::intersect(r, {k * per, (k + 1) * per});
       if (piece.empty()) continue;
-      at::Tensor values = params.narrow(0, piece.begin, piece.size());
-      pieces_.push_back(comm.broadcast(values, k));
+      from.ranges.push_back(piece);
+      n += piece.size();
     }
+    if (n == 0) continue;
+    from.packed = at::empty({n}, params.options());
+    if (k == comm.rank()) {
+      int64_t at = 0;
+      for (const dist::Range& piece : from.ranges) {
+        from.packed.narrow(0, at, piece.size()).copy_(params.narrow(0, piece.begin, piece.size()));
+        at += piece.size();
+      }
+    }
+    from.work = comm.broadcast(from.packed, k);
+    pieces_.push_back(std::move(from));
   }
   return true;
 }
 
 void ShardGather::finish(const at::Tensor& params, WaitClock& clock) {
   if (!pieces_.empty()) {
-    for (const dist::WorkPtr& w : pieces_) clock.wait(w);
+    at::Tensor out = params;  // a handle: the values land in params' storage
+    for (Pieces& from : pieces_) {
+      clock.wait(from.work);
+      int64_t at = 0;
+      for (const dist::Range& piece : from.ranges) {
+        if (from.root != own_rank_) {
+          out.narrow(0, piece.begin, piece.size()).copy_(from.packed.narrow(0, at, piece.size()));
+        }
+        at += piece.size();
+      }
+    }
     pieces_.clear();
     return;
   }

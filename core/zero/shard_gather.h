@@ -63,8 +63,9 @@ class ShardGather {
   // hpZ copy where one is kept and a group is given, else over `comm` from `shard`.
   void start(dist::Communicator& comm, dist::Communicator* copy_group, ParamShard& shard,
              const at::Tensor& params);
-  // Rebuilds only `ranges` of `params` (flat coordinates, sorted, disjoint), each piece
-  // broadcast by the rank whose shard holds it, over `comm`; this rank's slice is loaded whole.
+  // Rebuilds only `ranges` of `params` (flat coordinates, sorted, disjoint) over `comm`: each
+  // rank whose shard holds some of them broadcasts its pieces packed into one buffer (one
+  // collective per such rank, each value sent once); this rank's slice is loaded whole.
   // Returns false, starting nothing, where the wire does not send values as they are (qwZ, a
   // quantized shard, the two-level wire) or with hpZ (whose copy is the whole buffer's).
   bool start_ranges(dist::Communicator& comm, ParamShard& shard, const at::Tensor& params,
@@ -80,9 +81,17 @@ class ShardGather {
   int hpz_, hpz_rank_;
   dist::Range own_;
   GatherWire* active_ = nullptr;
-  std::vector<dist::WorkPtr> pieces_;  // start_ranges' broadcasts in flight
-  bool on_side_ = false;               // the gather in flight was issued on the side copy stream
-  bool reads_shards_ = false;          // the gather in flight reads the shards
+  // start_ranges' broadcasts in flight: one per root, its pieces of the ranges packed.
+  struct Pieces {
+    int root = 0;
+    std::vector<dist::Range> ranges;
+    at::Tensor packed;
+    dist::WorkPtr work;
+  };
+  std::vector<Pieces> pieces_;
+  int own_rank_ = 0;           // this rank in the group start_ranges ran over
+  bool on_side_ = false;       // the gather in flight was issued on the side copy stream
+  bool reads_shards_ = false;  // the gather in flight reads the shards
   GatherPart copy_;
 };
 

@@ -172,10 +172,12 @@ struct Mesh {
   // The model's query and key/value heads: tensor splits take 8 over 4 (4 key/value heads split
   // at tp 4), sequence splits 4 over 2 (replicated at sp 4).
   int64_t heads = 4, kv_heads = 2;
-  int64_t loss_tile = 0;    // the model's loss_tile_tokens (models/tiled_loss.h)
-  int64_t mlp_tile = 0;     // the model's mlp_tile_tokens (models/tiled_mlp.h)
-  bool moe = false;         // a mixture of experts in every layer (see the top of the file)
-  bool sparse = false;      // with it: shape()'s 16 experts, top 1
+  int64_t loss_tile = 0;  // the model's loss_tile_tokens (models/tiled_loss.h)
+  int64_t mlp_tile = 0;   // the model's mlp_tile_tokens (models/tiled_mlp.h)
+  bool moe = false;       // a mixture of experts in every layer (see the top of the file)
+  bool sparse = false;    // with it: shape()'s 16 experts, top 1
+  // Stage 3's shards in host memory or on NVMe (offload_param cpu, nvme); none by default.
+  zt::OffloadDevice offload_param = zt::OffloadDevice::kNone;
   bool checkpoint = false;  // the model's activation_checkpointing (no change to the numbers)
   int ep = 1;               // ranks per expert group (a mixture's experts dealt over them)
 };
@@ -210,6 +212,12 @@ Trace train(std::shared_ptr<zt::dist::Communicator> comm, int stage, Mesh mesh, 
   zt::EngineOptions o = options(stage, mesh.sp, accumulation);
   o.tensor_parallel_size = mesh.tp;
   o.expert_parallel_size = mesh.ep;
+  o.offload_param.device = mesh.offload_param;
+  if (mesh.offload_param == zt::OffloadDevice::kNvme) {
+    o.offload_param.nvme_path = std::string(ZT_BINARY_DIR) + "/model_parallel_nvme_r" +
+                                std::to_string(comm->rank()) + "_np" + std::to_string(comm->size());
+    o.offload_param.buffer_size = 1 << 16;  // the largest shard: 16 experts' gate_up over 2
+  }
   zt::dist::TopologyOptions to;
   to.sequence_parallel_size = mesh.sp;
   to.tensor_parallel_size = mesh.tp;
@@ -443,7 +451,8 @@ TEST(ModelParallel, MixtureOfExpertsTrainsLikeOneProcess) {
 // one per token, most micro-batches leave some expert without a row on every rank. -np 2 dp2,
 // -np 4 dp4 and dp4 over ep2 (expert groups of 2 ranks each), plain and with every layer
 // checkpointed (the recompute gathers the same experts again), train like one process, and the
-// bytes left out of the gathers are counted.
+// bytes left out of the gathers are counted; so are they at dp2 with the shards in host memory and
+// on NVMe (offload_param cpu, nvme: the partial gather reads this rank's shard from there).
 TEST(ModelParallel, UnroutedExpertsSkipTheGatherBytesAndTrainLikeOneProcess) {
   if (g_comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
   for (int ep : {1, 2}) {
@@ -461,6 +470,19 @@ TEST(ModelParallel, UnroutedExpertsSkipTheGatherBytesAndTrainLikeOneProcess) {
       EXPECT_GT(t.traffic.unrouted_bytes, 0) << what << ": every expert was gathered";
       EXPECT_GT(t.traffic.gathered_bytes, t.traffic.unrouted_bytes) << what;
     }
+  }
+  if (g_comm->size() != 2 || !run_device().is_cpu()) return;
+  for (zt::OffloadDevice where : {zt::OffloadDevice::kCpu, zt::OffloadDevice::kNvme}) {
+    Mesh mesh = split(1, 1);
+    mesh.moe = true;
+    mesh.sparse = true;
+    mesh.offload_param = where;
+    const std::string what = std::string("16 experts, top 1, offload_param ") +
+                             (where == zt::OffloadDevice::kCpu ? "cpu, " : "nvme, ") +
+                             name_of(mesh, 3);
+    const Trace t = train(g_comm, 3, mesh, kAccumulation);
+    expect_like_one_process(t, mesh, what);
+    EXPECT_GT(t.traffic.unrouted_bytes, 0) << what << ": every expert was gathered";
   }
 }
 

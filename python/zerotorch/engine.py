@@ -179,6 +179,22 @@ def _mark_routed_units(model):
             pass  # not experts as transformers 5 holds them: gathered whole
 
 
+def _refuse_native_expert_parallel(model):
+    """DeepSpeed's own MoE layer (``deepspeed.moe.layer.MoE``) trains here at ``ep_size`` 1: its
+    gate and experts are ordinary modules, ZeRO-sharded with the rest. At a larger ``ep_size`` its
+    all-to-alls need the expert groups DeepSpeed's engine gives it (``set_deepspeed_parallelism``),
+    which this engine does not make: refused before anything is built."""
+    for name, m in model.named_modules():
+        kind = type(m)
+        if (kind.__module__ == "deepspeed.moe.layer" and kind.__name__ == "MoE"
+                and getattr(m, "ep_size", 1) > 1):
+            raise ValueError(
+                f"{name or 'the model'} (deepspeed.moe.layer.MoE) has ep_size {m.ep_size}: "
+                "DeepSpeed's MoE layer trains here with every expert on every rank (ep_size 1, "
+                "ZeRO-sharded with the rest); for expert parallelism use a transformers MoE model "
+                "with the expert_parallel block")
+
+
 def _client_value(text):
     """A client_state value: JSON as save_checkpoint writes it; a C++ program's own entries
     (train_gpt's sampler position) are strings."""
@@ -262,6 +278,7 @@ class ZeroEngine:
             self._compiled_call = module
             module = module._orig_mod
         self.module = module
+        _refuse_native_expert_parallel(module)
         # DeepSpeed moves the module to the local rank's accelerator (cuda:LOCAL_RANK), whatever
         # device it was built on; so does the engine here, and a module already on a device stays
         # on that kind. The C++ side resolves the name (train/device.h) and creates the

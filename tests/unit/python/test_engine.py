@@ -597,6 +597,19 @@ def test_granularity_leaves_are_deepspeeds():
     assert any(leaves and "" not in leaves for leaves in ours)  # the attention-only case is seen
 
 
+def test_deepspeeds_own_moe_layer_trains_at_ep_size_1_and_refuses_more(tmp_path):
+    """deepspeed.moe.layer.MoE itself (native_moe.py, run with DeepSpeed's virtualenv) in a model
+    trained by zerotorch.initialize: like plain torch at stages 2 and 3 with ep_size 1, and
+    ep_size 2 refused in one line."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(zerotorch.__file__)),
+               OMP_NUM_THREADS="1")
+    r = subprocess.run([_deepspeed_python(), os.path.join(HERE, "native_moe.py"),
+                        str(tmp_path)], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=tmp_path)
+    assert r.returncode == 0 and "native moe: equal" in r.stdout, \
+        r.stdout[-2000:] + r.stderr[-3000:]
+
+
 def test_granularity_threshold_chooses_the_units(tmp_path):
     """The config's threshold reaches the engine's units: at 300 the attention modules join the
     blocks they sit in (a leaf inside a unit is fetched with it), so the units stay the same; at

@@ -428,10 +428,10 @@ TEST(ModelParallel, Sp2Tp2) {
 }
 
 // A mixture of experts (see the top of the file) with the whole batch's load-balancing loss: -np 2
-// dp2 and sp2, -np 4 dp4 and dp2_sp2, at stages 1-3 (stage 3 gathers each layer's experts whole,
-// whatever the routing), train like one process; so do they at stage 3 with every layer's
-// activations checkpointed, where the loss's gradient reaches the routers when each layer runs
-// again in backward.
+// dp2 and sp2, -np 4 dp4 and dp2_sp2, at stages 1-3 (stage 3 gathers the experts some rank
+// routed to, whatever each rank's routing), train like one process; so do they at stage 3 with
+// every layer's activations checkpointed, where the loss's gradient reaches the routers when each
+// layer runs again in backward.
 TEST(ModelParallel, MixtureOfExpertsTrainsLikeOneProcess) {
   for (int sp : {1, 2}) {
     if (g_comm->size() % sp != 0) continue;

@@ -187,6 +187,10 @@ class Engine {
   // every rank of the tensor (expert) group (EngineOptions::tensor_split_params; equal or, for
   // uneven head counts, not); checkpoints and 16-bit exports join and cut slices by them.
   const std::map<std::string, std::vector<int64_t>>& tensor_slices() const;
+  // Each dealt parameter's name on every rank of the split group, by this rank's name
+  // (EngineOptions::dealt_params: the same position of the model, with the same shape, holds
+  // rank r's own parameter under names[r]); checkpoints and 16-bit exports hold all of them.
+  const std::map<std::string, std::vector<std::string>>& dealt_names() const;
 
   // Visits every parameter with its full values in the compute dtype, one stage-3 unit at a time
   // (gathered, visited, released: peak memory ~ the largest unit), then the frozen parameters.

@@ -46,7 +46,8 @@ struct Engine::Impl {
   // shard_comm_ and replicated across replica_comm_; otherwise shard_comm_ is comm_ and
   // replica_comm_ is null. hpz_comm_: ZeRO++ hpZ's secondary partition group, or null.
   std::shared_ptr<const dist::Topology> topology_;
-  std::map<std::string, std::vector<int64_t>> tensor_slices_;  // Engine::tensor_slices
+  std::map<std::string, std::vector<int64_t>> tensor_slices_;    // Engine::tensor_slices
+  std::map<std::string, std::vector<std::string>> dealt_names_;  // Engine::dealt_names
   std::shared_ptr<dist::Communicator> shard_comm_, replica_comm_, hpz_comm_;
   int rank_ = 0;
   int world_ = 1;

@@ -42,11 +42,11 @@ void check_engine_options(const EngineOptions& o) {
            ": experts are not split over a tensor group; set one of them to 1");
   // The same for experts: a model that did not deal its experts over the expert group would
   // train each expert index as a copy.
-  ZT_CHECK(o.expert_parallel_size == 1 || !o.tensor_split_params.empty(),
+  ZT_CHECK(o.expert_parallel_size == 1 || !o.tensor_split_params.empty() || !o.dealt_params.empty(),
            "expert_parallel.autoep_size ", o.expert_parallel_size,
-           ": the model names no split parameters (EngineOptions::tensor_split_params), so its "
-           "experts are not dealt over the expert group; this program does not support expert "
-           "parallelism");
+           ": the model names no split or dealt parameters (EngineOptions::tensor_split_params, "
+           "dealt_params), so its experts are not dealt over the expert group; this program does "
+           "not support expert parallelism");
   ZT_CHECK(o.tensor_parallel_size == 1 || o.optimizer.type != optim::OptimizerKind::kMuon,
            "optimizer Muon with tensor parallelism: it orthogonalises whole matrices, which "
            "tensor parallelism splits");

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,17 @@ struct EngineOptions : ZeroConfig {
   // the others are replicated over it. Rank t of the group holds the t-th part, so a checkpoint
   // joins them whatever split it is read at.
   std::map<std::string, int64_t> tensor_split_params;
+  // Expert parameters dealt whole over the split group: each rank holds its own local experts as
+  // modules of their own, named by their global index (DeepSpeed's MoE layer, through
+  // python/zerotorch/native_moe.py), so the same position of the model holds another parameter
+  // under another name on each rank of the group. Like tensor_split_params they are this index's
+  // own (never summed or broadcast over the group); a checkpoint and an export hold each under
+  // its own name (Engine::dealt_names).
+  std::set<std::string> dealt_params;
+  // Not replicated over the split group: a slice, or a parameter dealt whole.
+  bool split_over_group(const std::string& name) const {
+    return tensor_split_params.count(name) > 0 || dealt_params.count(name) > 0;
+  }
 };
 
 // The engine's one check of its options (whoever filled them: engine_options_from_config, or a

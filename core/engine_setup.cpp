@@ -93,6 +93,39 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
     for (const auto& kv : impl_->options_.tensor_split_params) {
       impl_->tensor_slices_[kv.first] = std::move(sizes[i++]);
     }
+    // The dealt parameters in the model's order, which is the same on every rank of the group:
+    // their names there, and their shapes, which must be the same.
+    std::vector<std::string> dealt;
+    std::vector<int64_t> shapes, owner;  // owner: which of `dealt` each shape entry belongs to
+    for (const auto& p : named) {
+      if (!impl_->options_.dealt_params.count(p.key())) continue;
+      dealt.push_back(p.key());
+      shapes.push_back(p.value().dim());
+      for (int64_t extent : p.value().sizes()) shapes.push_back(extent);
+      owner.resize(shapes.size(), static_cast<int64_t>(dealt.size()) - 1);
+    }
+    ZT_CHECK(dealt.size() == impl_->options_.dealt_params.size(),
+             "Engine: dealt_params names a parameter the model does not have");
+    dist::Communicator& group = *topology->split();
+    const auto counts = dist::gather_sizes(
+        {static_cast<int64_t>(dealt.size()), static_cast<int64_t>(shapes.size())}, group);
+    for (int r = 0; r < group.size(); ++r) {
+      ZT_CHECK(counts[0][static_cast<size_t>(r)] == static_cast<int64_t>(dealt.size()) &&
+                   counts[1][static_cast<size_t>(r)] == static_cast<int64_t>(shapes.size()),
+               "Engine: the ranks of the split group deal their parameters differently (rank ", r,
+               ": ", counts[0][static_cast<size_t>(r)], " parameters, this rank: ", dealt.size(),
+               ")");
+    }
+    auto names = dist::gather_names(dealt, group);
+    const auto all_shapes = dist::gather_sizes(shapes, group);
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      for (size_t r = 0; r < all_shapes[k].size(); ++r) {
+        ZT_CHECK(all_shapes[k][r] == shapes[k], "Engine: dealt parameter ",
+                 dealt[static_cast<size_t>(owner[k])], " has another shape on rank ", r,
+                 " of the split group (", names[static_cast<size_t>(owner[k])][r], ")");
+      }
+    }
+    for (size_t k = 0; k < dealt.size(); ++k) impl_->dealt_names_[dealt[k]] = std::move(names[k]);
   }
   impl_->shard_comm_ = topology->shard;
   impl_->replica_comm_ = topology->replica;
@@ -227,6 +260,10 @@ const std::map<std::string, std::vector<int64_t>>& Engine::tensor_slices() const
   return impl_->tensor_slices_;
 }
 
+const std::map<std::string, std::vector<std::string>>& Engine::dealt_names() const {
+  return impl_->dealt_names_;
+}
+
 const dist::Communicator& Engine::communicator() const {
   return *impl_->comm_;
 }
@@ -291,19 +328,21 @@ void Engine::broadcast_initial_state() {
 void Engine::broadcast_replicated_over_split() {
   dist::Communicator* split = impl_->topology_->split().get();
   if (split == nullptr) return;
-  const auto& names = impl_->options_.tensor_split_params;
+  const EngineOptions& o = impl_->options_;
   std::vector<at::Tensor> pieces;
   for (auto* list : {&impl_->buckets_, &impl_->frozen_buckets_}) {
     for (auto& b : *list) {
       if (b->from_partitioned_construction()) continue;
       at::Tensor flat = b->params();
       for (const auto& e : b->layout().entries()) {
-        if (!names.count(e.name)) pieces.push_back(flat.narrow(0, e.range.begin, e.range.size()));
+        if (!o.split_over_group(e.name)) {
+          pieces.push_back(flat.narrow(0, e.range.begin, e.range.size()));
+        }
       }
     }
   }
   for (auto& [name, p] : impl_->loose_frozen_) {
-    if (!names.count(name) && p.is_contiguous()) pieces.push_back(p.detach());
+    if (!o.split_over_group(name) && p.is_contiguous()) pieces.push_back(p.detach());
   }
   for (auto& buf : impl_->model_->buffers(/*recurse=*/true)) {
     if (buf.is_contiguous()) pieces.push_back(buf);

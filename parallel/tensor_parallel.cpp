@@ -88,6 +88,38 @@ std::vector<std::vector<int64_t>> gather_sizes(const std::vector<int64_t>& mine,
   return out;
 }
 
+std::vector<std::vector<std::string>> gather_names(const std::vector<std::string>& mine,
+                                                   Communicator& group) {
+  // Each name travels as its characters, padded to the longest name of any rank.
+  std::vector<int64_t> lengths;
+  for (const auto& name : mine) lengths.push_back(static_cast<int64_t>(name.size()));
+  const auto all_lengths = gather_sizes(lengths, group);
+  int64_t longest = 0;
+  for (const auto& per_rank : all_lengths) {
+    for (int64_t n : per_rank) longest = std::max(longest, n);
+  }
+  std::vector<int64_t> chars(mine.size() * static_cast<size_t>(longest), 0);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    for (size_t c = 0; c < mine[i].size(); ++c) {
+      chars[i * static_cast<size_t>(longest) + c] = static_cast<unsigned char>(mine[i][c]);
+    }
+  }
+  const auto all_chars = gather_sizes(chars, group);
+  std::vector<std::vector<std::string>> out(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    for (int r = 0; r < group.size(); ++r) {
+      std::string name;
+      for (int64_t c = 0; c < all_lengths[i][static_cast<size_t>(r)]; ++c) {
+        name.push_back(
+            static_cast<char>(all_chars[i * static_cast<size_t>(longest) + static_cast<size_t>(c)]
+                                       [static_cast<size_t>(r)]));
+      }
+      out[i].push_back(std::move(name));
+    }
+  }
+  return out;
+}
+
 at::Tensor join_slices(const at::Tensor& part, int64_t dim, const std::vector<int64_t>& slices,
                        Communicator& group) {
   const int64_t n = group.size();

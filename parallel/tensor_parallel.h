@@ -14,6 +14,7 @@
 // Every rank of the group calls them in the same order (collectives over `group`).
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -38,6 +39,11 @@ int64_t split_offset(const std::vector<int64_t>& sizes, int r);
 // result[i][rank]: the slice sizes a tensor group's ranks hold. Collective over `group`.
 std::vector<std::vector<int64_t>> gather_sizes(const std::vector<int64_t>& mine,
                                                Communicator& group);
+
+// Every rank's `mine` (names, as many on every rank, in the same order), as result[i][rank]: the
+// names a group's ranks give the same position of their models. Collective over `group`.
+std::vector<std::vector<std::string>> gather_names(const std::vector<std::string>& mine,
+                                                   Communicator& group);
 
 // Every rank's slice `part` of one parameter, joined along `dim` in rank order (rank r's extent
 // slices[r]; each travels padded to the largest): the whole parameter, on every rank. Not

@@ -137,6 +137,7 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
   }
   EngineOptions engine_options = engine_options_from_config(t.config, std::move(options.units));
   engine_options.tensor_split_params = std::move(options.tensor_split);
+  engine_options.dealt_params = std::move(options.expert_dealt);
   t.engine = std::make_unique<Engine>(std::move(model), std::move(engine_options), t.comm,
                                       std::move(launch.partitioned), std::move(launch.topology));
   t.monitor = make_monitor(t.config, t.comm->rank());

@@ -30,6 +30,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,9 +102,11 @@ struct InitOptions {
   // config with tensor_parallel.autotp_size > 1 is refused for a model that does not.
   bool tensor_parallel = false;
   // The same for expert_parallel.autoep_size > 1 (Launch::topology->expert): the model deals its
-  // experts over the expert group and names them in tensor_split.
+  // experts over the expert group and names them in tensor_split, or, dealt whole, in
+  // expert_dealt (EngineOptions::dealt_params).
   bool expert_parallel = false;
   std::map<std::string, int64_t> tensor_split = {};
+  std::set<std::string> expert_dealt = {};
   // The model was split by tensor_parallel.partition_config (the Python front door's); a config
   // that has one is refused for a model that splits its own way.
   bool partition_config_applied = false;

@@ -82,7 +82,8 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
   w.commit();
 }
 
-// Whole shapes: a split parameter's slices joined along its split dimension.
+// Whole shapes: a split parameter's slices joined along its split dimension; a dealt parameter
+// under every rank's name (each in the files of the tensor index that holds it).
 std::vector<ckpt::ParamInfo> model_params(const Engine& engine) {
   const TensorPlace place = tensor_place(engine);
   std::vector<ckpt::ParamInfo> out;
@@ -94,7 +95,15 @@ std::vector<ckpt::ParamInfo> model_params(const Engine& engine) {
       info.shape[info.split_dim] =
           std::accumulate(info.slices.begin(), info.slices.end(), int64_t{0});
     }
-    out.push_back(std::move(info));
+    auto dealt = engine.dealt_names().find(p.key());
+    if (dealt == engine.dealt_names().end()) {
+      out.push_back(std::move(info));
+      continue;
+    }
+    for (const std::string& name : dealt->second) {
+      out.push_back(info);
+      out.back().name = name;
+    }
   }
   return out;
 }
@@ -103,7 +112,8 @@ std::vector<ckpt::ParamInfo> model_params(const Engine& engine) {
 void check_frozen_whole(const Engine& engine) {
   const TensorPlace place = tensor_place(engine);
   for (const auto& p : engine.model()->named_parameters()) {
-    ZT_CHECK(p.value().requires_grad() || place.dim_of(p.key()) < 0,
+    ZT_CHECK(p.value().requires_grad() ||
+                 (place.dim_of(p.key()) < 0 && !engine.dealt_names().count(p.key())),
              "checkpoint: frozen parameter ", p.key(),
              " is split over the tensor group, and checkpoints hold frozen parameters "
              "whole; train it or leave it out of the split");
@@ -261,7 +271,7 @@ class ParamValues {
     const int saved = saved_tp > 1 ? info.split_dim : -1;
     const int mine = place_.dim_of(name);
     if (saved < 0 && mine < 0)
-      return fill_range(c_, idx_, name, 0, what, pbegin, pend, dst, dst_at);
+      return fill_range(c_, idx_, name, holder(name), what, pbegin, pend, dst, dst_at);
     if (saved == mine && saved_tp == place_.tp &&
         (mine < 0 || info.slices == place_.slices_of(name)))
       return fill_range(c_, idx_, name, place_.index, what, pbegin, pend, dst, dst_at);
@@ -270,7 +280,7 @@ class ParamValues {
       at::Tensor whole;
       if (saved < 0) {
         whole = at::empty(info.shape, opts);
-        fill_range(c_, idx_, name, 0, what, 0, whole.numel(), whole, 0);
+        fill_range(c_, idx_, name, holder(name), what, 0, whole.numel(), whole, 0);
       } else {
         std::vector<int64_t> shape = info.shape;
         std::vector<at::Tensor> parts;
@@ -300,6 +310,16 @@ class ParamValues {
   }
 
  private:
+  // The first tensor index whose files hold values of `name`: 0 for a parameter every index
+  // holds, the one that held it for a dealt parameter (EngineOptions::dealt_params).
+  int holder(const std::string& name) const {
+    if (idx_.count({name, 0})) return 0;
+    for (int t = 1; t < c_.meta.tensor_parallel_size; ++t) {
+      if (idx_.count({name, t})) return t;
+    }
+    return 0;  // fill_range names the parameter it finds no values of
+  }
+
   const OpenCheckpoint& c_;
   PieceIndex idx_;
   TensorPlace place_;

@@ -37,7 +37,9 @@
 // Tensor parallelism: each tensor index t of tp runs its own ZeRO world of w ranks, and its shards
 // are files t·w .. t·w + w - 1 (world_size = tp·w). A split parameter's entries in them are
 // offsets in t's slice (extent slice[t] along split_dim, after those of the indices before it;
-// equal parts in version 3 files); the others are whole parameters, the same under every t.
+// equal parts in version 3 files); the others are whole parameters, the same under every t,
+// except dealt ones (EngineOptions::dealt_params: DeepSpeed MoE experts under expert
+// parallelism), whole too (split_dim -1) but each in the files of the one index that held it.
 
 #include <cstdint>
 #include <map>

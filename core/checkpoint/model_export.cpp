@@ -49,7 +49,14 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
           const auto& slices = engine.tensor_slices().at(name);
           shape[split_dim(name)] = std::accumulate(slices.begin(), slices.end(), int64_t{0});
         }
-        entries.push_back({name, p.scalar_type(), shape});
+        auto dealt = engine.dealt_names().find(name);
+        if (dealt == engine.dealt_names().end()) {
+          entries.push_back({name, p.scalar_type(), shape});
+        } else {  // every rank's parameter at this position, under its own name
+          for (const std::string& held : dealt->second) {
+            entries.push_back({held, p.scalar_type(), shape});
+          }
+        }
       }
       out = std::make_unique<SafetensorsWriter>(path, std::move(entries));
     } catch (const std::exception& e) {
@@ -61,9 +68,19 @@ bool save_16bit_model(Engine& engine, const std::string& path) {
     if (split_dim(name) >= 0) {  // every rank of the group visits the same parameter here
       whole = dist::join_slices(value, split_dim(name), engine.tensor_slices().at(name), *tensor);
     }
+    auto dealt = engine.dealt_names().find(name);
+    std::vector<at::Tensor> held;  // a dealt parameter: every rank's, in rank order
+    if (dealt != engine.dealt_names().end()) {
+      const std::vector<int64_t> ones(dealt->second.size(), 1);
+      held = dist::join_slices(value.unsqueeze(0), 0, ones, *tensor).unbind(0);
+    }
     if (!out || !error.empty()) return;
     try {
-      out->write(name, whole);
+      if (held.empty()) {
+        out->write(name, whole);
+      } else {
+        for (size_t r = 0; r < held.size(); ++r) out->write(dealt->second[r], held[r]);
+      }
     } catch (const std::exception& e) {
       error = e.what();
     }

@@ -244,6 +244,7 @@ void ShardedStep::set_split_group(dist::Communicator* split, bool replicated_dif
   replicated_differ_ = replicated_differ;
   tensor_split_.clear();
   for (const auto& kv : options_.tensor_split_params) tensor_split_.insert(kv.first);
+  tensor_split_.insert(options_.dealt_params.begin(), options_.dealt_params.end());
 }
 
 // The sum of squares over the tensor group: the slices of split parameters add up, while a

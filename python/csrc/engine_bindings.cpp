@@ -125,7 +125,12 @@ class PyEngine {
       init.tensor_parallel = !init.tensor_split.empty();
       // The experts dealt over the expert group are split parameters too (dimension 0).
       const auto experts = made["expert_split"].cast<std::map<std::string, int64_t>>();
-      init.expert_parallel = !experts.empty();
+      // DeepSpeed's MoE layers deal their experts whole, each under its global name
+      // (python/zerotorch/native_moe.py).
+      for (auto& name : made["expert_dealt"].cast<std::vector<std::string>>()) {
+        init.expert_dealt.insert(std::move(name));
+      }
+      init.expert_parallel = !experts.empty() || !init.expert_dealt.empty();
       init.tensor_split.insert(experts.begin(), experts.end());
       init.partition_config_applied = made["partition_config_applied"].cast<bool>();
     }
@@ -203,6 +208,7 @@ void bind_engine(py::module_& m) {
       // The tensor split's parameters by name, with the dimension each is cut along.
       .def_property_readonly("tensor_split_params",
                              [](PyEngine& e) { return e.engine().options().tensor_split_params; })
+      .def_property_readonly("dealt_names", [](PyEngine& e) { return e.engine().dealt_names(); })
       .def_property_readonly("gathers_units", &PyEngine::gathers_units)
       .def_property_readonly("units", &PyEngine::units)
       // A unit's forward pre- and post-hook (stage 3): gather (and prefetch), then release and

@@ -11,6 +11,7 @@ import torch
 
 from . import _C
 from . import model_parallel as _model_parallel
+from . import native_moe as _native_moe
 from . import zero as _zero
 from .devices import resolve_device
 
@@ -179,22 +180,6 @@ def _mark_routed_units(model):
             pass  # not experts as transformers 5 holds them: gathered whole
 
 
-def _refuse_native_expert_parallel(model):
-    """DeepSpeed's own MoE layer (``deepspeed.moe.layer.MoE``) trains here at ``ep_size`` 1: its
-    gate and experts are ordinary modules, ZeRO-sharded with the rest. At a larger ``ep_size`` its
-    all-to-alls need the expert groups DeepSpeed's engine gives it (``set_deepspeed_parallelism``),
-    which this engine does not make: refused before anything is built."""
-    for name, m in model.named_modules():
-        kind = type(m)
-        if (kind.__module__ == "deepspeed.moe.layer" and kind.__name__ == "MoE"
-                and getattr(m, "ep_size", 1) > 1):
-            raise ValueError(
-                f"{name or 'the model'} (deepspeed.moe.layer.MoE) has ep_size {m.ep_size}: "
-                "DeepSpeed's MoE layer trains here with every expert on every rank (ep_size 1, "
-                "ZeRO-sharded with the rest); for expert parallelism use a transformers MoE model "
-                "with the expert_parallel block")
-
-
 def _client_value(text):
     """A client_state value: JSON as save_checkpoint writes it; a C++ program's own entries
     (train_gpt's sampler position) are strings."""
@@ -278,7 +263,9 @@ class ZeroEngine:
             self._compiled_call = module
             module = module._orig_mod
         self.module = module
-        _refuse_native_expert_parallel(module)
+        # DeepSpeed's MoE layers with ep_size > 1 set the expert-parallel size (native_moe.py).
+        overrides = list(overrides) + _native_moe.expert_parallel_overrides(module, config,
+                                                                           overrides)
         # DeepSpeed moves the module to the local rank's accelerator (cuda:LOCAL_RANK), whatever
         # device it was built on; so does the engine here, and a module already on a device stays
         # on that kind. The C++ side resolves the name (train/device.h) and creates the
@@ -555,15 +542,26 @@ class ZeroEngine:
             return written
         frozen = {n for n, p in self.module.named_parameters() if not p.requires_grad}
         split = self._engine.tensor_split_params
+        dealt = self._engine.dealt_names
         with _zero.GatheredParameters(list(self.module.parameters())):
-            # A tensor split's slices (an expert split's experts) joined whole (every rank of the
-            # group takes part).
+            # A tensor split's slices (an expert split's experts) joined whole, and every rank's
+            # dealt experts under their own names (every rank of the group takes part).
             joined = {k: self.model_parallel.join_over_split_group(v.detach(), split[k]).cpu()
                       for k, v in self.module.state_dict().items() if k in split}
+            held = {}
+            for k, v in self.module.state_dict().items():
+                if k in dealt:
+                    every = self.model_parallel.join_over_split_group(v.detach()[None], 0)
+                    held.update(zip(dealt[k], every.cpu().unbind(0)))
             if self.global_rank == 0:
-                state = {k: joined[k] if k in joined else v.detach().cpu().clone()
-                         for k, v in self.module.state_dict().items()
-                         if not (exclude_frozen_parameters and k in frozen)}
+                state = {}
+                for k, v in self.module.state_dict().items():
+                    if exclude_frozen_parameters and k in frozen:
+                        continue
+                    if k in dealt:
+                        state.update({n: held[n].clone() for n in dealt[k]})
+                    else:
+                        state[k] = joined[k] if k in joined else v.detach().cpu().clone()
                 if path.endswith(".safetensors"):
                     from safetensors.torch import save_file
                     save_file(state, path, metadata={"format": "pt"})

@@ -41,6 +41,8 @@ import warnings
 
 import torch
 
+from . import native_moe as _native_moe
+
 # DeepSpeed's AutoTP presets (deepspeed/module_inject/autotp_config.py, AutoTPPresets): the
 # LLaMA family's split, which Qwen2 shares.
 _LLAMA_PRESET = [
@@ -449,9 +451,13 @@ def split_model(model, groups):
     """What ``zerotorch.initialize`` does to a model before the engine takes it, for the config's
     sequence_parallel_size, tensor_parallel and expert_parallel blocks."""
     out = {"sequence_parallel": False, "tensor_split": {}, "expert_split": {},
-           "partition_config_applied": False}
+           "expert_dealt": [], "partition_config_applied": False}
     if groups.expert_parallel_size > 1:
-        out["expert_split"] = split_experts(model, groups)
+        # DeepSpeed's own MoE layers deal their experts whole (native_moe.py); a transformers
+        # model's fused experts are cut.
+        out["expert_dealt"] = _native_moe.deal_native_experts(model, groups)
+        if not out["expert_dealt"]:
+            out["expert_split"] = split_experts(model, groups)
     if groups.tensor_parallel_size > 1:
         out["tensor_split"], out["partition_config_applied"] = split_layers(model, groups)
     elif groups.partition_config:

@@ -597,17 +597,34 @@ def test_granularity_leaves_are_deepspeeds():
     assert any(leaves and "" not in leaves for leaves in ours)  # the attention-only case is seen
 
 
-def test_deepspeeds_own_moe_layer_trains_at_ep_size_1_and_refuses_more(tmp_path):
-    """deepspeed.moe.layer.MoE itself (native_moe.py, run with DeepSpeed's virtualenv) in a model
-    trained by zerotorch.initialize: like plain torch at stages 2 and 3 with ep_size 1, and
-    ep_size 2 refused in one line."""
+def _native_moe(tmp_path, *launch):
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(zerotorch.__file__)),
                OMP_NUM_THREADS="1")
-    r = subprocess.run([_deepspeed_python(), os.path.join(HERE, "native_moe.py"),
-                        str(tmp_path)], capture_output=True, text=True, timeout=300, env=env,
-                       cwd=tmp_path)
+    return subprocess.run([*launch, _deepspeed_python(), os.path.join(HERE, "native_moe.py"),
+                           "one" if not launch else "ranks", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+
+
+def test_deepspeeds_own_moe_layer_trains_at_ep_size_1_and_refuses_mixed_sizes(tmp_path):
+    """deepspeed.moe.layer.MoE itself (native_moe.py, run with DeepSpeed's virtualenv) in a model
+    trained by zerotorch.initialize: like plain torch at stages 2 and 3 with ep_size 1; layers of
+    different ep_size, and a config asking for another expert-parallel size, refused in one
+    line."""
+    r = _native_moe(tmp_path)
     assert r.returncode == 0 and "native moe: equal" in r.stdout, \
         r.stdout[-2000:] + r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_deepspeeds_own_moe_layer_deals_experts_at_ep_size_2_and_resumes_at_another(world,
+                                                                                    tmp_path):
+    """The same layer at ep_size 2 (native_moe.py ranks): 2 ranks at stages 1-3 with DeepSpeed's
+    gate defaults and top-2 without dropping, 4 ranks (ep 2 over 2) at stage 3 with clipping,
+    then saved at ep 2, resumed at ep 1, saved, resumed at ep 2, each like DeepSpeed's data
+    parallelism computed in one process; the exports name every expert globally."""
+    r = _native_moe(tmp_path, ZTRUN, "--standalone", "--nproc-per-node", str(world))
+    assert r.returncode == 0 and r.stdout.count(": equal") == world, \
+        r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def test_granularity_threshold_chooses_the_units(tmp_path):

@@ -659,7 +659,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     ``model_parameters``, when given, must be the model's trainable parameters (those with
     requires_grad; the config's ``freeze`` globs freeze more): the engine trains exactly those,
     with the weight decay and learning rates of the config's ``optimizer`` and
-    ``parameter_groups`` blocks, so parameter groups given here (dicts) are refused too.
+    ``parameter_groups`` blocks, so parameter groups given here (dicts) are refused too, except
+    DeepSpeed's MoE split of one group (``split_params_into_different_moe_groups_for_optimizer``:
+    keys ``params``, ``name`` and ``moe`` only), which sets nothing.
     ``training_data`` (a map-style dataset) gives the third value: a DataLoader of
     train_micro_batch_size_per_gpu samples per rank through a DistributedSampler over the data
     ranks, with ``collate_fn``, as DeepSpeed's ``deepspeed_io``.
@@ -696,11 +698,20 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
                          "args.deepspeed_config)")
     if model_parameters is not None:
         given = list(model_parameters)
+        # DeepSpeed's MoE tutorial passes its one group split by
+        # deepspeed.moe.utils.split_params_into_different_moe_groups_for_optimizer: groups that
+        # differ only in their name and "moe" flag, which set nothing here (the engine knows
+        # the experts itself). Groups that set hyperparameters are refused.
         if any(isinstance(p, dict) for p in given):
-            raise ValueError(
-                "zerotorch.initialize: model_parameters as parameter groups (dicts) are not "
-                "supported; set weight decay and learning rates in the config's optimizer and "
-                "parameter_groups blocks")
+            extra = sorted({k for g in given if isinstance(g, dict) for k in g}
+                           - {"params", "name", "moe"})
+            if extra or not all(isinstance(g, dict) for g in given):
+                raise ValueError(
+                    "zerotorch.initialize: model_parameters as parameter groups (dicts) with "
+                    f"{', '.join(extra) or 'loose parameters beside them'} are not supported; "
+                    "set weight decay and learning rates in the config's optimizer and "
+                    "parameter_groups blocks")
+            given = [p for g in given for p in g["params"]]
         if {id(p) for p in given} != {id(p) for p in model.parameters() if p.requires_grad}:
             raise ValueError(
                 "zerotorch.initialize: model_parameters must be the model's trainable "

@@ -5,8 +5,10 @@ model trained by ``zerotorch.initialize``. Run with the DeepSpeed virtualenv's p
 - ``native_moe.py one OUT`` (one process): at ``ep_size`` 1 the layer's gate, capacity and experts
   are DeepSpeed's code and its experts ordinary parameters, ZeRO-sharded with the rest: trains
   like plain torch AdamW on the same batches (losses within 1e-6, parameters within 1e-6 of each
-  tensor's norm) at stages 2 and 3. Layers of different ``ep_size``, and a config asking for
-  another expert-parallel size than the layers', are refused in one line.
+  tensor's norm) at stages 2 and 3, its parameters handed over as DeepSpeed's MoE tutorial does
+  (split into MoE groups). Layers of different ``ep_size``, a config asking for another
+  expert-parallel size than the layers', and parameter groups with their own learning rate are
+  refused in one line.
 - ``native_moe.py ranks OUT`` (under ztrun, 2 or 4 ranks): the layers at ``ep_size`` 2, their
   experts dealt over expert groups of consecutive ranks (python/zerotorch/native_moe.py), train
   as DeepSpeed's data parallelism defines it, computed in one process: each rank's loss is the
@@ -27,6 +29,7 @@ import sys
 
 import torch
 from deepspeed.moe.layer import MoE
+from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
 
 import zerotorch
 
@@ -70,7 +73,12 @@ def train_like_torch(stage):
     data = [torch.randint(0, VOCAB, (2, 12), generator=g) for _ in range(4)]
     c = config(stage)
     c["optimizer"]["params"]["weight_decay"] = 0.0
-    engine, _, _, _ = zerotorch.initialize(model=model, config=c, device="cpu")
+    # DeepSpeed's MoE tutorial hands its parameters split into MoE groups.
+    groups = split_params_into_different_moe_groups_for_optimizer(
+        {"params": list(model.parameters()), "name": "parameters"})
+    assert any(g.get("moe") for g in groups), groups
+    engine, _, _, _ = zerotorch.initialize(model=model, model_parameters=groups, config=c,
+                                           device="cpu")
     losses = []
     for ids in data:
         loss = engine(ids, ids.roll(1, 1))
@@ -113,6 +121,14 @@ def one_process():
     other = config(2)
     other["expert_parallel"] = {"enabled": True, "autoep_size": 4}
     refused(Net(ep_size=2), other, "autoep_size 4", "ep_size 2")
+    model = Net()
+    try:
+        zerotorch.initialize(model=model, config=config(2), device="cpu", model_parameters=[
+            {"params": list(model.parameters()), "lr": 1e-3}])
+        raise AssertionError("a group with its own lr was not refused")
+    except ValueError as e:
+        assert "lr" in str(e) and "\n" not in str(e), e
+        print(f"refused: {e}", flush=True)
     print("native moe: equal", flush=True)
 
 

@@ -7,6 +7,7 @@
 // the reduction, the step and checkpoints are the C++ engine's. At stage 3 the Python layer
 // (python/zerotorch/engine.py) puts forward hooks on the unit modules that make the calls
 // zt::call_unit makes for a C++ unit (core/zero/call_unit.h).
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,6 +91,26 @@ ProgramValues program_values(const py::dict& d) {
   return v;
 }
 
+// Partitioned construction of a model built under zerotorch.zero.Init: one unit at a time is
+// made whole from the ranks' parts and cut into this rank's engine shards (PartitionedInit,
+// core/zero/partitioned_init.h), so the model is never whole on any rank. A unit nested in
+// another (a routed experts unit in its layer) is cut first, as PartitionedInit requires; the
+// root takes what is left.
+void adopt_parts(zero::PartitionedInit& parts, torch::nn::Module& model,
+                 const std::vector<std::string>& units, const py::object& materialise) {
+  std::vector<std::string> order = units;
+  auto depth = [](const std::string& s) { return std::count(s.begin(), s.end(), '.'); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const std::string& a, const std::string& b) { return depth(a) > depth(b); });
+  auto modules = model.named_modules();
+  for (const std::string& name : order) {
+    materialise(name);
+    parts.add_unit(name, *modules[name]);
+  }
+  materialise(std::string());
+  parts.add_root(model);
+}
+
 // The job and its engine, as zt::initialize made them for the mirrored model, from a config file
 // (config_path) or a config given as JSON text (config_text, a dict's json.dumps). `units` are the
 // stage-3 units by module name (named_modules() names, which the mirror keeps), or a callable
@@ -99,7 +120,8 @@ class PyEngine {
  public:
   PyEngine(const py::object& module, const std::string& config_path, const std::string& config_text,
            const std::vector<std::string>& overrides, const py::dict& program,
-           const py::object& units_or_policy, const std::string& device, const py::object& split) {
+           const py::object& units_or_policy, const std::string& device, const py::object& split,
+           const py::object& materialise) {
     LaunchOptions lo;
     lo.config_path = config_path;
     lo.config_text = config_text;
@@ -108,6 +130,22 @@ class PyEngine {
     lo.device = device;
     Launch launch = zt::launch(lo);
     InitOptions init;
+    // A model built under zerotorch.zero.Init holds each parameter's part (python/zerotorch/
+    // zero.py); `materialise(prefix)` makes a submodule's parameters whole (collective). Where the
+    // engine adopts partitioned construction (stage 3 without a tensor or expert split) that is
+    // done unit by unit below; elsewhere the engine takes whole parameters, so the model is made
+    // whole here, before a split cuts them.
+    const bool built_partitioned = !materialise.is_none();
+    if (built_partitioned && !launch.partitioned) {
+      if (launch.comm->rank() == 0) {
+        ZT_LOG_INFO("zerotorch.zero.Init: the model is gathered whole (ZeRO stage ",
+                    launch.config.zero_optimization.stage,
+                    launch.config.zero_optimization.stage == 3 ? " beside a tensor or expert split"
+                                                               : " keeps parameters whole",
+                    ")");
+      }
+      materialise(std::string());
+    }
     // The model is split (its layers over the tensor group, its attention wrapped for the
     // sequence group) before it is mirrored: a split replaces parameters by their slices.
     groups_ = std::make_shared<ModelParallelGroups>();
@@ -145,6 +183,9 @@ class PyEngine {
       init.units = units_or_policy.cast<std::vector<std::string>>();
     }
     units_ = init.units;
+    if (built_partitioned && launch.partitioned) {
+      adopt_parts(*launch.partitioned, *model, init.units, materialise);
+    }
     training_ = zt::initialize(std::move(launch), model, init);
     // Stage 3 registered hooks for every unit; below it none, and the unit calls are no-ops.
     for (const std::string& name : units_) {
@@ -200,10 +241,10 @@ void bind_engine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const py::object&, const std::string&, const std::string&,
                     const std::vector<std::string>&, const py::dict&, const py::object&,
-                    const std::string&, const py::object&>(),
+                    const std::string&, const py::object&, const py::object&>(),
            py::arg("module"), py::arg("config_path"), py::arg("config_text"), py::arg("overrides"),
            py::arg("program"), py::arg("units"), py::arg("device") = "",
-           py::arg("split") = py::none())
+           py::arg("split") = py::none(), py::arg("materialise") = py::none())
       .def_property_readonly("model_parallel", &PyEngine::groups)
       // The tensor split's parameters by name, with the dimension each is cut along.
       .def_property_readonly("tensor_split_params",

@@ -2,8 +2,9 @@
 
 This package is the Python side of the project: ``zerotorch.initialize`` wraps a
 ``torch.nn.Module`` (Hugging Face models included) in the C++ engine with DeepSpeed's API and
-configs, ZeRO stages 0-3 with CPU and NVMe offload; ``zerotorch.zero.GatheredParameters`` reads or
-changes the full parameters at stage 3; and
+configs, ZeRO stages 0-3 with CPU and NVMe offload; ``zerotorch.zero.Init`` builds a model
+partitioned over the ranks and ``zerotorch.zero.GatheredParameters`` reads or changes the full
+parameters at stage 3; and
 ``zerotorch.data`` gives Python scripts the token shards, the length-bucketed distributed sampler
 and the dynamic-padding collator that the C++ programs use. The config's
 ``sequence_parallel_size`` and ``tensor_parallel`` block split a ``transformers`` model

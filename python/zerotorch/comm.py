@@ -58,3 +58,6 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, timeout=None,
     store = _C.job_store(timeout.total_seconds())
     dist.init_process_group(backend=backend, store=store, rank=env["rank"],
                             world_size=env["world_size"], timeout=timeout)
+    # init_process_group put torch's excepthook over the package's job-stopping one.
+    from .engine import install_excepthook
+    install_excepthook()

@@ -63,7 +63,7 @@ def granularity_leaves(model, threshold):
         if next(module.parameters(), None) is None:
             granularity[id(module)] = sys.maxsize
             return 0, 0
-        params = sum(p.numel() for p in module.parameters(recurse=False))
+        params = sum(_zero.numel(p) for p in module.parameters(recurse=False))
         if next(module.children(), None) is None:
             granularity[id(module)] = sys.maxsize
             return 1, params
@@ -210,21 +210,43 @@ def _release_engines_at_exit():
 atexit.register(_release_engines_at_exit)
 
 
-def _stop_the_job_on_an_uncaught_error(kind, value, traceback):
-    """An exception nobody caught ends the job, as a failed rank of the C++ programs does
-    (base/main_guard.h): after the traceback is printed, the job-wide stop runs (MPI_Abort under
-    the MPI runtime, with the flight recorder's dump first). Without it, this rank would wait in
-    MPI_Finalize at exit for peers that wait for it in a collective: the job would hang instead
-    of failing. With a backend that needs no such stop (gloo, NCCL), the process exits as usual
-    and the launcher stops the others."""
-    _previous_excepthook(kind, value, traceback)
-    sys.stderr.flush()
-    sys.stdout.flush()
-    _C.stop_job(1)
+_STOPPING = []  # set while an uncaught error is being reported
 
 
-_previous_excepthook = sys.excepthook
-sys.excepthook = _stop_the_job_on_an_uncaught_error
+def _stop_the_job_on_an_uncaught_error(previous):
+    """The excepthook over ``previous``: an exception nobody caught ends the job, as a failed
+    rank of the C++ programs does (base/main_guard.h): after the traceback is printed, the
+    job-wide stop runs (MPI_Abort under the MPI runtime, with the flight recorder's dump first).
+    Without it, this rank would wait in MPI_Finalize at exit for peers that wait for it in a
+    collective: the job would hang instead of failing. With a backend that needs no such stop
+    (gloo, NCCL), the process exits as usual and the launcher stops the others.
+
+    The stop does not return, so this hook must be the outermost: a hook installed over it
+    (torch.distributed's init_process_group installs one that prints the traceback into a
+    buffer and writes it out with a "[rankN]:" prefix only once the hook it wraps returns) would
+    lose the traceback. ``install_excepthook`` puts it back on top; an instance reached again
+    from inside the hooks it wraps only prints."""
+    def hook(kind, value, traceback):
+        if _STOPPING:
+            previous(kind, value, traceback)
+            return
+        _STOPPING.append(True)
+        previous(kind, value, traceback)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        _C.stop_job(1)
+    hook._zt_stops_the_job = True
+    return hook
+
+
+def install_excepthook():
+    """Makes the job-stopping excepthook the outermost one (again, after torch.distributed or a
+    script installed its own over it)."""
+    if not getattr(sys.excepthook, "_zt_stops_the_job", False):
+        sys.excepthook = _stop_the_job_on_an_uncaught_error(sys.excepthook)
+
+
+install_excepthook()
 
 
 def _device_kind(module):
@@ -285,9 +307,14 @@ class ZeroEngine:
             # The config's sequence_parallel_size and tensor_parallel block split the model
             # (model_parallel.py) once the launch has made the groups, before the engine lays its
             # parameters out.
+            # A model built under zerotorch.zero.Init is made whole unit by unit as the engine
+            # cuts it into its shards (zero.py, materialise).
+            materialise = (lambda prefix: _zero.materialise(module, prefix)) \
+                if _zero.has_partitioned(module) else None
             self._engine = _C.Engine(module, path, text, list(overrides), program or {}, choose,
                                      str(self.device),
-                                     lambda groups: _model_parallel.split_model(module, groups))
+                                     lambda groups: _model_parallel.split_model(module, groups),
+                                     materialise)
         except RuntimeError as e:
             if 'still "auto"' not in str(e):
                 raise
@@ -341,6 +368,7 @@ class ZeroEngine:
                 warnings.warn(f"activation_checkpointing.{key}: no effect on a Python model; "
                               "use torch.utils.checkpoint or gradient_checkpointing_enable()")
         _zero._register(self)
+        install_excepthook()
 
     def destroy(self):
         """Commits a background checkpoint save still in flight (every rank calls it, as

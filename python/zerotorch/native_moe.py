@@ -24,11 +24,11 @@ under the name the layer gives it at ``ep_size`` 1: the engine knows them as dea
 (core/engine_options.h ``dealt_params``).
 """
 
-import json
-import os
 import sys
 
 import torch
+
+from . import config_file
 
 
 def _is_native(module):
@@ -53,19 +53,9 @@ def expert_parallel_size(model):
 
 def _configured_size(config):
     """The config's expert_parallel size (1 when off), or None when it cannot be read here."""
-    if isinstance(config, dict):
-        block = config
-    else:
-        path = os.fspath(config)
-        try:
-            with open(path) as f:
-                if path.endswith((".yaml", ".yml")):
-                    import yaml
-                    block = yaml.safe_load(f)
-                else:
-                    block = json.load(f)
-        except (OSError, ValueError, ImportError):
-            return None
+    block = config_file.read(config)
+    if block is None and config is not None:
+        return None
     ep = (block or {}).get("expert_parallel") or {}
     size = int(ep.get("autoep_size", 1) or 1)
     return size if ep.get("enabled", False) and size > 1 else 1

@@ -627,6 +627,25 @@ def test_deepspeeds_own_moe_layer_deals_experts_at_ep_size_2_and_resumes_at_anot
         r.stdout[-3000:] + r.stderr[-3000:]
 
 
+def test_zero_init_builds_as_deepspeed_and_the_engine_adopts_the_parts(tmp_path):
+    """zerotorch.zero.Init (zero_init.py, 2 ranks, DeepSpeed's virtualenv): a plain module, a
+    Llama and a GPT-2 built under it hold, parameter by parameter, the parts deepspeed.zero.Init
+    builds (the same rules for what a parent's constructor writes afterwards); pretrained values
+    go in as transformers loads a ZeRO-3 model; the engine takes the parts unit by unit (its log
+    says the model was built partitioned: a Llama on the host and on the test device, a
+    Mixtral) and trains bit for bit like the same values built whole (on the test device within
+    1e-6), and a model gathered whole at stage 2 too."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(zerotorch.__file__)),
+               OMP_NUM_THREADS="1")
+    r = subprocess.run([ZTRUN, "--standalone", "--nproc-per-node", "2", _deepspeed_python(),
+                        os.path.join(HERE, "zero_init.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.count(": equal") == 2, out[-4000:]
+    assert out.count("model built partitioned") == 3, out[-4000:]
+    assert "gathered whole (ZeRO stage 2" in out, out[-4000:]
+
+
 def test_granularity_threshold_chooses_the_units(tmp_path):
     """The config's threshold reaches the engine's units: at 300 the attention modules join the
     blocks they sit in (a leaf inside a unit is fetched with it), so the units stay the same; at
@@ -709,7 +728,7 @@ def test_ranks_exit_with_the_scripts_status(launcher, tmp_path):
     else:
         base = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", "2", script]
-    for how in ["return"] * 4 + ["exit", "raise", "raise_one"]:
+    for how in ["return"] * 4 + ["exit", "raise", "raise_dist", "raise_one"]:
         r = subprocess.run(base + [how], capture_output=True, text=True, timeout=120,
                            cwd=tmp_path)
         out = r.stdout + r.stderr

@@ -81,14 +81,15 @@ at::Tensor Engine::forward(const std::function<at::Tensor()>& fn) {
   return out;
 }
 
-void Engine::backward(const at::Tensor& loss) {
+void Engine::backward(const at::Tensor& loss, bool scale_wrt_gas) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, "engine.backward needs a scalar loss");
   const auto start = std::chrono::steady_clock::now();
   impl_->in_backward_ = true;
   impl_->gather_->set_in_backward(true);
   // fp16: the loss is multiplied by the loss scale (in fp32, so the product itself cannot
   // overflow); the gradients are unscaled at the step, fused with the inf/NaN check.
-  const double factor = loss_scale() / impl_->options_.gradient_accumulation_steps;
+  const double factor =
+      loss_scale() / (scale_wrt_gas ? impl_->options_.gradient_accumulation_steps : 1);
   at::Tensor scaled = loss;
   if (impl_->scaler_) {
     scaled = loss.to(at::kFloat) * factor;

@@ -107,8 +107,10 @@ class Engine {
   // Runs fn (the model's forward and the loss) with the stage-3 root unit gathered.
   at::Tensor forward(const std::function<at::Tensor()>& fn);
   // loss.backward() with loss scaled by 1/gradient_accumulation_steps, then the end of this
-  // micro-step's gradient reduction.
-  void backward(const at::Tensor& loss);
+  // micro-step's gradient reduction. scale_wrt_gas false: the loss as it is (DeepSpeed's
+  // backward(loss, scale_wrt_gas=False), which the Hugging Face Trainer uses when its loss is
+  // already divided over the accumulation window's tokens).
+  void backward(const at::Tensor& loss, bool scale_wrt_gas = true);
   // Call after every backward: steps the optimizer on the accumulation boundary only.
   void step();
   // True when the current micro-step (the next backward) completes an accumulation window.

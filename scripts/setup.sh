@@ -60,13 +60,19 @@ else
 fi
 # Small Python extras for interop checks and plots (numpy memmap, safetensors, matplotlib), and
 # tensorboard, whose reader checks the event files train/monitor writes, and transformers, whose
-# GPT2LMHeadModel checks the GPT example's Hugging Face export and import (models/gpt/hf_gpt2.h),
+# GPT2LMHeadModel checks the GPT example's Hugging Face export and import (models/gpt/hf_gpt2.h)
+# and whose Trainer (with accelerate, which it needs) runs on the engine (python/zerotorch/hf.py),
 # and pytest, which runs the Python package's tests (tests/unit/python), and wheel, with which
-# `pip install --no-build-isolation ./python` builds the package (python/setup.py).
-if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers, pytest, wheel" \
-  2>/dev/null; then
-  say "installing numpy, safetensors, matplotlib, tensorboard, transformers, pytest, wheel into $ZT_VENV"
-  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard transformers pytest \
-    wheel
+# `pip install --no-build-isolation ./python` builds the package (python/setup.py). transformers
+# and accelerate are pinned: zerotorch.hf overrides parts of their Trainer.
+TRANSFORMERS_VERSION=5.25.0
+ACCELERATE_VERSION=1.16.0
+if ! "$py" -c "import numpy, safetensors, matplotlib, tensorboard, transformers, accelerate, pytest, wheel
+assert transformers.__version__ == '$TRANSFORMERS_VERSION', transformers.__version__
+assert accelerate.__version__ == '$ACCELERATE_VERSION', accelerate.__version__" 2>/dev/null; then
+  say "installing numpy, safetensors, matplotlib, tensorboard, transformers==$TRANSFORMERS_VERSION," \
+    "accelerate==$ACCELERATE_VERSION, pytest, wheel into $ZT_VENV"
+  "$ZT_VENV/bin/pip" install --quiet numpy safetensors matplotlib tensorboard \
+    "transformers==$TRANSFORMERS_VERSION" "accelerate==$ACCELERATE_VERSION" pytest wheel
 fi
 say "done: Torch CMake prefix $("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')"

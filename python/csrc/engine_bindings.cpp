@@ -310,8 +310,12 @@ void bind_engine(py::module_& m) {
           py::arg("fn"))
       // The backward may run Python autograd functions (checkpointing) on other threads.
       .def(
-          "backward", [](PyEngine& e, const at::Tensor& loss) { e.engine().backward(loss); },
-          py::arg("loss"), py::call_guard<py::gil_scoped_release>())
+          "backward",
+          [](PyEngine& e, const at::Tensor& loss, bool scale_wrt_gas) {
+            e.engine().backward(loss, scale_wrt_gas);
+          },
+          py::arg("loss"), py::arg("scale_wrt_gas") = true,
+          py::call_guard<py::gil_scoped_release>())
       .def(
           "step", [](PyEngine& e) { e.engine().step(); }, py::call_guard<py::gil_scoped_release>())
       .def("zero_grad", [](PyEngine& e) { e.engine().zero_grad(); })

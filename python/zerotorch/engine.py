@@ -196,7 +196,8 @@ def _release_engines_at_exit():
     while Python is whole. Left to finalization, those threads can outlive the objects they use
     and end the process with an abort instead of the script's exit status. A background save in
     flight is written out but not committed (committing is collective, and a rank leaving with an
-    error cannot count on its peers); its tag then stays incomplete."""
+    error cannot count on its peers); its tag then stays incomplete. torch.distributed's default
+    process group, where one was made, is destroyed after them for the same reason."""
     for engine in list(_zero._ENGINES):
         for h in engine._hooks:
             h.remove()
@@ -205,6 +206,11 @@ def _release_engines_at_exit():
             del m._zt_routed_gather
         engine._routed_modules = []
         engine._engine = None
+    # torch.distributed's default group (zerotorch.init_distributed's, accelerate's, the
+    # script's): left to finalization, its gloo threads can end the process with an abort too.
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 atexit.register(_release_engines_at_exit)
@@ -426,10 +432,15 @@ class ZeroEngine:
         return self._compiled_call is not None or getattr(
             self.module, "_compiled_call_impl", None) is not None
 
-    def backward(self, loss):
-        """``loss.backward()`` scaled by 1 / gradient_accumulation_steps (and the fp16 loss
-        scale), then this micro-step's gradient reduction."""
-        self._engine.backward(loss)
+    def backward(self, loss, retain_graph=False, scale_wrt_gas=True):
+        """``loss.backward()`` scaled by 1 / gradient_accumulation_steps (``scale_wrt_gas``, as
+        DeepSpeed's; off: the loss as it is) and the fp16 loss scale, then this micro-step's
+        gradient reduction. ``retain_graph`` is refused: the engine's gradient hooks reduce and
+        release each gradient once."""
+        if retain_graph:
+            raise ValueError("engine.backward: retain_graph=True is not supported (each gradient "
+                             "is reduced and released once)")
+        self._engine.backward(loss, scale_wrt_gas)
 
     def step(self):
         """Steps the optimizer on the accumulation boundary only; call after every backward.
@@ -438,8 +449,27 @@ class ZeroEngine:
         self._engine.step()
         self._engine.commit_checkpoint()
 
-    def zero_grad(self):
+    def zero_grad(self, set_to_none=True):
         self._engine.zero_grad()
+
+    # The module's, as DeepSpeed's engine (an nn.Module around it) gives them.
+    def parameters(self, recurse=True):
+        return self.module.parameters(recurse)
+
+    def named_parameters(self, *args, **kwargs):
+        return self.module.named_parameters(*args, **kwargs)
+
+    def buffers(self, recurse=True):
+        return self.module.buffers(recurse)
+
+    def named_buffers(self, *args, **kwargs):
+        return self.module.named_buffers(*args, **kwargs)
+
+    def modules(self):
+        return self.module.modules()
+
+    def named_modules(self, *args, **kwargs):
+        return self.module.named_modules(*args, **kwargs)
 
     def train(self, mode=True):
         self.module.train(mode)

@@ -1,0 +1,91 @@
+"""A small Hugging Face Trainer script, run once under DeepSpeed and once under zerotorch with
+only its import changed (``ztrun`` starts it, with the DeepSpeed virtualenv's python).
+
+usage: trainer_script.py deepspeed|zerotorch OUT CONFIG [CONFIG ...]
+
+For each Hugging Face config CONFIG (every value the Trainer fills left "auto"), in OUT/<its
+name>: a tiny random ``LlamaForCausalLM`` (seed 0) trains on generated token rows (causal LM
+labels, a few positions masked with -100) for 6 optimizer steps: 2 rows per rank, 2 accumulation
+steps, weight decay, clipping, a warmup. It logs every step, saves a checkpoint every 2 steps
+(``save_total_limit`` 2), evaluates, and saves the model to final/; rank 0 writes result.json:
+the logged losses, learning rates and gradient norms, the evaluation loss, the checkpoints
+kept. Then a second Trainer resumes from checkpoint-4 and trains to step 6, and rank 0 writes
+its logged losses to resumed.json.
+"""
+
+import json
+import os
+import sys
+
+import torch
+
+framework, out, configs = sys.argv[1], sys.argv[2], sys.argv[3:]
+if framework == "zerotorch":
+    from zerotorch.hf import Trainer, TrainingArguments
+else:
+    from transformers import Trainer, TrainingArguments
+import transformers  # noqa: E402
+
+VOCAB, SEQ = 96, 16
+
+
+class Rows(torch.utils.data.Dataset):
+    def __init__(self, n, seed):
+        g = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(0, VOCAB, (n, SEQ), generator=g)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        labels = self.ids[i].clone()
+        labels[: 1 + i % 3] = -100
+        return {"input_ids": self.ids[i], "labels": labels}
+
+
+def model():
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+
+
+def arguments(run_dir, config):
+    return TrainingArguments(
+        output_dir=run_dir, per_device_train_batch_size=2, per_device_eval_batch_size=2,
+        gradient_accumulation_steps=2, max_steps=6, learning_rate=2e-3, weight_decay=0.01,
+        max_grad_norm=0.5, warmup_steps=2, logging_steps=1, save_steps=2, save_total_limit=2,
+        report_to=[], seed=0, deepspeed=config, dataloader_drop_last=True,
+        use_cpu=not torch.cuda.is_available(), disable_tqdm=True)
+
+
+def logged(trainer, key):
+    return [h[key] for h in trainer.state.log_history if key in h and "step" in h]
+
+
+def run(config, out):
+    run_dir = os.path.join(out, "run")
+    trainer = Trainer(model=model(), args=arguments(run_dir, config), train_dataset=Rows(64, 1),
+                      eval_dataset=Rows(8, 2))
+    trainer.train()
+    metrics = trainer.evaluate()
+    trainer.save_model(os.path.join(out, "final"))
+    rank = trainer.args.process_index
+    if rank == 0:
+        with open(os.path.join(out, "result.json"), "w") as f:
+            json.dump({"loss": logged(trainer, "loss"),
+                       "learning_rate": logged(trainer, "learning_rate"),
+                       "grad_norm": logged(trainer, "grad_norm"),
+                       "eval_loss": metrics["eval_loss"],
+                       "checkpoints": sorted(d for d in os.listdir(run_dir)
+                                             if d.startswith("checkpoint"))}, f)
+    again = Trainer(model=model(), args=arguments(run_dir, config), train_dataset=Rows(64, 1))
+    again.train(resume_from_checkpoint=os.path.join(run_dir, "checkpoint-4"))
+    if rank == 0:
+        with open(os.path.join(out, "resumed.json"), "w") as f:
+            json.dump({"loss": logged(again, "loss")}, f)
+    print(f"rank {rank}: {os.path.basename(out)} done", flush=True)
+
+
+for path in configs:
+    run(path, os.path.join(out, os.path.splitext(os.path.basename(path))[0]))

@@ -138,6 +138,12 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
   EngineOptions engine_options = engine_options_from_config(t.config, std::move(options.units));
   engine_options.tensor_split_params = std::move(options.tensor_split);
   engine_options.dealt_params = std::move(options.expert_dealt);
+  if (options.lr_schedule) {
+    ZT_CHECK(!engine_options.lr_schedule, "the config's scheduler block (",
+             engine_options.lr_schedule ? engine_options.lr_schedule->name() : "",
+             ") and a program's schedule (", options.lr_schedule->name(), ") both given");
+    engine_options.lr_schedule = std::move(options.lr_schedule);
+  }
   t.engine = std::make_unique<Engine>(std::move(model), std::move(engine_options), t.comm,
                                       std::move(launch.partitioned), std::move(launch.topology));
   t.monitor = make_monitor(t.config, t.comm->rank());

@@ -40,6 +40,7 @@
 #include "core/config/config.h"
 #include "core/engine.h"
 #include "core/zero/partitioned_init.h"
+#include "optim/lr_schedule.h"
 #include "parallel/communicator.h"
 #include "parallel/env.h"
 #include "train/batch_stream.h"
@@ -110,6 +111,9 @@ struct InitOptions {
   // The model was split by tensor_parallel.partition_config (the Python front door's); a config
   // that has one is refused for a model that splits its own way.
   bool partition_config_applied = false;
+  // A schedule from outside the config, for a config without a scheduler block: the Hugging Face
+  // Trainer's own (python/zerotorch/hf.py), which DeepSpeed also runs as a client scheduler.
+  std::shared_ptr<const optim::LrSchedule> lr_schedule = {};
 };
 
 // What a sequence-parallel model is set with: the topology's sequence group (null without

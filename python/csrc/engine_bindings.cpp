@@ -111,6 +111,28 @@ void adopt_parts(zero::PartitionedInit& parts, torch::nn::Module& model,
   parts.add_root(model);
 }
 
+// A learning-rate schedule computed in Python: `lr(s)` is the lr of optimizer step s (0-based),
+// as a PyTorch scheduler stepped after each optimizer step gives it (the Hugging Face Trainer's
+// get_scheduler). The engine asks for lr_at(last_batch_iteration), the step before the one it
+// takes (optim/lr_schedule.h), hence the + 1.
+class PyLrSchedule : public optim::LrSchedule {
+ public:
+  PyLrSchedule(py::object lr, std::string name) : lr_(std::move(lr)), name_(std::move(name)) {}
+  ~PyLrSchedule() override {
+    py::gil_scoped_acquire gil;
+    lr_ = py::object();
+  }
+  double lr_at(int64_t step) const override {
+    py::gil_scoped_acquire gil;
+    return lr_(std::max<int64_t>(step + 1, 0)).cast<double>();
+  }
+  std::string name() const override { return name_; }
+
+ private:
+  py::object lr_;
+  std::string name_;
+};
+
 // The job and its engine, as zt::initialize made them for the mirrored model, from a config file
 // (config_path) or a config given as JSON text (config_text, a dict's json.dumps). `units` are the
 // stage-3 units by module name (named_modules() names, which the mirror keeps), or a callable
@@ -121,7 +143,7 @@ class PyEngine {
   PyEngine(const py::object& module, const std::string& config_path, const std::string& config_text,
            const std::vector<std::string>& overrides, const py::dict& program,
            const py::object& units_or_policy, const std::string& device, const py::object& split,
-           const py::object& materialise) {
+           const py::object& materialise, const py::object& lr_schedule) {
     LaunchOptions lo;
     lo.config_path = config_path;
     lo.config_text = config_text;
@@ -130,6 +152,10 @@ class PyEngine {
     lo.device = device;
     Launch launch = zt::launch(lo);
     InitOptions init;
+    if (!lr_schedule.is_none()) {
+      init.lr_schedule = std::make_shared<PyLrSchedule>(
+          lr_schedule.attr("lr"), lr_schedule.attr("name").cast<std::string>());
+    }
     // A model built under zerotorch.zero.Init holds each parameter's part (python/zerotorch/
     // zero.py); `materialise(prefix)` makes a submodule's parameters whole (collective). Where the
     // engine adopts partitioned construction (stage 3 without a tensor or expert split) that is
@@ -241,10 +267,11 @@ void bind_engine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const py::object&, const std::string&, const std::string&,
                     const std::vector<std::string>&, const py::dict&, const py::object&,
-                    const std::string&, const py::object&, const py::object&>(),
+                    const std::string&, const py::object&, const py::object&, const py::object&>(),
            py::arg("module"), py::arg("config_path"), py::arg("config_text"), py::arg("overrides"),
            py::arg("program"), py::arg("units"), py::arg("device") = "",
-           py::arg("split") = py::none(), py::arg("materialise") = py::none())
+           py::arg("split") = py::none(), py::arg("materialise") = py::none(),
+           py::arg("lr_schedule") = py::none())
       .def_property_readonly("model_parallel", &PyEngine::groups)
       // The tensor split's parameters by name, with the dimension each is cut along.
       .def_property_readonly("tensor_split_params",

@@ -282,7 +282,8 @@ class ZeroEngine:
     and ``step()`` every micro-step, as with DeepSpeed's engine. The parameters of ``module`` are
     the engine's (sharded, cast and stepped in place): ``engine.module`` is the model."""
 
-    def __init__(self, module, config, overrides=(), program=None, units=None, device=None):
+    def __init__(self, module, config, overrides=(), program=None, units=None, device=None,
+                 lr_schedule=None):
         # A torch.compile'd module (OptimizedModule) runs compiled, and the engine works on the
         # model inside it: its parameters keep their own names (no "_orig_mod." prefix) in
         # checkpoints and exports, as after engine.compile().
@@ -320,7 +321,7 @@ class ZeroEngine:
             self._engine = _C.Engine(module, path, text, list(overrides), program or {}, choose,
                                      str(self.device),
                                      lambda groups: _model_parallel.split_model(module, groups),
-                                     materialise)
+                                     materialise, lr_schedule)
         except RuntimeError as e:
             if 'still "auto"' not in str(e):
                 raise
@@ -330,6 +331,8 @@ class ZeroEngine:
                 'config.hidden_size (bucket sizes) or no max_steps was given (scheduler steps); '
                 'pass zerotorch.initialize(..., auto={"hidden_size": H, "total_steps": N}) or '
                 'training_args=') from None
+        # The Trainer's own schedule (TrainerSchedule) when the config has no scheduler block.
+        self.trainer_schedule = lr_schedule
         units = list(self._engine.units)
         self.model_parallel = self._engine.model_parallel
         # DeepSpeed's AutoTP checks the first step's inputs across each tensor group.
@@ -674,34 +677,70 @@ def auto_values(training_args=None, model=None, **values):
     return out
 
 
-def _trainer_defaults(blocks, training_args):
+class TrainerSchedule:
+    """The Hugging Face Trainer's learning-rate schedule, for a config without a scheduler
+    block: ``transformers.get_scheduler(lr_scheduler_type)`` over the Trainer's warmup and
+    total steps, which the Trainer hands DeepSpeed as a client scheduler, stepped after each
+    optimizer step. ``lr(s)`` is the lr of optimizer step s (0-based), read off the scheduler
+    itself over a one-parameter optimizer, so every schedule type is the Trainer's own."""
+
+    def __init__(self, training_args, total_steps):
+        import math
+        import transformers
+        kind = getattr(training_args, "lr_scheduler_type", "linear") or "linear"
+        kind = str(getattr(kind, "value", kind)).split(".")[-1].lower()
+        if kind == "reduce_lr_on_plateau":
+            raise ValueError("zerotorch.initialize: lr_scheduler_type 'reduce_lr_on_plateau' "
+                             "steps on evaluation metrics, which the engine does not see; give "
+                             "a scheduler block")
+        if kind != "constant" and not total_steps:
+            raise ValueError(f"zerotorch.initialize: the Trainer's {kind} schedule needs "
+                             "training_args.max_steps > 0 (or a scheduler block)")
+        total = int(total_steps or 0)
+        if hasattr(training_args, "get_warmup_steps"):
+            warmup = training_args.get_warmup_steps(total)
+        else:
+            steps = getattr(training_args, "warmup_steps", 0) or 0
+            ratio = getattr(training_args, "warmup_ratio", 0.0) or 0.0
+            warmup = int(steps) if steps > 0 else math.ceil(total * ratio)
+        self._optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))],
+                                          lr=float(training_args.learning_rate))
+        self._schedule = transformers.get_scheduler(
+            kind, self._optimizer, num_warmup_steps=warmup, num_training_steps=total,
+            scheduler_specific_kwargs=getattr(training_args, "lr_scheduler_kwargs", None) or {})
+        self._lrs = []
+        self.name = f"the Trainer's {kind}"
+
+    def lr(self, step):
+        with warnings.catch_warnings():
+            # "scheduler.step() before optimizer.step()": no optimizer steps here.
+            warnings.simplefilter("ignore")
+            while len(self._lrs) <= step:
+                self._lrs.append(float(self._optimizer.param_groups[0]["lr"]))
+                self._schedule.step()
+        return self._lrs[step]
+
+
+def _trainer_defaults(blocks, training_args, total_steps):
     """What the Hugging Face Trainer adds to a DeepSpeed config without an optimizer or
     scheduler block: its own AdamW over its parameter groups (biases and LayerNorm weights
-    without decay, which is the C++ programs' parameter_groups.no_decay default), and its
-    learning-rate schedule (lr_scheduler_type "linear": warmup then linear decay to zero over
-    max_steps, DeepSpeed's WarmupDecayLR; "constant": none)."""
+    without decay, which is the C++ programs' parameter_groups.no_decay default), as config
+    overrides, and its learning-rate schedule (TrainerSchedule), or None."""
     out = []
     if "optimizer" not in blocks:
+        # The Trainer's optim choices that are torch's AdamW (fused or not).
+        optim = str(getattr(getattr(training_args, "optim", None), "value",
+                            getattr(training_args, "optim", None)) or "adamw_torch")
+        if optim not in ("adamw_torch", "adamw_torch_fused", "adamw_hf"):
+            raise ValueError(f"zerotorch.initialize: TrainingArguments.optim {optim!r} without an "
+                             "optimizer block: the engine's default is the Trainer's AdamW; give "
+                             "the config an optimizer block")
         out += ["optimizer.type=AdamW"] + [f"optimizer.params.{k}=auto"
                                            for k in ("lr", "betas", "eps", "weight_decay")]
     elif "parameter_groups" not in blocks:
         out.append("parameter_groups.no_decay=[]")
-    if "scheduler" not in blocks:
-        kind = str(getattr(training_args, "lr_scheduler_type", "linear") or "linear")
-        kind = kind.split(".")[-1].lower()
-        if kind == "linear":
-            if (getattr(training_args, "max_steps", -1) or -1) <= 0:
-                raise ValueError("zerotorch.initialize: the Trainer's linear schedule needs "
-                                 "training_args.max_steps > 0 (or a scheduler block)")
-            out += ["scheduler.type=WarmupDecayLR", "scheduler.params.warmup_min_lr=0",
-                    "scheduler.params.warmup_max_lr=auto",
-                    "scheduler.params.warmup_num_steps=auto",
-                    "scheduler.params.total_num_steps=auto",
-                    "scheduler.params.warmup_type=linear"]
-        elif kind != "constant":
-            raise ValueError(f"zerotorch.initialize: lr_scheduler_type {kind!r} has no "
-                             "DeepSpeed scheduler here; give a scheduler block")
-    return out
+    schedule = None if "scheduler" in blocks else TrainerSchedule(training_args, total_steps)
+    return out, schedule
 
 
 def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
@@ -784,11 +823,13 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     blocks = set(config) if isinstance(config, dict) else set(
         _C.config_file_keys(os.fspath(config)))
     overrides = list(overrides)
+    schedule = None
     if training_args is not None:
-        overrides = _trainer_defaults(blocks, training_args) + overrides
+        defaults, schedule = _trainer_defaults(blocks, training_args, program.get("total_steps"))
+        overrides = defaults + overrides
     elif "parameter_groups" not in blocks:
         overrides.insert(0, "parameter_groups.no_decay=[]")
-    engine = ZeroEngine(model, config, overrides, program, units, device)
+    engine = ZeroEngine(model, config, overrides, program, units, device, schedule)
     if getattr(training_args, "torch_compile", False):
         # TrainingArguments(torch_compile=True): the Trainer compiles the model with its backend
         # and mode; engine.compile() does it with the engine's hooks in place.

@@ -32,8 +32,8 @@ are the engine's (``checkpoint-N/global_stepN``, resumed by ``resume_from_checkp
 Evaluation and prediction run the model with the engine's stage-3 gathers.
 
 Refused in one line: a Trainer given its own optimizer or scheduler, FSDP beside the config,
-``optim`` other than AdamW without an optimizer block, an epoch whose batches do not divide
-into the accumulation steps.
+``fp16_full_eval`` / ``bf16_full_eval``, an epoch whose batches do not divide into the
+accumulation steps, ``predict_with_generate`` at stage 3.
 """
 
 import functools
@@ -113,7 +113,13 @@ class _EngineScheduler:
         pass
 
     def get_last_lr(self):
-        return self.engine.get_lr()
+        # The lr of the step just taken, as the Trainer logs it under DeepSpeed: the config's
+        # schedule reports it as get_lr(); the Trainer's own schedule (a config without a
+        # scheduler block, TrainerSchedule) by its step index.
+        schedule = self.engine.trainer_schedule
+        if schedule is None:
+            return self.engine.get_lr()
+        return [schedule.lr(max(self.engine.global_steps - 1, 0))]
 
     def state_dict(self):
         return {}
@@ -244,6 +250,17 @@ class ZeroTrainerMixin:
         if self.zerotorch_engine is not None:
             return self.zerotorch_engine
         return super()._wrap_model(model, training, dataloader)
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **kwargs):
+        if getattr(self.args, "predict_with_generate", False) and not prediction_loss_only and \
+                self.zerotorch_engine.zero_optimization_stage() == 3:
+            # Seq2SeqTrainer generates with the model itself, outside the engine's forward, which
+            # at stage 3 gathers the parameters outside the units.
+            raise ValueError(f"zerotorch.hf.{type(self).__name__}: predict_with_generate at ZeRO "
+                             "stage 3 is not supported; evaluate the loss, or generate at stage "
+                             "0-2")
+        return super().prediction_step(model, inputs, prediction_loss_only,
+                                       ignore_keys=ignore_keys, **kwargs)
 
     def evaluation_loop(self, *args, **kwargs):
         # The model's stage-3 units are gathered by the engine's hooks: make the engine first

@@ -1,7 +1,7 @@
 """The same Hugging Face Trainer script under DeepSpeed and under zerotorch (bench/hf_trainer/
 README.md): tokens/s and peak RSS per rank, 2 ranks, each ZeRO stage's Hugging Face config.
 
-    python bench/hf_trainer/trainer_bench.py [--repeats 3] [--steps 20] [--out DIR]
+    python bench/hf_trainer/trainer_bench.py [--repeats 3] [--steps 16] [--out DIR]
 
 The driver (this file without --worker) runs, per config and repeat, the worker under ztrun twice,
 DeepSpeed (transformers.Trainer, DeepSpeed's virtualenv) and zerotorch (zerotorch.hf.Trainer,
@@ -16,7 +16,6 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,8 +103,8 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "hf_trainer"))
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=16)
+    p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--micro", type=int, default=4)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--hidden", type=int, default=512)

@@ -37,11 +37,11 @@ accumulation steps, ``predict_with_generate`` at stage 3.
 """
 
 import functools
+import os
 
 import torch
 import transformers
 
-from . import zero as _zero
 from .comm import init_distributed, launch_env
 from .engine import initialize
 
@@ -225,7 +225,6 @@ class ZeroTrainerMixin:
         engine = self.zerotorch_engine
         if engine is None:
             return super().save_model(output_dir, _internal_call)
-        import os
         os.makedirs(output_dir, exist_ok=True)
         if engine.save_16bit_model(output_dir, "model.safetensors"):
             if self.args.should_save:

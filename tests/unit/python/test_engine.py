@@ -793,10 +793,13 @@ def test_a_transformers_model_trains_on_the_test_device_as_on_the_cpu():
 
 
 # A rank ends with its script's own status however the script ends, also when it never tears the
-# engine down (zerotorch frees live engines before the interpreter finalizes): never an abort
-# ("terminate called without an active exception"), under ztrun and torchrun, two ranks, repeated.
-# An uncaught error on one rank ends the job while the other waits for it in a collective (the
-# MPI runtime's exit would otherwise wait in MPI_Finalize for that rank: a hang).
+# engine down (zerotorch frees live engines, and torch.distributed's group where the script made
+# one, before the interpreter finalizes): never an abort ("terminate called without an active
+# exception", seen in 1 of 6 runs with a process group before the teardown covered it), under
+# ztrun and torchrun, two ranks, repeated. An uncaught error on one rank ends the job while the
+# other waits for it in a collective (the MPI runtime's exit would otherwise wait in
+# MPI_Finalize for that rank: a hang), and its traceback is printed also under torch.distributed's
+# excepthook (lost before the package's stop was put back on top).
 @pytest.mark.parametrize("launcher", ["ztrun", "torchrun"])
 def test_ranks_exit_with_the_scripts_status(launcher, tmp_path):
     script = os.path.join(HERE, "exit_script.py")
@@ -805,8 +808,13 @@ def test_ranks_exit_with_the_scripts_status(launcher, tmp_path):
     else:
         base = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", "2", script]
-    for how in ["return", "return", "return_dist", "return_dist", "exit", "raise", "raise_dist",
-                "raise_one"]:
+    hows = ["return", "return", "return_dist", "return_dist", "exit", "raise", "raise_dist",
+            "raise_one"]
+    if launcher == "torchrun":
+        # The teardown is the package's, whichever launcher started the ranks: under torchrun
+        # one of each ending that differs (about 10 s a launch).
+        hows = ["return", "return_dist", "raise_dist", "raise_one"]
+    for how in hows:
         r = subprocess.run(base + [how], capture_output=True, text=True, timeout=120,
                            cwd=tmp_path)
         out = r.stdout + r.stderr

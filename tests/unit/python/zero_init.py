@@ -22,7 +22,6 @@ usage: zero_init.py OUT
 """
 
 import copy
-import os
 import sys
 
 import torch

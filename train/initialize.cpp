@@ -39,6 +39,19 @@ std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
                              .device = l.device});
 }
 
+// InitOptions::lr_factor times the optimizer's lr.
+class ScaledSchedule : public optim::LrSchedule {
+ public:
+  ScaledSchedule(std::shared_ptr<const optim::LrSchedule> factor, double lr)
+      : factor_(std::move(factor)), lr_(lr) {}
+  double lr_at(int64_t step) const override { return lr_ * factor_->lr_at(step); }
+  std::string name() const override { return factor_->name(); }
+
+ private:
+  std::shared_ptr<const optim::LrSchedule> factor_;
+  double lr_;
+};
+
 }  // namespace
 
 Launch launch(const LaunchOptions& options) {
@@ -138,11 +151,12 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
   EngineOptions engine_options = engine_options_from_config(t.config, std::move(options.units));
   engine_options.tensor_split_params = std::move(options.tensor_split);
   engine_options.dealt_params = std::move(options.expert_dealt);
-  if (options.lr_schedule) {
+  if (options.lr_factor) {
     ZT_CHECK(!engine_options.lr_schedule, "the config's scheduler block (",
              engine_options.lr_schedule ? engine_options.lr_schedule->name() : "",
-             ") and a program's schedule (", options.lr_schedule->name(), ") both given");
-    engine_options.lr_schedule = std::move(options.lr_schedule);
+             ") and a program's schedule (", options.lr_factor->name(), ") both given");
+    engine_options.lr_schedule =
+        std::make_shared<ScaledSchedule>(std::move(options.lr_factor), engine_options.hyper.lr);
   }
   t.engine = std::make_unique<Engine>(std::move(model), std::move(engine_options), t.comm,
                                       std::move(launch.partitioned), std::move(launch.topology));

@@ -111,9 +111,11 @@ struct InitOptions {
   // The model was split by tensor_parallel.partition_config (the Python front door's); a config
   // that has one is refused for a model that splits its own way.
   bool partition_config_applied = false;
-  // A schedule from outside the config, for a config without a scheduler block: the Hugging Face
-  // Trainer's own (python/zerotorch/hf.py), which DeepSpeed also runs as a client scheduler.
-  std::shared_ptr<const optim::LrSchedule> lr_schedule = {};
+  // A schedule from outside the config, for a config without a scheduler block, as factors of
+  // the optimizer's lr (its lr_at is the factor): the Hugging Face Trainer's own
+  // (python/zerotorch/engine.py, TrainerSchedule), which DeepSpeed runs as a client scheduler
+  // over its optimizer.
+  std::shared_ptr<const optim::LrSchedule> lr_factor = {};
 };
 
 // What a sequence-parallel model is set with: the topology's sequence group (null without

@@ -111,8 +111,9 @@ void adopt_parts(zero::PartitionedInit& parts, torch::nn::Module& model,
   parts.add_root(model);
 }
 
-// A learning-rate schedule computed in Python: `lr(s)` is the lr of optimizer step s (0-based),
-// as a PyTorch scheduler stepped after each optimizer step gives it (the Hugging Face Trainer's
+// A learning-rate schedule computed in Python, as factors of the optimizer's lr
+// (InitOptions::lr_factor): `lr(s)` is the factor of optimizer step s (0-based), as a PyTorch
+// scheduler stepped after each optimizer step gives it (the Hugging Face Trainer's
 // get_scheduler). The engine asks for lr_at(last_batch_iteration), the step before the one it
 // takes (optim/lr_schedule.h), hence the + 1.
 class PyLrSchedule : public optim::LrSchedule {
@@ -153,8 +154,8 @@ class PyEngine {
     Launch launch = zt::launch(lo);
     InitOptions init;
     if (!lr_schedule.is_none()) {
-      init.lr_schedule = std::make_shared<PyLrSchedule>(
-          lr_schedule.attr("lr"), lr_schedule.attr("name").cast<std::string>());
+      init.lr_factor = std::make_shared<PyLrSchedule>(lr_schedule.attr("lr"),
+                                                      lr_schedule.attr("name").cast<std::string>());
     }
     // A model built under zerotorch.zero.Init holds each parameter's part (python/zerotorch/
     // zero.py); `materialise(prefix)` makes a submodule's parameters whole (collective). Where the

@@ -681,8 +681,10 @@ class TrainerSchedule:
     """The Hugging Face Trainer's learning-rate schedule, for a config without a scheduler
     block: ``transformers.get_scheduler(lr_scheduler_type)`` over the Trainer's warmup and
     total steps, which the Trainer hands DeepSpeed as a client scheduler, stepped after each
-    optimizer step. ``lr(s)`` is the lr of optimizer step s (0-based), read off the scheduler
-    itself over a one-parameter optimizer, so every schedule type is the Trainer's own."""
+    optimizer step, over the optimizer's lr (the config's, its "auto" the Trainer's
+    learning_rate). ``lr(s)`` is the factor of that lr at optimizer step s (0-based), read off
+    the scheduler itself over a one-parameter optimizer of lr 1, so every schedule type is the
+    Trainer's own."""
 
     def __init__(self, training_args, total_steps):
         import math
@@ -703,8 +705,7 @@ class TrainerSchedule:
             steps = getattr(training_args, "warmup_steps", 0) or 0
             ratio = getattr(training_args, "warmup_ratio", 0.0) or 0.0
             warmup = int(steps) if steps > 0 else math.ceil(total * ratio)
-        self._optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))],
-                                          lr=float(training_args.learning_rate))
+        self._optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
         self._schedule = transformers.get_scheduler(
             kind, self._optimizer, num_warmup_steps=warmup, num_training_steps=total,
             scheduler_specific_kwargs=getattr(training_args, "lr_scheduler_kwargs", None) or {})

@@ -37,6 +37,7 @@ accumulation steps, ``predict_with_generate`` at stage 3.
 """
 
 import functools
+import json
 import os
 
 import torch
@@ -108,6 +109,7 @@ class _EngineScheduler:
 
     def __init__(self, engine):
         self.engine = engine
+        self._lr = None  # the optimizer's lr, which the Trainer's own schedule scales
 
     def step(self, *args, **kwargs):
         pass
@@ -119,7 +121,9 @@ class _EngineScheduler:
         schedule = self.engine.trainer_schedule
         if schedule is None:
             return self.engine.get_lr()
-        return [schedule.lr(max(self.engine.global_steps - 1, 0))]
+        if self._lr is None:
+            self._lr = json.loads(self.engine._engine.config_json)["optimizer"]["params"]["lr"]
+        return [self._lr * schedule.lr(max(self.engine.global_steps - 1, 0))]
 
     def state_dict(self):
         return {}

@@ -268,7 +268,9 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path):
     evaluation loss is equal, the same checkpoints are kept (save_total_limit), a resume from
     checkpoint-4 logs the uninterrupted run's last two losses, and both saved models load with
     from_pretrained and give logits within 1e-5 (the optimizers' fp32 rounding; measured
-    8e-7)."""
+    8e-7). A run with only the query and value projections trainable (LoRA's usual targets)
+    and gradient checkpointing, on the last config, logs the same losses and predict() gives
+    the same loss within 1e-6."""
     import json
     import torch
     import transformers
@@ -282,7 +284,7 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path):
         "zero_optimization": {"stage": 2}, "gradient_accumulation_steps": "auto",
         "gradient_clipping": "auto", "train_batch_size": "auto",
         "train_micro_batch_size_per_gpu": "auto"}))
-    configs.append(str(defaults))
+    configs.insert(1, str(defaults))  # the stage-3 config last: the variant run takes it
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(zerotorch.__file__)),
                OMP_NUM_THREADS="1")
     outputs = {}
@@ -296,7 +298,7 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path):
         text = r.stdout + r.stderr
         # DeepSpeed's ranks may abort at exit after finishing (their own threads); zerotorch's
         # must exit cleanly.
-        assert r.stdout.count(" done") == 2 * len(configs), text[-4000:]
+        assert r.stdout.count(" done") == 2 * len(configs) + 2, text[-4000:]
         assert framework == "deepspeed" or r.returncode == 0, text[-4000:]
         outputs[framework] = out
     ids = torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(3))
@@ -319,6 +321,13 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path):
         logits = [transformers.LlamaForCausalLM.from_pretrained(
             d / "final", dtype=torch.float32)(input_ids=ids).logits for d in (ds, zt)]
         assert (logits[0] - logits[1]).abs().max().item() <= 1e-5, name
+    # Frozen parameters and gradient checkpointing at stage 3, then predict().
+    want, got = (json.loads((outputs[f] / "variant.json").read_text())
+                 for f in ("deepspeed", "zerotorch"))
+    assert got["predictions"] == want["predictions"] == [8, 16, 96], (got, want)
+    for a, b in zip(got["loss"], want["loss"], strict=True):
+        assert abs(a - b) <= 1e-6 * b, (got["loss"], want["loss"])
+    assert abs(got["test_loss"] - want["test_loss"]) <= 1e-6 * want["test_loss"], (got, want)
 
 
 # Heads that do not split, an eager attention, a model without a plan or without experts: one

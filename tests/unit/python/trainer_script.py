@@ -10,7 +10,9 @@ steps, weight decay, clipping, a warmup. It logs every step, saves a checkpoint 
 (``save_total_limit`` 2), evaluates, and saves the model to final/; rank 0 writes result.json:
 the logged losses, learning rates and gradient norms, the evaluation loss, the checkpoints
 kept. Then a second Trainer resumes from checkpoint-4 and trains to step 6, and rank 0 writes
-its logged losses to resumed.json.
+its logged losses to resumed.json. Last, with the last CONFIG, a run with only the attention's
+query and value projections trainable and gradient checkpointing on, then predict(): OUT/
+variant.json.
 """
 
 import json
@@ -50,13 +52,13 @@ def model():
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
 
 
-def arguments(run_dir, config):
+def arguments(run_dir, config, **more):
     return TrainingArguments(
         output_dir=run_dir, per_device_train_batch_size=2, per_device_eval_batch_size=2,
         gradient_accumulation_steps=2, max_steps=6, learning_rate=2e-3, weight_decay=0.01,
         max_grad_norm=0.5, warmup_steps=2, logging_steps=1, save_steps=2, save_total_limit=2,
         report_to=[], seed=0, deepspeed=config, dataloader_drop_last=True,
-        use_cpu=not torch.cuda.is_available(), disable_tqdm=True)
+        use_cpu=not torch.cuda.is_available(), disable_tqdm=True, **more)
 
 
 def logged(trainer, key):
@@ -87,5 +89,25 @@ def run(config, out):
     print(f"rank {rank}: {os.path.basename(out)} done", flush=True)
 
 
+def variant(config, out):
+    """LoRA's usual targets alone trainable (the query and value projections, whole here),
+    gradient checkpointing on, no checkpoints; then predict() on the evaluation rows."""
+    net = model()
+    for name, p in net.named_parameters():
+        p.requires_grad_(name.endswith(("q_proj.weight", "v_proj.weight")))
+    trainer = Trainer(model=net, args=arguments(os.path.join(out, "run"), config,
+                                                gradient_checkpointing=True, save_strategy="no"),
+                      train_dataset=Rows(64, 1))
+    trainer.train()
+    predicted = trainer.predict(Rows(8, 2))
+    if trainer.args.process_index == 0:
+        with open(os.path.join(out, "variant.json"), "w") as f:
+            json.dump({"loss": logged(trainer, "loss"),
+                       "test_loss": predicted.metrics["test_loss"],
+                       "predictions": list(predicted.predictions.shape)}, f)
+    print(f"rank {trainer.args.process_index}: variant done", flush=True)
+
+
 for path in configs:
     run(path, os.path.join(out, os.path.splitext(os.path.basename(path))[0]))
+variant(configs[-1], out)

@@ -14,10 +14,10 @@ installed), and the config is kept as ``args.zerotorch_config``. The ranks then 
 process group (``zerotorch.init_distributed``), which accelerate uses as it is.
 
 ``Trainer`` and ``Seq2SeqTrainer`` are transformers' classes with ``ZeroTrainerMixin`` in front;
-``trainer_class(cls)`` makes the same of any Trainer subclass (TRL's ``SFTTrainer``, a project's
-own)::
+``trainer_class(cls)`` makes the same of any Trainer subclass (a project's own; one that
+overrides the methods below does so at its own risk)::
 
-    SFTTrainer = zerotorch.hf.trainer_class(trl.SFTTrainer)
+    MyTrainer = zerotorch.hf.trainer_class(MyTrainer)
 
 What the mixin changes is what accelerate's DeepSpeed path changes in the Trainer, with
 ``zerotorch.initialize`` in place of ``deepspeed.initialize``: the model is wrapped by the engine

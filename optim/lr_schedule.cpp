@@ -16,8 +16,11 @@ struct Warmup {
   int64_t num_steps = 1000;  // already max(2, configured)
   bool log = true;
   double fraction(int64_t step) const {
+    // DeepSpeed multiplies by a stored 1 / log(n) rather than dividing by log(n): the same
+    // operations give the same last bit of the lr.
     if (log)
-      return std::log(static_cast<double>(step + 1)) / std::log(static_cast<double>(num_steps));
+      return (1.0 / std::log(static_cast<double>(num_steps))) *
+             std::log(static_cast<double>(step + 1));
     return static_cast<double>(step) / static_cast<double>(num_steps);
   }
 };

@@ -661,6 +661,15 @@ def auto_values(training_args=None, model=None, **values):
             if value is not None:
                 out[key] = value
                 origin[key] = f"TrainingArguments.{field} {value}"
+        steps = out.get("warmup_steps")
+        if isinstance(steps, float):
+            # transformers 5 folds warmup_ratio into warmup_steps: below 1 it is the fraction
+            # of the total steps (TrainingArguments.get_warmup_steps).
+            if 0 < steps < 1:
+                out["warmup_ratio"], out["warmup_steps"] = steps, 0
+                origin["warmup_ratio"] = origin.pop("warmup_steps")
+            else:
+                out["warmup_steps"] = int(steps)
         if getattr(a, "adam_beta1", None) is not None and getattr(a, "adam_beta2", None):
             out["betas"] = [float(a.adam_beta1), float(a.adam_beta2)]
             origin["betas"] = "TrainingArguments.adam_beta1/adam_beta2"

@@ -29,7 +29,8 @@ accumulation window), the optimizer and scheduler the Trainer sees are the engin
 are the engine's (``checkpoint-N/global_stepN``, resumed by ``resume_from_checkpoint``), and
 ``save_model`` writes a ``from_pretrained`` directory (at stage 3 through
 ``stage3_gather_16bit_weights_on_model_save``, else the engine's checkpoint, as with DeepSpeed).
-Evaluation and prediction run the model with the engine's stage-3 gathers.
+Evaluation and prediction run the model with the engine's stage-3 gathers. ``torch_compile``
+compiles the model in place (``engine.compile``), as accelerate compiles DeepSpeed's engine.
 
 Refused in one line: a Trainer given its own optimizer or scheduler, FSDP beside the config,
 ``fp16_full_eval`` / ``bf16_full_eval``, an epoch whose batches do not divide into the
@@ -37,11 +38,14 @@ accumulation steps, ``predict_with_generate`` at stage 3.
 """
 
 import functools
+import inspect
 import json
 import os
+import warnings
 
 import torch
 import transformers
+from accelerate.utils import DynamoBackend, compile_regions_deepspeed
 
 from .comm import init_distributed, launch_env
 from .engine import initialize
@@ -137,9 +141,19 @@ class ZeroTrainerMixin:
     trains on zerotorch's engine with the config of ``TrainingArguments(deepspeed=...)``."""
 
     def __init__(self, *args, **kwargs):
+        name = type(self).__name__
+        if "tokenizer" in kwargs and \
+                "tokenizer" not in inspect.signature(transformers.Trainer.__init__).parameters:
+            # transformers 4.x's name for processing_class (deprecated in 4.46, gone in 5), which
+            # the public scripts written for those versions still pass.
+            if kwargs.get("processing_class") is not None:
+                raise ValueError(f"zerotorch.hf.{name}: both tokenizer= and processing_class= "
+                                 "given; keep processing_class")
+            kwargs["processing_class"] = kwargs.pop("tokenizer")
+            warnings.warn(f"zerotorch.hf.{name}: tokenizer= is transformers 4's name; taken "
+                          "as processing_class=")
         super().__init__(*args, **kwargs)
         self.zerotorch_engine = None
-        name = type(self).__name__
         if getattr(self.args, "zerotorch_config", None) is None:
             raise ValueError(f"zerotorch.hf.{name}: no DeepSpeed config; give "
                              "TrainingArguments(deepspeed=...) or --deepspeed")
@@ -176,6 +190,16 @@ class ZeroTrainerMixin:
             self.zerotorch_engine = engine
             # Hugging Face's name for the wrapped engine, which callbacks read.
             self.deepspeed = engine
+            # torch_compile=True (its backend and mode): compiled in place as accelerate compiles
+            # DeepSpeed's engine, the whole model or, with regional compilation, its repeated
+            # blocks.
+            plugin = getattr(self.accelerator.state, "dynamo_plugin", None)
+            if plugin is not None and plugin.backend != DynamoBackend.NO:
+                kwargs = plugin.to_kwargs()
+                if plugin.use_regional_compilation:
+                    compile_regions_deepspeed(engine.module, **kwargs)
+                else:
+                    engine.compile(backend=kwargs.pop("backend"), compile_kwargs=kwargs)
         return self.zerotorch_engine
 
     def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):

@@ -45,6 +45,17 @@ TEST(LrSchedule, WarmupLrLogAndLinear) {
   EXPECT_NEAR(lin->lr_at(10), 1.1e-3, 1e-15);
 }
 
+TEST(LrSchedule, WarmupLrLogIsBitExactToDeepSpeed) {
+  // DeepSpeed 0.19.8's WarmupLR(warmup_min_lr=0, warmup_max_lr=0.002, warmup_num_steps=3),
+  // run: get_lr() at step 1 printed 0.0012618595071429146 (log(2) / log(3) computed as a
+  // division ends one bit above).
+  ScheduleSpec p = spec(ScheduleKind::kWarmupLR);
+  p.warmup_max_lr = 0.002;
+  p.warmup_num_steps = 3;
+  auto s = make_lr_schedule(p, /*base_lr=*/0.5);
+  EXPECT_EQ(s->lr_at(1), 0.0012618595071429146);
+}
+
 TEST(LrSchedule, WarmupNumStepsIsAtLeastTwo) {
   for (int64_t n : {1, 0}) {  // 0: what the Hugging Face Trainer fills "auto" with by default
     ScheduleSpec p = spec(ScheduleKind::kWarmupLR);

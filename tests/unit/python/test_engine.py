@@ -269,8 +269,9 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path):
     checkpoint-4 logs the uninterrupted run's last two losses, and both saved models load with
     from_pretrained and give logits within 1e-5 (the optimizers' fp32 rounding; measured
     8e-7). A run with only the query and value projections trainable (LoRA's usual targets)
-    and gradient checkpointing, on the last config, logs the same losses and predict() gives
-    the same loss within 1e-6."""
+    and gradient checkpointing, on the last config, its warmup a fraction of the steps
+    (transformers 5's warmup_steps below 1), logs the same losses and learning rates, and
+    predict() gives the same loss within 1e-6."""
     import json
     import torch
     import transformers
@@ -325,9 +326,65 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path):
     want, got = (json.loads((outputs[f] / "variant.json").read_text())
                  for f in ("deepspeed", "zerotorch"))
     assert got["predictions"] == want["predictions"] == [8, 16, 96], (got, want)
+    assert got["learning_rate"] == want["learning_rate"], (got, want)
     for a, b in zip(got["loss"], want["loss"], strict=True):
         assert abs(a - b) <= 1e-6 * b, (got["loss"], want["loss"])
     assert abs(got["test_loss"] - want["test_loss"]) <= 1e-6 * want["test_loss"], (got, want)
+
+
+def test_hf_trainer_takes_transformers_4s_tokenizer_argument(tmp_path):
+    """Public Trainer scripts written for transformers 4 (Stanford Alpaca's train.py, FastChat's)
+    pass tokenizer=, which transformers 5 dropped for processing_class=: zerotorch.hf.Trainer
+    takes it as processing_class, and refuses both at once."""
+    import tokenizers
+    import transformers
+
+    import zerotorch.hf
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizers.Tokenizer(
+        tokenizers.models.WordLevel({"a": 0, "<unk>": 1}, unk_token="<unk>")))
+    args = zerotorch.hf.TrainingArguments(
+        output_dir=str(tmp_path), report_to=[], use_cpu=True,
+        deepspeed={"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}})
+    assert args.deepspeed is None and args.zerotorch_config is not None
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=8, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=2))
+    with pytest.warns(UserWarning, match="tokenizer= is transformers 4's name"):
+        trainer = zerotorch.hf.Trainer(model=model, args=args, tokenizer=tok)
+    assert trainer.processing_class is tok
+    with pytest.raises(ValueError, match="both tokenizer= and processing_class="):
+        zerotorch.hf.Trainer(model=model, args=args, tokenizer=tok, processing_class=tok)
+
+
+def test_hf_trainer_compiles_the_model_for_torch_compile(tmp_path, monkeypatch):
+    """TrainingArguments(torch_compile=True, torch_compile_mode=...): the engine compiles the
+    model in place with that backend and mode, as accelerate compiles DeepSpeed's engine (the
+    compiled training itself is python.compile's test)."""
+    import transformers
+
+    import zerotorch.hf
+    args = zerotorch.hf.TrainingArguments(
+        output_dir=str(tmp_path), report_to=[], use_cpu=True, torch_compile=True,
+        torch_compile_mode="reduce-overhead", per_device_train_batch_size=2,
+        deepspeed={"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
+                   "optimizer": {"type": "AdamW", "params": {"lr": "auto"}}})
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=8, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=2))
+    import torch
+    calls, compile_module = [], torch.nn.Module.compile
+
+    def recorded(module, **kwargs):
+        calls.append((module, kwargs))
+        compile_module(module, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "compile", recorded)
+    trainer = zerotorch.hf.Trainer(model=model, args=args)
+    engine = trainer._zerotorch_engine(4)
+    assert engine.is_compiled
+    assert len(calls) == 1 and calls[0][0] is model, calls
+    assert calls[0][1]["backend"] == "inductor" and calls[0][1]["mode"] == "reduce-overhead", \
+        calls
 
 
 # Heads that do not split, an eager attention, a model without a plan or without experts: one
@@ -394,6 +451,14 @@ def test_auto_values_follow_training_arguments():
     v = zerotorch.auto_values(args, None, hidden_size=64)
     assert v["micro_batch_size"] == 4 and v["betas"] == [0.8, 0.9] and v["lr"] == 3e-4
     assert "total_steps" not in v and v["hidden_size"] == 64
+    # transformers 5: no warmup_ratio, a warmup_steps below 1 is the fraction of the steps.
+    for steps, want in ((0.25, {"warmup_ratio": 0.25, "warmup_steps": 0}),
+                        (3.0, {"warmup_steps": 3})):
+        five = types.SimpleNamespace(**{k: v for k, v in vars(args).items()
+                                        if k != "warmup_ratio"})
+        five.warmup_steps = steps
+        got = zerotorch.auto_values(five)
+        assert {k: got.get(k) for k in want} == want and type(got["warmup_steps"]) is int
     config = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
               "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
               "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"},

@@ -576,8 +576,8 @@ class ZeroEngine:
         state = {str(k): json.dumps(v) for k, v in (client_state or {}).items()}
         self._engine.save_checkpoint(os.fspath(save_dir), str(tag), state)
 
-    @property
     def zero_optimization_stage(self):
+        """A method, as DeepSpeed's engine has it."""
         return self._engine.stage
 
     def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",

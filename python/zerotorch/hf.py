@@ -32,6 +32,9 @@ are the engine's (``checkpoint-N/global_stepN``, resumed by ``resume_from_checkp
 Evaluation and prediction run the model with the engine's stage-3 gathers. ``torch_compile``
 compiles the model in place (``engine.compile``), as accelerate compiles DeepSpeed's engine.
 
+A script written for transformers 4 may pass ``tokenizer=``: it is taken as
+``processing_class=``, with a warning.
+
 Refused in one line: a Trainer given its own optimizer or scheduler, FSDP beside the config,
 ``fp16_full_eval`` / ``bf16_full_eval``, an epoch whose batches do not divide into the
 accumulation steps, ``predict_with_generate`` at stage 3.

@@ -12,7 +12,8 @@ the logged losses, learning rates and gradient norms, the evaluation loss, the c
 kept. Then a second Trainer resumes from checkpoint-4 and trains to step 6, and rank 0 writes
 its logged losses to resumed.json. Last, with the last CONFIG, a run with only the attention's
 query and value projections trainable and gradient checkpointing on, then predict(): OUT/
-variant.json.
+variant.json. Then ``Seq2SeqTrainer`` with the first CONFIG, generating in its prediction:
+OUT/seq2seq.json.
 """
 
 import json
@@ -23,9 +24,11 @@ import torch
 
 framework, out, configs = sys.argv[1], sys.argv[2], sys.argv[3:]
 if framework == "zerotorch":
-    from zerotorch.hf import Trainer, TrainingArguments
+    from zerotorch.hf import (Seq2SeqTrainer, Seq2SeqTrainingArguments, Trainer,
+                              TrainingArguments)
 else:
-    from transformers import Trainer, TrainingArguments
+    from transformers import (Seq2SeqTrainer, Seq2SeqTrainingArguments, Trainer,
+                              TrainingArguments)
 import transformers  # noqa: E402
 
 VOCAB, SEQ = 96, 16
@@ -93,7 +96,9 @@ def variant(config, out):
     """LoRA's usual targets alone trainable (the query and value projections, whole here),
     gradient checkpointing on, no checkpoints, the warmup as a fraction of the steps
     (transformers 5's warmup_steps below 1: 3 of the 6 steps); then predict() on the evaluation
-    rows."""
+    rows. Then Seq2SeqTrainer with the first CONFIG, generating in its evaluation:
+OUT/seq2seq.json.
+"""
     net = model()
     for name, p in net.named_parameters():
         p.requires_grad_(name.endswith(("q_proj.weight", "v_proj.weight")))
@@ -112,6 +117,39 @@ def variant(config, out):
     print(f"rank {trainer.args.process_index}: variant done", flush=True)
 
 
+def seq2seq(config, out):
+    """Seq2SeqTrainer: a tiny random T5 (no dropout) learns to copy rows for 4 steps, then
+    predicts with predict_with_generate (greedy, 8 new tokens): OUT/seq2seq.json."""
+    torch.manual_seed(0)
+    net = transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4,
+        dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1))
+
+    class Copy(Rows):
+        def __getitem__(self, i):
+            ids = self.ids[i] % (VOCAB - 2) + 2  # no pad or end-of-sequence token
+            return {"input_ids": ids, "labels": ids[:8].clone()}
+
+    args = Seq2SeqTrainingArguments(
+        output_dir=os.path.join(out, "s2s"), per_device_train_batch_size=2,
+        per_device_eval_batch_size=2, gradient_accumulation_steps=2, max_steps=4,
+        learning_rate=2e-3, max_grad_norm=0.5, logging_steps=1, save_strategy="no",
+        report_to=[], seed=0, deepspeed=config, dataloader_drop_last=True,
+        use_cpu=not torch.cuda.is_available(), disable_tqdm=True, predict_with_generate=True,
+        generation_max_length=8, generation_num_beams=1)
+    trainer = Seq2SeqTrainer(model=net, args=args, train_dataset=Copy(32, 3),
+                             eval_dataset=Copy(4, 4))
+    trainer.train()
+    predicted = trainer.predict(Copy(4, 4))
+    if args.process_index == 0:
+        with open(os.path.join(out, "seq2seq.json"), "w") as f:
+            json.dump({"loss": logged(trainer, "loss"),
+                       "test_loss": predicted.metrics["test_loss"],
+                       "generated": predicted.predictions.tolist()}, f)
+    print(f"rank {args.process_index}: seq2seq done", flush=True)
+
+
 for path in configs:
     run(path, os.path.join(out, os.path.splitext(os.path.basename(path))[0]))
 variant(configs[-1], out)
+seq2seq(configs[0], out)

@@ -409,6 +409,21 @@ class ZeroEngine:
 
     forward = __call__
 
+    def call_as_forward(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` run where the engine runs the model's forward: at stage 3 the
+        parameters outside the units stay gathered for the whole call and each unit is gathered
+        by its hooks as it runs, so code that drives the model other than through its forward
+        (``model.generate``, which also calls an encoder alone) works, as under DeepSpeed's
+        hooks on every module. Without gradients everything is released afterwards."""
+        box = []
+
+        def run():
+            box.append(fn(*args, **kwargs))
+            return _first_tensor(box[0])
+
+        self._engine.forward(run)
+        return box[0]
+
     def compile(self, backend=None, compile_kwargs=None, schedule=None,
                 compiled_autograd_enabled=False):
         """DeepSpeed's ``engine.compile()``: the module compiled in place

@@ -37,7 +37,7 @@ A script written for transformers 4 may pass ``tokenizer=``: it is taken as
 
 Refused in one line: a Trainer given its own optimizer or scheduler, FSDP beside the config,
 ``fp16_full_eval`` / ``bf16_full_eval``, an epoch whose batches do not divide into the
-accumulation steps, ``predict_with_generate`` at stage 3.
+accumulation steps.
 """
 
 import functools
@@ -282,13 +282,13 @@ class ZeroTrainerMixin:
         return super()._wrap_model(model, training, dataloader)
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **kwargs):
+        engine = self.zerotorch_engine
         if getattr(self.args, "predict_with_generate", False) and not prediction_loss_only and \
-                self.zerotorch_engine.zero_optimization_stage() == 3:
-            # Seq2SeqTrainer generates with the model itself, outside the engine's forward, which
-            # at stage 3 gathers the parameters outside the units.
-            raise ValueError(f"zerotorch.hf.{type(self).__name__}: predict_with_generate at ZeRO "
-                             "stage 3 is not supported; evaluate the loss, or generate at stage "
-                             "0-2")
+                engine.zero_optimization_stage() == 3:
+            # Seq2SeqTrainer generates with the model itself, outside the engine's forward,
+            # which at stage 3 gathers the parameters outside the units.
+            return engine.call_as_forward(super().prediction_step, model, inputs,
+                                          prediction_loss_only, ignore_keys=ignore_keys, **kwargs)
         return super().prediction_step(model, inputs, prediction_loss_only,
                                        ignore_keys=ignore_keys, **kwargs)
 

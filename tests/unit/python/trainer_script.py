@@ -12,8 +12,8 @@ the logged losses, learning rates and gradient norms, the evaluation loss, the c
 kept. Then a second Trainer resumes from checkpoint-4 and trains to step 6, and rank 0 writes
 its logged losses to resumed.json. Last, with the last CONFIG, a run with only the attention's
 query and value projections trainable and gradient checkpointing on, then predict(): OUT/
-variant.json. Then ``Seq2SeqTrainer`` with the first CONFIG, generating in its prediction:
-OUT/seq2seq.json.
+variant.json. Then ``Seq2SeqTrainer`` with the first and the last CONFIG, generating in its
+prediction: OUT/seq2seq-first.json, OUT/seq2seq-last.json.
 """
 
 import json
@@ -117,9 +117,9 @@ OUT/seq2seq.json.
     print(f"rank {trainer.args.process_index}: variant done", flush=True)
 
 
-def seq2seq(config, out):
+def seq2seq(config, out, name):
     """Seq2SeqTrainer: a tiny random T5 (no dropout) learns to copy rows for 4 steps, then
-    predicts with predict_with_generate (greedy, 8 new tokens): OUT/seq2seq.json."""
+    predicts with predict_with_generate (greedy, 8 new tokens): OUT/NAME.json."""
     torch.manual_seed(0)
     net = transformers.T5ForConditionalGeneration(transformers.T5Config(
         vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4,
@@ -131,7 +131,7 @@ def seq2seq(config, out):
             return {"input_ids": ids, "labels": ids[:8].clone()}
 
     args = Seq2SeqTrainingArguments(
-        output_dir=os.path.join(out, "s2s"), per_device_train_batch_size=2,
+        output_dir=os.path.join(out, name), per_device_train_batch_size=2,
         per_device_eval_batch_size=2, gradient_accumulation_steps=2, max_steps=4,
         learning_rate=2e-3, max_grad_norm=0.5, logging_steps=1, save_strategy="no",
         report_to=[], seed=0, deepspeed=config, dataloader_drop_last=True,
@@ -142,14 +142,15 @@ def seq2seq(config, out):
     trainer.train()
     predicted = trainer.predict(Copy(4, 4))
     if args.process_index == 0:
-        with open(os.path.join(out, "seq2seq.json"), "w") as f:
+        with open(os.path.join(out, name + ".json"), "w") as f:
             json.dump({"loss": logged(trainer, "loss"),
                        "test_loss": predicted.metrics["test_loss"],
                        "generated": predicted.predictions.tolist()}, f)
-    print(f"rank {args.process_index}: seq2seq done", flush=True)
+    print(f"rank {args.process_index}: {name} done", flush=True)
 
 
 for path in configs:
     run(path, os.path.join(out, os.path.splitext(os.path.basename(path))[0]))
 variant(configs[-1], out)
-seq2seq(configs[0], out)
+seq2seq(configs[0], out, "seq2seq-first")
+seq2seq(configs[-1], out, "seq2seq-last")

@@ -89,7 +89,7 @@ DS_ACCELERATOR=cpu "$py" -c "import deepspeed; print('[setup-deepspeed] deepspee
 if [ "${ZT_DS_SKIP_JIT:-0}" != 1 ]; then
   say "loading (JIT-building on first use) DeepSpeed's CPUAdam op"
   start=$(date +%s)
-  PATH="$ZT_DS_VENV/bin:$PATH" DS_ACCELERATOR=cpu "$py" -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load(verbose=False)" 2>&1 | grep -vE '^\s*$' | tail -5
+  PATH="$PATH:$ZT_DS_VENV/bin" DS_ACCELERATOR=cpu "$py" -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load(verbose=False)" 2>&1 | grep -vE '^\s*$' | tail -5
   say "CPUAdam op ready in $(( $(date +%s) - start )) s"
 fi
-say "done: $ZT_DS_VENV (run with DS_ACCELERATOR=cpu; PATH needs $ZT_DS_VENV/bin for ninja)"
+say "done: $ZT_DS_VENV (run with DS_ACCELERATOR=cpu; PATH needs a ninja, else append $ZT_DS_VENV/bin)"

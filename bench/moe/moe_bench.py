@@ -172,7 +172,7 @@ def launch(kind, stage, steps, build, ep, model_kind):
                python, os.path.abspath(__file__), "--side", "zt", *args]
     else:
         env["DS_ACCELERATOR"] = "cpu"
-        env["PATH"] = DS_BIN + os.pathsep + env["PATH"]
+        env["PATH"] = env["PATH"] + os.pathsep + DS_BIN
         cmd = [os.path.join(DS_BIN, "deepspeed"), "--num_gpus", "2", os.path.abspath(__file__),
                "--side", "ds", *args]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)

@@ -288,7 +288,7 @@ def job(a, name, rank_out):
     elif impl == "deepspeed":
         v = ds_venv()
         env["DS_ACCELERATOR"] = "cpu"
-        env["PATH"] = os.path.join(v, "bin") + os.pathsep + env.get("PATH", "")
+        env["PATH"] = env.get("PATH", "") + os.pathsep + os.path.join(v, "bin")
         cmd = [os.path.join(v, "bin", "python"), "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node", np_] + args
     else:

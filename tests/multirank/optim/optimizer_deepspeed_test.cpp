@@ -123,8 +123,11 @@ fs::path run_deepspeed(const std::vector<Case>& cases, std::string* why) {
   // DeepSpeed wraps muon_update in torch.compile; compiling it on a 2-core CPU takes about 100 s,
   // and the compiled kernel computes the same expression, so the peer runs DeepSpeed's code
   // eagerly (TORCHDYNAMO_DISABLE): the whole test then takes about 8 s, with the same differences.
-  cmd << "PATH=" << python.parent_path().string()
-      << ":$PATH DS_ACCELERATOR=cpu TORCHDYNAMO_DISABLE=1 " << python << " " << ZT_SOURCE_DIR
+  // The venv's bin (its ninja) goes after PATH, as in every other DeepSpeed launch here:
+  // DeepSpeed's JIT ops (~/.cache/torch_extensions) are then built by one ninja, not rebuilt (about
+  // 50 s) each time a ninja of another version reads the other's build log.
+  cmd << "PATH=$PATH:" << python.parent_path().string()
+      << " DS_ACCELERATOR=cpu TORCHDYNAMO_DISABLE=1 " << python << " " << ZT_SOURCE_DIR
       << "/tests/multirank/optim/optimizer_deepspeed_peer.py --out " << out << " --steps "
       << kSteps;
   for (const auto& [name, blocks] : kBlocks) cmd << " --blocks '" << name << "={" << blocks << "}'";

@@ -17,7 +17,7 @@ for stage in 2 3; do
   dir="$out/stage$stage"
   mkdir -p "$dir"
   port=$(( 20000 + RANDOM % 20000 ))
-  ZT_DS_STAGE=$stage DS_ACCELERATOR=cpu PATH="$venv/bin:$PATH" OMP_NUM_THREADS=1 \
+  ZT_DS_STAGE=$stage DS_ACCELERATOR=cpu PATH="$PATH:$venv/bin" OMP_NUM_THREADS=1 \
     "$venv/bin/python" -m torch.distributed.run --nproc_per_node 2 --master_port "$port" \
     "$(dirname "$0")/deepspeed_reference.py" "$dir" >"$dir/deepspeed.log" 2>&1 ||
     { tail -n 30 "$dir/deepspeed.log"; echo "deepspeed_reference.py failed (log: $dir/deepspeed.log)"; exit 1; }

@@ -248,6 +248,12 @@ class ZeroTrainerMixin:
     def _load_optimizer_and_scheduler(self, checkpoint):
         pass
 
+    def _load_best_model(self):
+        # load_best_model_at_end: the best checkpoint's engine state, model and optimizer, as
+        # the Trainer loads DeepSpeed's (transformers' path for other models would read
+        # model.safetensors into the module behind the engine, or find none at stage 3).
+        self.zerotorch_engine.load_checkpoint(self.state.best_model_checkpoint)
+
     def _save_optimizer_and_scheduler(self, output_dir):
         self.zerotorch_engine.save_checkpoint(output_dir)
 

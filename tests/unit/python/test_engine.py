@@ -272,8 +272,9 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path, ranks):
     8e-7). A run with only the query and value projections trainable (LoRA's usual targets)
     and gradient checkpointing, on the last config, its warmup a fraction of the steps
     (transformers 5's warmup_steps below 1), logs the same losses and learning rates, and
-    predict() gives the same loss within 1e-6. One rank: the same on the stage-3 config
-    alone."""
+    predict() gives the same loss within 1e-6. With load_best_model_at_end, the best
+    checkpoint's model is back after training (its evaluation loss again). One rank: the same
+    on the stage-3 config alone."""
     import json
     import torch
     import transformers
@@ -303,7 +304,7 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path, ranks):
         text = r.stdout + r.stderr
         # DeepSpeed's ranks may abort at exit after finishing (their own threads); zerotorch's
         # must exit cleanly.
-        assert r.stdout.count(" done") == ranks * (len(configs) + 3), text[-4000:]
+        assert r.stdout.count(" done") == ranks * (len(configs) + 4), text[-4000:]
         assert framework == "deepspeed" or r.returncode == 0, text[-4000:]
         outputs[framework] = out
     ids = torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(3))
@@ -334,6 +335,14 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path, ranks):
     for a, b in zip(got["loss"], want["loss"], strict=True):
         assert abs(a - b) <= 1e-6 * b, (got["loss"], want["loss"])
     assert abs(got["test_loss"] - want["test_loss"]) <= 1e-6 * want["test_loss"], (got, want)
+    # load_best_model_at_end: the first checkpoint's model back, as DeepSpeed loads it.
+    want, got = (json.loads((outputs[f] / "best.json").read_text())
+                 for f in ("deepspeed", "zerotorch"))
+    assert got["best"] == want["best"] == "checkpoint-2", (got, want)
+    assert len(got["eval_loss"]) == 3 and got["eval_loss"][0] > got["eval_loss"][-1], got
+    assert abs(got["final"] - got["eval_loss"][0]) <= 1e-6 * got["final"], got
+    for a, b in zip(got["eval_loss"] + [got["final"]], want["eval_loss"] + [want["final"]]):
+        assert abs(a - b) <= 1e-6 * b, (got, want)
     # Seq2SeqTrainer at stages 2 and 3, generating in predict(): the same losses and tokens.
     for name in ("seq2seq-first", "seq2seq-last"):
         want, got = (json.loads((outputs[f] / f"{name}.json").read_text())

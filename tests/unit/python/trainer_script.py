@@ -12,7 +12,8 @@ the logged losses, learning rates and gradient norms, the evaluation loss, the c
 kept. Then a second Trainer resumes from checkpoint-4 and trains to step 6, and rank 0 writes
 its logged losses to resumed.json. Last, with the last CONFIG, a run with only the attention's
 query and value projections trainable and gradient checkpointing on, then predict(): OUT/
-variant.json. Then ``Seq2SeqTrainer`` with the first and the last CONFIG, generating in its
+variant.json. Then, with the last CONFIG, load_best_model_at_end: OUT/best.json. Then
+``Seq2SeqTrainer`` with the first and the last CONFIG, generating in its
 prediction: OUT/seq2seq-first.json, OUT/seq2seq-last.json.
 """
 
@@ -117,6 +118,24 @@ OUT/seq2seq.json.
     print(f"rank {trainer.args.process_index}: variant done", flush=True)
 
 
+def best(config, out):
+    """load_best_model_at_end, the metric chosen so that the best checkpoint is the first
+    (eval_loss, greater is better): after training the model is that checkpoint's again, so
+    the final evaluation repeats its evaluation loss: OUT/best.json."""
+    trainer = Trainer(model=model(), args=arguments(
+        os.path.join(out, "best"), config, eval_strategy="steps", eval_steps=2,
+        load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=True),
+        train_dataset=Rows(64, 1), eval_dataset=Rows(8, 2))
+    trainer.train()
+    during = logged(trainer, "eval_loss")
+    final = trainer.evaluate()["eval_loss"]
+    if trainer.args.process_index == 0:
+        with open(os.path.join(out, "best.json"), "w") as f:
+            json.dump({"eval_loss": during, "final": final,
+                       "best": os.path.basename(trainer.state.best_model_checkpoint)}, f)
+    print(f"rank {trainer.args.process_index}: best done", flush=True)
+
+
 def seq2seq(config, out, name):
     """Seq2SeqTrainer: a tiny random T5 (no dropout) learns to copy rows for 4 steps, then
     predicts with predict_with_generate (greedy, 8 new tokens): OUT/NAME.json."""
@@ -152,5 +171,6 @@ def seq2seq(config, out, name):
 for path in configs:
     run(path, os.path.join(out, os.path.splitext(os.path.basename(path))[0]))
 variant(configs[-1], out)
+best(configs[-1], out)
 seq2seq(configs[0], out, "seq2seq-first")
 seq2seq(configs[-1], out, "seq2seq-last")

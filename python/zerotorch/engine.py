@@ -646,8 +646,23 @@ class ZeroEngine:
         self._engine.barrier()
         return True
 
-    def load_checkpoint(self, load_dir, tag=None):
-        """Returns (load_dir, client_state), as DeepSpeed's returns (path, client_state)."""
+    def load_checkpoint(self, load_dir, tag=None, load_module_strict=True,
+                        load_optimizer_states=True, load_lr_scheduler_states=True,
+                        load_module_only=False, custom_load_fn=None):
+        """Returns (load_dir, client_state), as DeepSpeed's returns (path, client_state). Loads
+        everything, as DeepSpeed's defaults do: the keyword arguments that would load less (or
+        load the module non-strictly, or through a function) are refused, naming the one given,
+        rather than ignored."""
+        partial = {"load_module_strict": (load_module_strict, True),
+                   "load_optimizer_states": (load_optimizer_states, True),
+                   "load_lr_scheduler_states": (load_lr_scheduler_states, True),
+                   "load_module_only": (load_module_only, False),
+                   "custom_load_fn": (custom_load_fn, None)}
+        for key, (given, default) in partial.items():
+            if given != default:
+                raise ValueError(f"load_checkpoint: {key}={given!r} is not supported: the "
+                                 "engine loads its whole checkpoint (module, optimizer and "
+                                 "schedule); leave it at DeepSpeed's default")
         state = self._engine.load_checkpoint(os.fspath(load_dir), "" if tag is None else str(tag))
         return os.fspath(load_dir), {k: _client_value(v) for k, v in state.items()}
 

@@ -503,6 +503,30 @@ def test_auto_values_follow_training_arguments():
         zerotorch.initialize(model=torch.nn.Linear(8, 8), config=config, training_args=args)
 
 
+def test_load_checkpoint_takes_deepspeeds_arguments(tmp_path):
+    """engine.load_checkpoint takes DeepSpeed's keyword arguments: at their defaults it loads
+    the whole checkpoint; a value that would load less is refused, naming it."""
+    import torch
+    config = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1},
+              "optimizer": {"type": "AdamW", "params": {"lr": 0.1}}}
+    engine, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(4, 4), config=config)
+    engine.backward(engine(torch.ones(1, 4)).sum())
+    engine.step()
+    saved = [p.detach().clone() for p in engine.module.parameters()]
+    engine.save_checkpoint(tmp_path)
+    engine.backward(engine(torch.ones(1, 4)).sum())
+    engine.step()
+    path, _ = engine.load_checkpoint(tmp_path, load_module_strict=True,
+                                     load_optimizer_states=True, load_lr_scheduler_states=True,
+                                     load_module_only=False)
+    assert path == str(tmp_path) and engine.global_steps == 1
+    assert all(torch.equal(a, b) for a, b in zip(saved, engine.module.parameters()))
+    for key, value in (("load_optimizer_states", False), ("load_module_only", True),
+                       ("load_module_strict", False)):
+        with pytest.raises(ValueError, match=f"load_checkpoint: {key}={value}"):
+            engine.load_checkpoint(tmp_path, **{key: value})
+
+
 def test_flops_profiler_counts_a_python_module():
     import torch
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))

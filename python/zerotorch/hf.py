@@ -37,7 +37,9 @@ A script written for transformers 4 may pass ``tokenizer=``: it is taken as
 
 Refused in one line: a Trainer given its own optimizer or scheduler, FSDP beside the config,
 ``fp16_full_eval`` / ``bf16_full_eval``, an epoch whose batches do not divide into the
-accumulation steps.
+accumulation steps, ``save_only_model`` with ``load_best_model_at_end`` and
+``auto_find_batch_size`` at stage 3 (as under DeepSpeed), and ``auto_find_batch_size``'s retry
+after running out of memory (naming the smaller batch to restart with).
 """
 
 import functools
@@ -50,6 +52,7 @@ import torch
 import transformers
 from accelerate.utils import DynamoBackend, compile_regions_deepspeed
 
+from . import config_file
 from .comm import init_distributed, launch_env
 from .engine import initialize
 
@@ -169,6 +172,17 @@ class ZeroTrainerMixin:
         if self.args.fsdp:
             raise ValueError(f"zerotorch.hf.{name}: fsdp={self.args.fsdp!r} beside a DeepSpeed "
                              "config; remove one")
+        # The Trainer's own refusals for a DeepSpeed engine, which it makes only when it sees
+        # DeepSpeed: a checkpoint without the engine's state has no best model to load back,
+        # and stage 3's partitioned model cannot be wrapped again at another batch size.
+        if self.args.save_only_model and self.args.load_best_model_at_end:
+            raise ValueError(f"zerotorch.hf.{name}: save_only_model with load_best_model_at_end: "
+                             "the best checkpoint would hold no engine state to load; drop one")
+        config = config_file.read(self.args.zerotorch_config) or {}
+        stage = (config.get("zero_optimization") or {}).get("stage", 0)
+        if self.args.auto_find_batch_size and stage == 3:
+            raise ValueError(f"zerotorch.hf.{name}: auto_find_batch_size at ZeRO stage 3 (as "
+                             "under DeepSpeed); give per_device_train_batch_size")
         accelerator = self.accelerator
         original_unwrap = accelerator.unwrap_model
 
@@ -204,6 +218,17 @@ class ZeroTrainerMixin:
                 else:
                     engine.compile(backend=kwargs.pop("backend"), compile_kwargs=kwargs)
         return self.zerotorch_engine
+
+    def _update_auto_batch_size(self, batch_size):
+        # auto_find_batch_size retries with a smaller batch after running out of memory: the
+        # engine that ran out may be mid-step (reductions in flight), and the model's parameters
+        # are its buffers, so it is not rebuilt behind the user's back.
+        if self.zerotorch_engine is not None:
+            raise RuntimeError(
+                f"zerotorch.hf.{type(self).__name__}: out of memory at per-device batch "
+                f"{self._train_batch_size}; auto_find_batch_size cannot rebuild the engine: "
+                f"restart with per_device_train_batch_size={batch_size}")
+        super()._update_auto_batch_size(batch_size)
 
     def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
         engine = self._zerotorch_engine(max_steps)

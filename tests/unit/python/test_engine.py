@@ -377,6 +377,40 @@ def test_hf_trainer_takes_transformers_4s_tokenizer_argument(tmp_path):
         zerotorch.hf.Trainer(model=model, args=args, tokenizer=tok, processing_class=tok)
 
 
+def test_hf_trainer_refuses_what_the_trainer_refuses_deepspeed(tmp_path):
+    """The Trainer's refusals for a DeepSpeed engine hold for the C++ one (the Trainer makes
+    them only when it sees DeepSpeed): save_only_model with load_best_model_at_end,
+    auto_find_batch_size at stage 3; and auto_find_batch_size's retry after running out of
+    memory names the batch to restart with instead of reusing the engine that ran out."""
+    import transformers
+
+    import zerotorch.hf
+
+    def args(stage, **more):
+        return zerotorch.hf.TrainingArguments(
+            output_dir=str(tmp_path), report_to=[], use_cpu=True, per_device_train_batch_size=8,
+            deepspeed={"train_micro_batch_size_per_gpu": "auto",
+                       "zero_optimization": {"stage": stage},
+                       "optimizer": {"type": "AdamW", "params": {"lr": "auto"}}}, **more)
+
+    def model():
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=8, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+            num_attention_heads=2))
+
+    with pytest.raises(ValueError, match="save_only_model with load_best_model_at_end"):
+        zerotorch.hf.Trainer(model=model(), eval_dataset=[{"input_ids": [1]}],
+                             args=args(2, save_only_model=True, load_best_model_at_end=True,
+                                       eval_strategy="steps", save_steps=2, eval_steps=2))
+    with pytest.raises(ValueError, match="auto_find_batch_size at ZeRO stage 3"):
+        zerotorch.hf.Trainer(model=model(), args=args(3, auto_find_batch_size=True))
+    trainer = zerotorch.hf.Trainer(model=model(), args=args(2, auto_find_batch_size=True))
+    trainer._update_auto_batch_size(8)  # the first attempt: no engine yet
+    trainer._zerotorch_engine(4)
+    with pytest.raises(RuntimeError, match="restart with per_device_train_batch_size=4"):
+        trainer._update_auto_batch_size(4)
+
+
 def test_hf_trainer_compiles_the_model_for_torch_compile(tmp_path, monkeypatch):
     """TrainingArguments(torch_compile=True, torch_compile_mode=...): the engine compiles the
     model in place with that backend and mode, as accelerate compiles DeepSpeed's engine (the

@@ -30,7 +30,8 @@ are the engine's (``checkpoint-N/global_stepN``, resumed by ``resume_from_checkp
 ``save_model`` writes a ``from_pretrained`` directory (at stage 3 through
 ``stage3_gather_16bit_weights_on_model_save``, else the engine's checkpoint, as with DeepSpeed).
 Evaluation and prediction run the model with the engine's stage-3 gathers. ``torch_compile``
-compiles the model in place (``engine.compile``), as accelerate compiles DeepSpeed's engine.
+compiles the model in place (``zerotorch.initialize`` calls ``engine.compile`` with the
+Trainer's backend and mode), as accelerate compiles DeepSpeed's engine.
 
 A script written for transformers 4 may pass ``tokenizer=``: it is taken as
 ``processing_class=``, with a warning.
@@ -50,7 +51,6 @@ import warnings
 
 import torch
 import transformers
-from accelerate.utils import DynamoBackend, compile_regions_deepspeed
 
 from . import config_file
 from .comm import init_distributed, launch_env
@@ -207,16 +207,6 @@ class ZeroTrainerMixin:
             self.zerotorch_engine = engine
             # Hugging Face's name for the wrapped engine, which callbacks read.
             self.deepspeed = engine
-            # torch_compile=True (its backend and mode): compiled in place as accelerate compiles
-            # DeepSpeed's engine, the whole model or, with regional compilation, its repeated
-            # blocks.
-            plugin = getattr(self.accelerator.state, "dynamo_plugin", None)
-            if plugin is not None and plugin.backend != DynamoBackend.NO:
-                kwargs = plugin.to_kwargs()
-                if plugin.use_regional_compilation:
-                    compile_regions_deepspeed(engine.module, **kwargs)
-                else:
-                    engine.compile(backend=kwargs.pop("backend"), compile_kwargs=kwargs)
         return self.zerotorch_engine
 
     def _update_auto_batch_size(self, batch_size):

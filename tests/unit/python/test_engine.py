@@ -412,9 +412,9 @@ def test_hf_trainer_refuses_what_the_trainer_refuses_deepspeed(tmp_path):
 
 
 def test_hf_trainer_compiles_the_model_for_torch_compile(tmp_path, monkeypatch):
-    """TrainingArguments(torch_compile=True, torch_compile_mode=...): the engine compiles the
-    model in place with that backend and mode, as accelerate compiles DeepSpeed's engine (the
-    compiled training itself is python.compile's test)."""
+    """TrainingArguments(torch_compile=True, torch_compile_mode=...): the Trainer's engine
+    compiles the model in place, once, with that backend and mode, as accelerate compiles
+    DeepSpeed's engine (the compiled training itself is python.compile's test)."""
     import transformers
 
     import zerotorch.hf

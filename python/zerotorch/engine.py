@@ -333,6 +333,8 @@ class ZeroEngine:
                 'training_args=') from None
         # The Trainer's own schedule (TrainerSchedule) when the config has no scheduler block.
         self.trainer_schedule = lr_schedule
+        self._resolved = None  # the resolved config as a dict, read on first use (_config)
+        self._step_applied = False
         units = list(self._engine.units)
         self.model_parallel = self._engine.model_parallel
         # DeepSpeed's AutoTP checks the first step's inputs across each tensor group.
@@ -464,8 +466,68 @@ class ZeroEngine:
         """Steps the optimizer on the accumulation boundary only; call after every backward.
         With ``checkpoint.writer.decoupled``, also commits a background save once every rank
         has written it (until then ``latest`` names the previous checkpoint)."""
+        before = (self._engine.global_step, self._engine.skipped_steps)
         self._engine.step()
+        self._step_applied = self._engine.global_step > before[0] and \
+            self._engine.skipped_steps == before[1]
         self._engine.commit_checkpoint()
+
+    def was_step_applied(self):
+        """DeepSpeed's: whether the last ``step()`` changed the parameters (False between
+        accumulation boundaries and for a step skipped on an fp16 overflow)."""
+        return self._step_applied
+
+    def no_sync(self):
+        raise ValueError("engine.no_sync: not supported; the engine reduces gradients on the "
+                         "accumulation boundary itself: set gradient_accumulation_steps and call "
+                         "backward() and step() for every micro-batch")
+
+    # DeepSpeed's accessors of the resolved config.
+    def _config(self):
+        if self._resolved is None:
+            self._resolved = json.loads(self._engine.config_json)
+        return self._resolved
+
+    def train_batch_size(self):
+        return self._config()["train_batch_size"]
+
+    def get_batch_info(self):
+        """(train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps)."""
+        return (self.train_batch_size(), self.train_micro_batch_size_per_gpu(),
+                self.gradient_accumulation_steps())
+
+    @property
+    def global_samples(self):
+        """Samples consumed by the optimizer steps taken, at the config's batch size."""
+        return self.global_steps * self.train_batch_size()
+
+    def fp16_enabled(self):
+        return bool(self._config()["fp16"]["enabled"])
+
+    def bfloat16_enabled(self):
+        return bool(self._config()["bf16"]["enabled"])
+
+    def gradient_clipping(self):
+        return self._config()["gradient_clipping"]
+
+    def zero_optimization(self):
+        return self.zero_optimization_stage() > 0
+
+    def zero_offload_optimizer(self):
+        """The offload_optimizer block, or None when nothing is offloaded."""
+        block = self._config()["zero_optimization"]["offload_optimizer"]
+        return block if block["device"] != "none" else None
+
+    def zero_offload_param(self):
+        """The offload_param block, or None when nothing is offloaded."""
+        block = self._config()["zero_optimization"]["offload_param"]
+        return block if block["device"] != "none" else None
+
+    def steps_per_print(self):
+        return self._config()["steps_per_print"]
+
+    def wall_clock_breakdown(self):
+        return bool(self._config()["wall_clock_breakdown"])
 
     def zero_grad(self, set_to_none=True):
         self._engine.zero_grad()

@@ -561,6 +561,32 @@ def test_load_checkpoint_takes_deepspeeds_arguments(tmp_path):
             engine.load_checkpoint(tmp_path, **{key: value})
 
 
+def test_engine_answers_deepspeeds_accessors():
+    """DeepSpeed's engine accessors scripts call, from the resolved config and the steps taken:
+    batch sizes, precision, clipping, ZeRO and offload, was_step_applied and global_samples
+    across an accumulation window; no_sync is refused in one line."""
+    import torch
+    config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+              "gradient_clipping": 0.5, "bf16": {"enabled": True}, "steps_per_print": 7,
+              "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}},
+              "optimizer": {"type": "AdamW", "params": {"lr": 0.1}}}
+    engine, _, _, _ = zerotorch.initialize(model=torch.nn.Linear(4, 4), config=config)
+    assert engine.get_batch_info() == (4, 2, 2) and engine.train_batch_size() == 4
+    assert engine.bfloat16_enabled() and not engine.fp16_enabled()
+    assert engine.gradient_clipping() == 0.5 and engine.steps_per_print() == 7
+    assert engine.zero_optimization() and engine.zero_offload_param() is None
+    assert engine.zero_offload_optimizer()["device"] == "cpu"
+    assert not engine.wall_clock_breakdown()
+    applied = []
+    for _ in range(4):
+        engine.backward(engine(torch.ones(2, 4, dtype=torch.bfloat16)).float().sum())
+        engine.step()
+        applied.append(engine.was_step_applied())
+    assert applied == [False, True, False, True] and engine.global_samples == 8
+    with pytest.raises(ValueError, match="engine.no_sync: not supported"):
+        engine.no_sync()
+
+
 def test_flops_profiler_counts_a_python_module():
     import torch
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))

@@ -97,9 +97,7 @@ def variant(config, out):
     """LoRA's usual targets alone trainable (the query and value projections, whole here),
     gradient checkpointing on, no checkpoints, the warmup as a fraction of the steps
     (transformers 5's warmup_steps below 1: 3 of the 6 steps); then predict() on the evaluation
-    rows. Then Seq2SeqTrainer with the first CONFIG, generating in its evaluation:
-OUT/seq2seq.json.
-"""
+    rows."""
     net = model()
     for name, p in net.named_parameters():
         p.requires_grad_(name.endswith(("q_proj.weight", "v_proj.weight")))

@@ -477,11 +477,6 @@ class ZeroEngine:
         accumulation boundaries and for a step skipped on an fp16 overflow)."""
         return self._step_applied
 
-    def no_sync(self):
-        raise ValueError("engine.no_sync: not supported; the engine reduces gradients on the "
-                         "accumulation boundary itself: set gradient_accumulation_steps and call "
-                         "backward() and step() for every micro-batch")
-
     # DeepSpeed's accessors of the resolved config.
     def _config(self):
         if self._resolved is None:

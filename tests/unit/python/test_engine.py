@@ -564,7 +564,7 @@ def test_load_checkpoint_takes_deepspeeds_arguments(tmp_path):
 def test_engine_answers_deepspeeds_accessors():
     """DeepSpeed's engine accessors scripts call, from the resolved config and the steps taken:
     batch sizes, precision, clipping, ZeRO and offload, was_step_applied and global_samples
-    across an accumulation window; no_sync is refused in one line."""
+    across an accumulation window."""
     import torch
     config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
               "gradient_clipping": 0.5, "bf16": {"enabled": True}, "steps_per_print": 7,
@@ -583,8 +583,9 @@ def test_engine_answers_deepspeeds_accessors():
         engine.step()
         applied.append(engine.was_step_applied())
     assert applied == [False, True, False, True] and engine.global_samples == 8
-    with pytest.raises(ValueError, match="engine.no_sync: not supported"):
-        engine.no_sync()
+    # No no_sync: accelerate (the Trainer's) calls a model's no_sync around every micro-batch
+    # of a window when the model has one; the engine reduces on the boundary by itself.
+    assert not hasattr(engine, "no_sync")
 
 
 def test_flops_profiler_counts_a_python_module():

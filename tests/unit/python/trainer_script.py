@@ -12,9 +12,9 @@ the logged losses, learning rates and gradient norms, the evaluation loss, the c
 kept. Then a second Trainer resumes from checkpoint-4 and trains to step 6, and rank 0 writes
 its logged losses to resumed.json. Last, with the last CONFIG, a run with only the attention's
 query and value projections trainable and gradient checkpointing on, then predict(): OUT/
-variant.json. Then, with the last CONFIG, load_best_model_at_end: OUT/best.json. Then
-``Seq2SeqTrainer`` with the first and the last CONFIG, generating in its
-prediction: OUT/seq2seq-first.json, OUT/seq2seq-last.json.
+variant.json. Then, with the last CONFIG, load_best_model_at_end: OUT/best.json, and
+``Seq2SeqTrainer`` generating in its prediction: OUT/seq2seq.json. At one rank, only each
+CONFIG's run.
 """
 
 import json
@@ -168,7 +168,7 @@ def seq2seq(config, out, name):
 
 for path in configs:
     run(path, os.path.join(out, os.path.splitext(os.path.basename(path))[0]))
-variant(configs[-1], out)
-best(configs[-1], out)
-seq2seq(configs[0], out, "seq2seq-first")
-seq2seq(configs[-1], out, "seq2seq-last")
+if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    variant(configs[-1], out)
+    best(configs[-1], out)
+    seq2seq(configs[-1], out, "seq2seq")

@@ -50,7 +50,7 @@ int launch_elastic(const LaunchOptions& o) {
     r.node_rank = a.node_rank;
     r.nproc_per_node = a.node_slots[static_cast<size_t>(a.node_rank)];
     // Rank 0 hosts the store on node 0: a taken port would only show up as every rank timing out.
-    if (r.node_rank == 0) check_port_free(o.master_port);
+    if (r.node_rank == 0) check_port_free(o.master_port, a.round > 0 ? kRestartPortGraceS : 0);
     ZT_LOG_INFO("round ", a.round, ": starting ", rank_range(r), " of ", r.world_size(), " (node ",
                 r.node_rank, " of ", r.nnodes, ", rendezvous ", o.master_addr, ":", o.master_port,
                 ")");

@@ -220,7 +220,7 @@ int launch_local(const LaunchOptions& o) {
   for (int attempt = 0;; ++attempt) {
     if (link) link->begin_attempt(attempt);
     // Rank 0 hosts the store on node 0: a taken port would only show up as every rank timing out.
-    if (o.node_rank == 0) check_port_free(o.master_port);
+    if (o.node_rank == 0) check_port_free(o.master_port, attempt > 0 ? kRestartPortGraceS : 0);
     ZT_LOG_INFO("starting ", rank_range(o), " of ", o.world_size(), " (node ", o.node_rank, " of ",
                 o.nnodes, ", rendezvous ", o.master_addr, ":", o.master_port, ")",
                 attempt > 0 ? ", restart " + std::to_string(attempt) : std::string());

@@ -245,7 +245,7 @@ int launch_mpi(const LaunchOptions& o, const std::string& mpirun) {
   so.term_timeout_s = o.term_timeout_s + kMpirunExtraGraceS;
   Supervisor supervisor(so);
   for (int attempt = 0;; ++attempt) {
-    check_port_free(o.master_port);
+    check_port_free(o.master_port, attempt > 0 ? kRestartPortGraceS : 0);
     const std::string failure_file = records.path() + "/failure_" + std::to_string(attempt);
     const std::string groups_file = records.path() + "/groups_" + std::to_string(attempt);
     EnvMap env = node.env;

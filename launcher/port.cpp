@@ -1,10 +1,13 @@
 #include "launcher/port.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <thread>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -45,14 +48,24 @@ int find_free_port() {
   return ntohs(addr.sin_port);
 }
 
-void check_port_free(int port) {
-  const int fd = bind_any(port);
-  if (fd < 0) {
-    ZT_CHECK(errno != EADDRINUSE, "--master-port ", port,
+void check_port_free(int port, double grace_s) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, grace_s));
+  for (;;) {
+    const int fd = bind_any(port);
+    if (fd >= 0) {
+      ::close(fd);
+      return;
+    }
+    const int err = errno;
+    if (err == EADDRINUSE && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    ZT_CHECK(err != EADDRINUSE, "--master-port ", port,
              " is in use on this host; pick another port or use --standalone");
-    ZT_THROW("cannot bind --master-port ", port, ": ", std::strerror(errno));
+    ZT_THROW("cannot bind --master-port ", port, ": ", std::strerror(err));
   }
-  ::close(fd);
 }
 
 }  // namespace zt::launcher

@@ -10,6 +10,11 @@ int find_free_port();
 
 // Throws zt::Error naming the port when something on this host already listens on it. Sockets in
 // TIME_WAIT (a previous run's store) do not count, matching a listener that sets SO_REUSEADDR.
-void check_port_free(int port);
+// With grace_s > 0 (a restart: the failed attempt's rank 0 may still be closing its store) it
+// waits up to that long for the port to come free before throwing.
+void check_port_free(int port, double grace_s = 0);
+
+// The grace a restart gives the previous attempt's store to close.
+constexpr double kRestartPortGraceS = 10.0;
 
 }  // namespace zt::launcher

@@ -45,7 +45,6 @@ after running out of memory (naming the smaller batch to restart with).
 
 import functools
 import inspect
-import json
 import os
 import warnings
 
@@ -132,7 +131,7 @@ class _EngineScheduler:
         if schedule is None:
             return self.engine.get_lr()
         if self._lr is None:
-            self._lr = json.loads(self.engine._engine.config_json)["optimizer"]["params"]["lr"]
+            self._lr = self.engine._config()["optimizer"]["params"]["lr"]
         return [self._lr * schedule.lr(max(self.engine.global_steps - 1, 0))]
 
     def state_dict(self):

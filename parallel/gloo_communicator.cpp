@@ -1,5 +1,6 @@
 #include "parallel/gloo_communicator.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 
@@ -87,7 +88,10 @@ class GlooWork : public Work {
     if (finish_) finish_();
   }
 
-  bool is_completed() override { return work_->isCompleted(); }
+  // Once wait() returned the collective is over, though c10d's work may not say so yet (its
+  // reduce-scatter's stays unfinished after the wait): the flight recorder would otherwise keep
+  // polling it, holding the work and the tensors it made (RecordingCommunicator::Unfinished).
+  bool is_completed() override { return finished_.load() || work_->isCompleted(); }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
@@ -95,7 +99,7 @@ class GlooWork : public Work {
   std::shared_ptr<DesyncReporter> desync_;
   milliseconds default_timeout_;
   std::function<void()> finish_;
-  bool finished_ = false;
+  std::atomic<bool> finished_{false};
 };
 
 // A work that is complete at once (zero-sized tensors): nothing to exchange.

@@ -6,6 +6,7 @@
 #include <c10/core/DeviceType.h>
 
 #include "testdevice/allocator.h"
+#include "testdevice/pinned_allocator.h"
 #include "testdevice/test_device.h"
 
 namespace zt::testdevice {
@@ -36,6 +37,18 @@ int64_t zt_testdevice_max_memory_allocated(int device) {
 
 void zt_testdevice_reset_peak_memory_allocated(int device) {
   zt::testdevice::reset_peak_allocated_bytes(static_cast<c10::DeviceIndex>(device));
+}
+
+int64_t zt_testdevice_pinned_bytes() {
+  return zt::testdevice::live_pinned_bytes();
+}
+
+int64_t zt_testdevice_max_pinned_bytes() {
+  return zt::testdevice::peak_pinned_bytes();
+}
+
+void zt_testdevice_reset_peak_pinned_bytes() {
+  zt::testdevice::reset_pinned_peak();
 }
 
 }  // extern "C"

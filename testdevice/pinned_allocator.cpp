@@ -1,5 +1,10 @@
 #include "testdevice/pinned_allocator.h"
 
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
 #include "testdevice/host_blocks.h"
 
 namespace zt::testdevice {
@@ -10,7 +15,28 @@ HostBlocks& pinned_blocks() {
   return *blocks;
 }
 
+// Live and peak pinned bytes, as the device allocator counts its own (allocator.cpp).
+struct PinnedStats {
+  std::mutex mu;
+  std::unordered_map<const void*, int64_t> sizes;
+  int64_t live = 0, peak = 0;
+};
+
+PinnedStats& pinned_stats() {
+  static auto* stats = new PinnedStats();  // leaked, as the blocks above
+  return *stats;
+}
+
 void free_pinned_memory(void* ptr) {
+  {
+    PinnedStats& s = pinned_stats();
+    const std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.sizes.find(ptr);
+    if (it != s.sizes.end()) {
+      s.live -= it->second;
+      s.sizes.erase(it);
+    }
+  }
   pinned_blocks().release(ptr);
 }
 
@@ -22,6 +48,11 @@ class PinnedAllocator final : public c10::Allocator {
       return c10::DataPtr(nullptr, nullptr, nullptr, cpu);
     }
     void* ptr = pinned_blocks().allocate(nbytes, /*owner=*/-1, "zttest pinned host allocator");
+    PinnedStats& s = pinned_stats();
+    const std::lock_guard<std::mutex> lock(s.mu);
+    s.sizes[ptr] = static_cast<int64_t>(nbytes);
+    s.live += static_cast<int64_t>(nbytes);
+    s.peak = std::max(s.peak, s.live);
     return c10::DataPtr(ptr, ptr, &free_pinned_memory, cpu);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_pinned_memory; }
@@ -35,6 +66,24 @@ class PinnedAllocator final : public c10::Allocator {
 c10::Allocator* pinned_allocator() {
   static auto* allocator = new PinnedAllocator();
   return allocator;
+}
+
+int64_t live_pinned_bytes() {
+  PinnedStats& s = pinned_stats();
+  const std::lock_guard<std::mutex> lock(s.mu);
+  return s.live;
+}
+
+int64_t peak_pinned_bytes() {
+  PinnedStats& s = pinned_stats();
+  const std::lock_guard<std::mutex> lock(s.mu);
+  return s.peak;
+}
+
+void reset_pinned_peak() {
+  PinnedStats& s = pinned_stats();
+  const std::lock_guard<std::mutex> lock(s.mu);
+  s.peak = s.live;
 }
 
 bool is_pinned_pointer(const void* p) {

@@ -5,11 +5,18 @@
 // memory came from here (any address inside a block, as cudaPointerGetAttributes answers), and a
 // test can tell a pinned staging buffer from a pageable one.
 
+#include <cstdint>
+
 #include <c10/core/Allocator.h>
 
 namespace zt::testdevice {
 
 c10::Allocator* pinned_allocator();
+// Bytes of pinned memory live now, and the most live at once since the library was loaded or
+// reset_pinned_peak (the count a plan of pinned host memory is checked against).
+int64_t live_pinned_bytes();
+int64_t peak_pinned_bytes();
+void reset_pinned_peak();
 // Whether address p lies in a live block of pinned_allocator().
 bool is_pinned_pointer(const void* p);
 

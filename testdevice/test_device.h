@@ -127,5 +127,16 @@ inline int64_t max_memory_allocated(c10::DeviceIndex device) {
 inline void reset_peak_memory_allocated(c10::DeviceIndex device) {
   detail::library_function<void (*)(int)>("zt_testdevice_reset_peak_memory_allocated")(device);
 }
+// Bytes of pinned host memory (what pin_memory gives while zttest is the accelerator) live now,
+// and the most live at once since the library was loaded or reset_peak_pinned_bytes.
+inline int64_t pinned_bytes() {
+  return detail::library_function<int64_t (*)()>("zt_testdevice_pinned_bytes")();
+}
+inline int64_t max_pinned_bytes() {
+  return detail::library_function<int64_t (*)()>("zt_testdevice_max_pinned_bytes")();
+}
+inline void reset_peak_pinned_bytes() {
+  detail::library_function<void (*)()>("zt_testdevice_reset_peak_pinned_bytes")();
+}
 
 }  // namespace zt::testdevice

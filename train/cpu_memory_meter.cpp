@@ -82,9 +82,24 @@ void CpuMemoryMeter::install() {
   std::call_once(once, [] {
     // Leaked on purpose: storages made through it may outlive every static destructor.
     CountingAllocator::instance = new CountingAllocator(c10::GetDefaultCPUAllocator());
-    c10::SetCPUAllocator(CountingAllocator::instance, /*priority=*/100);
-    g_installed = true;
   });
+  if (g_installed.exchange(true)) return;
+  c10::SetCPUAllocator(CountingAllocator::instance, /*priority=*/100);
+}
+
+void CpuMemoryMeter::uninstall() {
+  if (!g_installed.exchange(false)) return;
+  // Storages counted so far keep their deleter (the instance stays), so their bytes still leave
+  // the count when freed.
+  c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), /*priority=*/100);
+}
+
+CpuMemoryMeter::Scope::Scope() : installed_here_(!installed()) {
+  install();
+}
+
+CpuMemoryMeter::Scope::~Scope() {
+  if (installed_here_) uninstall();
 }
 
 bool CpuMemoryMeter::installed() {

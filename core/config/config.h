@@ -189,6 +189,20 @@ struct SwaConfig {
   int64_t swa_freq = 1;
 };
 
+// memory_plan: our block. The per-rank memory plan (core/plan/memory_plan.h) is logged at
+// start and a run it says cannot fit is refused before the model is built, naming the largest
+// part and the config changes that would fit. Limits in GiB; 0 = what the machine has: the
+// device's free memory (CUDA; none for other devices), MemAvailable for host memory, the free
+// space at the NVMe path (host and NVMe shared by a node's ranks). start_anyway: log the refusal
+// and start.
+struct MemoryPlanConfig {
+  bool enabled = true;
+  double device_limit_gib = 0;
+  double host_limit_gib = 0;
+  double nvme_limit_gib = 0;
+  bool start_anyway = false;
+};
+
 // communication (also read as `comms`): our block. timeout bounds every collective;
 // max_inflight_reductions bounds the gradient buckets being reduced at once (each holds a
 // transient reduction buffer), trading memory for overlap.
@@ -303,6 +317,7 @@ struct Config {
   ActivationCheckpointingConfig activation_checkpointing;
   CheckpointConfig checkpoint;
   SwaConfig swa;
+  MemoryPlanConfig memory_plan;
   CommunicationConfig communication;
   DataConfig data;
   // Glob patterns (* and ? match any character) over full parameter names: never trained.

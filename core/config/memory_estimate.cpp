@@ -6,10 +6,8 @@
 #include "base/error.h"
 
 namespace zt {
-namespace {
 
-// Bytes of optimizer state per stepped element (optim/shard_optimizer.h: what each one keeps).
-int64_t state_bytes(const Config& c) {
+int64_t optimizer_state_bytes_per_element(const Config& c) {
   if (!c.optimizer) return 8;  // the program's own optimizer: assume Adam
   switch (c.optimizer->type) {
     case OptimizerType::kAdam:
@@ -23,6 +21,12 @@ int64_t state_bytes(const Config& c) {
     case OptimizerType::kAdam8bit: return 2;  // one byte each, block scales aside
   }
   return 8;
+}
+
+namespace {
+
+int64_t state_bytes(const Config& c) {
+  return optimizer_state_bytes_per_element(c);
 }
 
 int64_t dtype_bytes(DType d) {

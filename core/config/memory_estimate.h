@@ -33,6 +33,10 @@ struct MemoryEstimate {
   int64_t nvme_bytes = 0;    // parts offloaded to nvme
 };
 
+// Bytes of optimizer state per stepped element for the config's optimizer (optim/
+// shard_optimizer.h: what each one keeps; Adam's two fp32 moments without an optimizer block).
+int64_t optimizer_state_bytes_per_element(const Config& config);
+
 // One estimate per optimizer offload choice (none, cpu, nvme), and at stage 3 per parameter
 // offload choice too (parameter-major: param none x {none, cpu, nvme}, param cpu x ..., param
 // nvme x ...), for `params` trainable elements with the config's stage, precision, gradient

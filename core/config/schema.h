@@ -622,6 +622,15 @@ void visit_config(V& v, Config& c) {
       },
       also_named("comms"));
   v.block("data", [&](auto& w) { visit_data(w, c.data); }, {});
+  v.block("memory_plan",
+          [&](auto& w) {
+            w.field("enabled", c.memory_plan.enabled, {});
+            w.field("device_limit_gib", c.memory_plan.device_limit_gib, {});
+            w.field("host_limit_gib", c.memory_plan.host_limit_gib, {});
+            w.field("nvme_limit_gib", c.memory_plan.nvme_limit_gib, {});
+            w.field("start_anyway", c.memory_plan.start_anyway, {});
+          },
+          {});
   v.field("freeze", c.freeze, {});
   v.block("parameter_groups",
           [&](auto& w) {

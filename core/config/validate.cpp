@@ -322,6 +322,9 @@ class Validator {
           "the average is laid out like the whole fp32 master in memory, which "
           "zero_optimization.offload_optimizer.device nvme streams from files chunk by chunk; use "
           "device cpu, or turn swa off");
+    at_least<double>("memory_plan.device_limit_gib", c_.memory_plan.device_limit_gib, 0.0);
+    at_least<double>("memory_plan.host_limit_gib", c_.memory_plan.host_limit_gib, 0.0);
+    at_least<double>("memory_plan.nvme_limit_gib", c_.memory_plan.nvme_limit_gib, 0.0);
     at_least<int64_t>("communication.timeout", c_.communication.timeout, 1);
     at_least<int64_t>("communication.max_inflight_reductions",
                       c_.communication.max_inflight_reductions, 1);

@@ -19,6 +19,7 @@
 #include "base/logging.h"
 #include "base/main_guard.h"
 #include "data/tokenizer.h"
+#include "examples/gpt/gpt_plan.h"
 #include "models/gpt/gpt_config.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/pretrained.h"
@@ -26,6 +27,8 @@
 #include "train/cpu_memory_meter.h"
 #include "train/initialize.h"
 #include "train/load_by_name.h"
+#include "train/memory_check.h"
+#include "train/memory_peaks.h"
 #include "train/rank_sum.h"
 #include "train/training_run.h"
 
@@ -132,21 +135,49 @@ double validate(TrainingRun& run, BatchStream* valid, Gpt& model, int64_t max_ba
   return loss;
 }
 
+// The largest rank's memory high-water marks since start (train/memory_peaks.h) and its NVMe
+// bytes, for summary.json: what a memory plan is checked against. With --measure-memory only
+// (CPU tensor bytes are counted then).
+Fields largest_peaks(Training& t) {
+  if (!CpuMemoryMeter::installed()) return {};
+  const MemoryPeaks p = memory_peaks(t.device);
+  const int n = t.comm->size(), r = t.comm->rank();
+  const std::vector<double> mine = {double(p.device), double(p.host_tensors), double(p.pinned),
+                                    double(p.rss), double(t.engine->memory().nvme_bytes)};
+  std::vector<double> all(mine.size() * n, 0.0);
+  for (size_t i = 0; i < mine.size(); ++i) all[i * n + r] = mine[i];
+  all = sum_over_ranks(*t.comm, all);
+  const char* names[] = {"peak_device_bytes", "peak_host_tensor_bytes", "peak_pinned_bytes",
+                         "peak_rss_bytes_max", "nvme_bytes_max"};
+  Fields out;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    out.push_back({names[i], *std::max_element(all.begin() + i * n, all.begin() + (i + 1) * n)});
+  }
+  return out;
+}
+
 // After training: validation, the text sample, the freeze check, summary.json.
 void finish(Training& t, TrainingRun& run, Gpt& model, BatchStream* valid, double val_before,
-            const Args& a, double max_step_extra) {
+            const Args& a, double max_step_extra, const plan::MemoryPlan& planned) {
   const double val_after = validate(run, valid, model, a.eval_batches, val_before);
   if (a.sample_tokens > 0) print_sample(*t.engine, model, a, t.loader->dataset());
   std::vector<double> rss = sum_over_ranks(*t.comm, {double(peak_rss_bytes())});
+  const Fields peaks = largest_peaks(t);
   run.check_frozen();
-  run.write_summary(
-      {{"valid_loss_before", val_before},
-       {"valid_ppl_before", std::exp(val_before)},
-       {"valid_loss_after", val_after},
-       {"valid_ppl_after", std::exp(val_after)},
-       {"peak_gathered_param_bytes", double(t.engine->memory().peak_gathered_param_bytes)},
-       {"mean_peak_rss_bytes", rss[0] / t.comm->size()},
-       {"max_step_peak_extra_bytes", max_step_extra}});
+  Fields summary = {
+      {"valid_loss_before", val_before},
+      {"valid_ppl_before", std::exp(val_before)},
+      {"valid_loss_after", val_after},
+      {"valid_ppl_after", std::exp(val_after)},
+      {"peak_gathered_param_bytes", double(t.engine->memory().peak_gathered_param_bytes)},
+      {"mean_peak_rss_bytes", rss[0] / t.comm->size()},
+      {"max_step_peak_extra_bytes", max_step_extra}};
+  summary.insert(summary.end(), peaks.begin(), peaks.end());
+  for (int place = 0; place < plan::kPlaces; ++place) {
+    summary.push_back({std::string("plan_") + plan::to_string(plan::Place(place)) + "_bytes",
+                       double(planned.peak[static_cast<size_t>(place)])});
+  }
+  run.write_summary(summary);
   ZT_LOG_INFO("trained ", a.steps, " steps in ", run.train_seconds(), " s; mean peak RSS ",
               std::lround(rss[0] / t.comm->size() / 1048576), " MiB/rank; metrics in ", a.out_dir);
 }
@@ -220,6 +251,20 @@ Gpt build_model(const GptShape& shape, zero::PartitionedInit* partitioned, const
   return model;
 }
 
+// The memory plan of this run (examples/gpt/gpt_plan.h), logged; a run that cannot fit is
+// refused here, before the model is built (train/memory_check.h).
+plan::MemoryPlan plan_run(const Launch& launch, const GptShape& shape) {
+  GptPlanner planner(shape, launch.device);
+  const int world = launch.comm->size();
+  const std::string backend = launch.comm->backend();
+  const plan::MemoryPlan p = planner(launch.config, world, backend, false);
+  check_memory_plan(p, launch.config, launch.device, launch.env, planner.checkpointing(),
+                    [&](const Config& c, bool checkpointing) {
+                      return planner(c, world, backend, checkpointing);
+                    });
+  return p;
+}
+
 int train(int argc, char** argv) {
   CliOptions cli("train_gpt", "Trains the GPT example on a token shard with ZeRO.");
   Args a;
@@ -230,9 +275,10 @@ int train(int argc, char** argv) {
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   // The model's vocabulary must cover the shard's ids. At stage 3 it is built partitioned (no
   // rank holds it whole), unless a checkpoint's weights are loaded into the whole model first.
-  Gpt model =
-      build_model(gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size()),
-                  launch.partitioned.get(), a);
+  const GptShape shape =
+      gpt_shape_from_config(launch.config.program_block("model"), shard->vocab_size());
+  const plan::MemoryPlan planned = plan_run(launch, shape);
+  Gpt model = build_model(shape, launch.partitioned.get(), a);
   const BatchStreamOptions batches{.max_length = model->shape().max_seq_len,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),
@@ -259,7 +305,7 @@ int train(int argc, char** argv) {
         {"valid_loss", eval_now ? validation_loss(run, *valid, model, a.eval_batches) : NAN});
     run.end_step(step, extra, [&](const StepTotals& s) { return progress(*t.engine, s); });
   }
-  finish(t, run, model, valid.get(), val_before, a, peak.max());
+  finish(t, run, model, valid.get(), val_before, a, peak.max(), planned);
   t.comm->barrier()->wait();
   return 0;
 }

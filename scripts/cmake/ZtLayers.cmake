@@ -47,6 +47,7 @@ set(ZT_CORE_LAYERS
     "options=defaults.h engine_options.h engine_options.cpp config/ aio/aio_options.h precision/loss_scaler_options.h activations/activation_checkpoint_options.h profile/flops_profiler_options.h:"
     "mechanisms=aio/ precision/ profile/ activations/ cuda/:options"
     "zero=zero/:options mechanisms"
+    "plan=plan/:options mechanisms zero"
     "engine=engine.h engine_impl.h engine.cpp engine_setup.cpp checkpoint/:options mechanisms zero")
 
 # zt_core_sublayer(<path under core/> <out-name> <out-allowed>): the core sub-layer a file belongs

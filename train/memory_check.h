@@ -1,0 +1,53 @@
+#pragma once
+// Refusing, before the model is built, a run whose memory plan (core/plan/memory_plan.h) does
+// not fit the machine, with one line naming the place that overflows, its largest part, and the
+// config changes that would fit, each found by planning the run again with it.
+//
+// Limits (memory_plan block of the config, core/config/config.h), per rank:
+//   device  memory_plan.device_limit_gib, else a CUDA device's free memory; none for the test
+//           device (zttest is host memory)
+//   host    memory_plan.host_limit_gib, else MemAvailable (/proc/meminfo), shared by the ranks of
+//           the node (divided by LOCAL_WORLD_SIZE); pinned host memory counts here too, and on a
+//           CPU model everything the plan puts on the device
+//   nvme    memory_plan.nvme_limit_gib, else the free space at the config's nvme_path, shared by
+//           the node's ranks
+//
+// The changes tried, alone and then two at a time: ZeRO stage 3; offload_optimizer to cpu, then
+// nvme; at stage 3 offload_param to cpu, then nvme; a quarter of sub_group_size with the optimizer
+// on NVMe; half of reduce_bucket_size; activation checkpointing (through the program's replan).
+
+#include <array>
+#include <functional>
+#include <string>
+
+#include <c10/core/Device.h>
+
+#include "core/config/config.h"
+#include "core/plan/memory_plan.h"
+#include "parallel/env.h"
+
+namespace zt::train {
+
+struct MemoryLimits {
+  std::array<int64_t, plan::kPlaces> bytes{-1, -1, -1, -1};  // per rank; -1: no limit
+  std::array<std::string, plan::kPlaces> source;             // where each limit came from
+  int ranks_sharing = 1;                                     // host and NVMe: the node's ranks
+};
+
+MemoryLimits memory_limits(const Config& config, const c10::Device& device, const dist::Env& env);
+
+// Plans the run again with a changed config; `checkpointing`: with activation checkpointing.
+using Replan = std::function<plan::MemoryPlan(const Config& config, bool checkpointing)>;
+
+// The refusal's one line, or "" when the plan fits the limits.
+std::string memory_refusal(const plan::MemoryPlan& plan, const MemoryLimits& limits,
+                           const Config& config, bool checkpointing, const Replan& replan);
+
+// Logs the plan (rank 0) and refuses (a zt::Error) a run that does not fit, unless
+// memory_plan.start_anyway (then the refusal is a warning). Nothing when memory_plan.enabled is
+// false.
+void check_memory_plan(const plan::MemoryPlan& plan, const Config& config,
+                       const c10::Device& device, const dist::Env& env, bool checkpointing,
+                       const Replan& replan);
+
+}  // namespace zt::train

@@ -377,9 +377,14 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   // reduce-scatter works on a copy of its input; a device model's tensors pass through host
   // copies when the backend is a host one (parallel/staging_communicator.h).
   const bool host_backend = backend == "gloo" || backend == "mpi";
+  // After a window's first micro-step the reduced slice lands in a new buffer that is then
+  // added to the accumulated one (core/zero/grad_reduction.cpp: MicroStepGrads), so a window of
+  // several micro-steps plans its later ones.
+  const bool later_micro_step = c.gradient_accumulation_steps > 1;
   const auto in_flight_device = [&](const PlannedBucket& b) {
     return (comm != a ? comm * b.padded : 0) +
-           (host_model && backend == "gloo" && stage >= 1 ? comm * b.padded : 0);
+           (host_model && backend == "gloo" && stage >= 1 ? comm * b.padded : 0) +
+           (later_micro_step || comm != a ? comm * b.shard : 0);
   };
   const auto in_flight_host = [&](const PlannedBucket& b) {
     if (host_model || !host_backend || stage < 1) return int64_t{0};
@@ -403,16 +408,28 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     gather(u);
     prefetch(u, -1);
     const UnitActivations& act = model.units[u].activations;
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      if (buckets[i].unit == u && staged) L.add("gradient staging", dev, a * buckets[i].padded);
-    }
-    L.check("backward of " + model.units[u].name, act.backward_extra, "activation transients", dev);
-    L.sub("activations", dev, act.saved);
+    // The unit's buckets take gradients in flat order (its parameters in reverse), each staged
+    // from its first gradient and reduced once complete; the unit's backward transients peak
+    // while the first is filling.
+    bool first = true;
     for (size_t i = 0; i < buckets.size(); ++i) {
       if (buckets[i].unit != u) continue;
+      if (staged) L.add("gradient staging", dev, a * buckets[i].padded);
+      if (first) {
+        L.check("backward of " + model.units[u].name, act.backward_extra, "activation transients",
+                dev);
+        first = false;
+      } else {
+        L.check("backward of " + model.units[u].name);
+      }
       launch(i);
       release(i);
     }
+    if (first) {
+      L.check("backward of " + model.units[u].name, act.backward_extra, "activation transients",
+              dev);
+    }
+    L.sub("activations", dev, act.saved);
   }
   // The root's buckets complete last (the embedding), then every reduction is waited.
   for (size_t i = 0; i < buckets.size(); ++i) {

@@ -135,20 +135,23 @@ double validate(TrainingRun& run, BatchStream* valid, Gpt& model, int64_t max_ba
   return loss;
 }
 
-// The largest rank's memory high-water marks since start (train/memory_peaks.h) and its NVMe
-// bytes, for summary.json: what a memory plan is checked against. With --measure-memory only
+// The largest rank's memory high-water marks since start (train/memory_peaks.h), its NVMe bytes
+// and NVMe swap buffers (host memory that is no tensor), for summary.json: what a memory plan is
+// checked against. With --measure-memory only
 // (CPU tensor bytes are counted then).
 Fields largest_peaks(Training& t) {
   if (!CpuMemoryMeter::installed()) return {};
   const MemoryPeaks p = memory_peaks(t.device);
   const int n = t.comm->size(), r = t.comm->rank();
-  const std::vector<double> mine = {double(p.device), double(p.host_tensors), double(p.pinned),
-                                    double(p.rss), double(t.engine->memory().nvme_bytes)};
+  const MemoryReport m = t.engine->memory();
+  const std::vector<double> mine = {double(p.device),     double(p.host_tensors),
+                                    double(p.pinned),     double(p.rss),
+                                    double(m.nvme_bytes), double(m.nvme_buffer_bytes)};
   std::vector<double> all(mine.size() * n, 0.0);
   for (size_t i = 0; i < mine.size(); ++i) all[i * n + r] = mine[i];
   all = sum_over_ranks(*t.comm, all);
-  const char* names[] = {"peak_device_bytes", "peak_host_tensor_bytes", "peak_pinned_bytes",
-                         "peak_rss_bytes_max", "nvme_bytes_max"};
+  const char* names[] = {"peak_device_bytes",  "peak_host_tensor_bytes", "peak_pinned_bytes",
+                         "peak_rss_bytes_max", "nvme_bytes_max",         "nvme_buffer_bytes_max"};
   Fields out;
   for (size_t i = 0; i < mine.size(); ++i) {
     out.push_back({names[i], *std::max_element(all.begin() + i * n, all.begin() + (i + 1) * n)});

@@ -12,6 +12,7 @@
 #include "parallel/dist.h"
 #include "train/device.h"
 #include "train/freeze.h"
+#include "train/memory_check.h"
 
 namespace zt {
 
@@ -146,6 +147,20 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
   for (auto& name : zero::units_of_types(*model, options.unit_types)) {
     if (std::find(options.units.begin(), options.units.end(), name) == options.units.end()) {
       options.units.push_back(std::move(name));
+    }
+  }
+  if (!options.memory_planned && t.config.memory_plan.enabled) {
+    // The model's parameters and the engine's buffers; the program's activations are unknown.
+    const plan::ModelMemory mm = train::model_memory(*model, options.units);
+    if (!mm.units.empty() && !mm.units.back().params.empty()) {
+      const int world = t.comm->size();
+      const std::string backend = t.comm->backend();
+      const c10::Device device = t.device;
+      const auto replan = [&](const Config& c, bool) {
+        return plan::plan_memory(c, world, mm, device, backend);
+      };
+      t.memory_plan = replan(t.config, false);
+      train::check_memory_plan(t.memory_plan, t.config, t.device, launch.env, true, replan);
     }
   }
   EngineOptions engine_options = engine_options_from_config(t.config, std::move(options.units));

@@ -39,6 +39,7 @@
 #include "core/config/cli_options.h"
 #include "core/config/config.h"
 #include "core/engine.h"
+#include "core/plan/memory_plan.h"
 #include "core/zero/partitioned_init.h"
 #include "optim/lr_schedule.h"
 #include "parallel/communicator.h"
@@ -91,6 +92,10 @@ struct InitOptions {
   // Python front door's, whose forward hooks make any module a unit). A C++ program's units are
   // where it calls zt::call_unit, so otherwise a threshold above 0 only warns.
   bool units_follow_granularity = false;
+  // Whether the program planned the run's memory itself, with its activations, before building
+  // the model (train/memory_check.h; train_gpt). Otherwise the plan of the model's parameters
+  // and the engine's buffers, without activations, is logged and checked here.
+  bool memory_planned = false;
   // The training data; null: no loader.
   std::shared_ptr<const data::TokenDataset> train_data = {};
   // How the program's batches differ from the data block (training is forced on).
@@ -140,6 +145,10 @@ struct Training {
   // under DeepSpeed's names (train/monitor/monitor.h); TrainingRun (train/training_run.h) does
   // so every step.
   std::shared_ptr<Monitor> monitor;
+  // The memory plan checked at start (train/memory_check.h): of the model's parameters and the
+  // engine's buffers; empty where the program planned itself (InitOptions::memory_planned) or
+  // memory_plan.enabled is false.
+  plan::MemoryPlan memory_plan;
 
   // Another stream over `dataset` with this job's config and ranks (validation: training false).
   std::unique_ptr<BatchStream> make_loader(std::shared_ptr<const data::TokenDataset> dataset,

@@ -90,12 +90,15 @@ std::vector<Change> changes(bool checkpointing) {
            return true;
          }});
   }
-  out.push_back({"zero_optimization.sub_group_size: a quarter", [](Config& c) {
-                   ZeroConfig& z = c.zero_optimization;
-                   if (!z.optimizer_on_nvme() || z.sub_group_size < 4) return false;
-                   z.sub_group_size /= 4;
-                   return true;
-                 }});
+  // Smaller chunks of the optimizer on NVMe: smaller swap buffers.
+  for (int64_t size : {int64_t{100'000'000}, int64_t{10'000'000}, int64_t{1'000'000}}) {
+    out.push_back({"zero_optimization.sub_group_size: " + std::to_string(size), [size](Config& c) {
+                     ZeroConfig& z = c.zero_optimization;
+                     if (!z.optimizer_on_nvme() || z.sub_group_size <= size) return false;
+                     z.sub_group_size = size;
+                     return true;
+                   }});
+  }
   out.push_back({"zero_optimization.reduce_bucket_size: half", [](Config& c) {
                    ZeroConfig& z = c.zero_optimization;
                    if (z.reduce_bucket_size < 2) return false;
@@ -108,6 +111,33 @@ std::vector<Change> changes(bool checkpointing) {
 }
 
 }  // namespace
+
+plan::ModelMemory model_memory(const torch::nn::Module& model,
+                               const std::vector<std::string>& units) {
+  plan::ModelMemory m;
+  for (const std::string& u : units) m.units.push_back({u, {}, 0, {}});
+  m.units.push_back({"root", {}, 0, {}});
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    size_t at = units.size();  // the root
+    for (size_t i = 0; i < units.size(); ++i) {
+      if (p.key().rfind(units[i] + ".", 0) == 0) {
+        at = i;
+        break;
+      }
+    }
+    plan::PlannedUnit& unit = m.units[at];
+    if (p.value().requires_grad()) {
+      unit.params.push_back({p.key(), p.value().numel()});
+    } else {
+      unit.frozen_bytes += p.value().numel() * static_cast<int64_t>(p.value().element_size());
+    }
+  }
+  if (m.units.back().params.empty() && m.units.size() > 1) {
+    // No root parameters: the last declared unit stands in as the root.
+    m.units.pop_back();
+  }
+  return m;
+}
 
 MemoryLimits memory_limits(const Config& c, const c10::Device& device, const dist::Env& env) {
   MemoryLimits l;

@@ -13,14 +13,17 @@
 //           the node's ranks
 //
 // The changes tried, alone and then two at a time: ZeRO stage 3; offload_optimizer to cpu, then
-// nvme; at stage 3 offload_param to cpu, then nvme; a quarter of sub_group_size with the optimizer
-// on NVMe; half of reduce_bucket_size; activation checkpointing (through the program's replan).
+// nvme; at stage 3 offload_param to cpu, then nvme; sub_group_size 1e8, 1e7 or 1e6 with the
+// optimizer on NVMe (smaller swap buffers); half of reduce_bucket_size; activation checkpointing
+// (through the program's replan).
 
 #include <array>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
+#include <torch/nn/module.h>
 
 #include "core/config/config.h"
 #include "core/plan/memory_plan.h"
@@ -33,6 +36,11 @@ struct MemoryLimits {
   std::array<std::string, plan::kPlaces> source;             // where each limit came from
   int ranks_sharing = 1;                                     // host and NVMe: the node's ranks
 };
+
+// The plan's view of a built model: the parameters of each unit (a submodule name) in module
+// order, then the root's; frozen ones (requires_grad false) as bytes. No activations.
+plan::ModelMemory model_memory(const torch::nn::Module& model,
+                               const std::vector<std::string>& units);
 
 MemoryLimits memory_limits(const Config& config, const c10::Device& device, const dist::Env& env);
 

@@ -284,8 +284,9 @@ int train(int argc, char** argv) {
   Gpt model = build_model(shape, launch.partitioned.get(), a);
   const BatchStreamOptions batches{.max_length = model->shape().max_seq_len,
                                    .causal_lm_shift = true};
-  Training t = initialize(std::move(launch), model.ptr(),
-                          {.units = model->unit_names(), .train_data = shard, .data = batches});
+  Training t = initialize(
+      std::move(launch), model.ptr(),
+      {.units = model->unit_names(), .memory_planned = true, .train_data = shard, .data = batches});
   std::unique_ptr<BatchStream> valid = validation_stream(t, a.valid_shard, batches);
   TrainingRun run(t, a);
   const double val_before = validate(run, valid.get(), model, a.eval_batches, NAN);

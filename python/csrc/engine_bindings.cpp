@@ -223,6 +223,7 @@ class PyEngine {
   Engine& engine() { return *training_.engine; }
   const std::shared_ptr<ModelParallelGroups>& groups() const { return groups_; }
   const Config& config() const { return training_.config; }
+  const plan::MemoryPlan& memory_plan() const { return training_.memory_plan; }
   int rank() const { return training_.comm->rank(); }
   int world_size() const { return training_.comm->size(); }
   bool gathers_units() const { return !hooks_.empty() && hooks_.front() != nullptr; }
@@ -408,6 +409,25 @@ void bind_engine(py::module_& m) {
                                return set;
                              })
       .def_property_readonly("config_json", [](PyEngine& e) { return e.config().to_json(); })
+      .def_property_readonly(
+          "memory_plan",
+          [](PyEngine& e) {
+            // core/plan/memory_plan.h: bytes per place at its peak, the
+            // parts alive there, the notes.
+            const plan::MemoryPlan& p = e.memory_plan();
+            py::dict d;
+            py::list parts;
+            for (const plan::PlanPart& part : p.parts) {
+              parts.append(py::make_tuple(part.name, plan::to_string(part.place), part.bytes));
+            }
+            for (int i = 0; i < plan::kPlaces; ++i) {
+              d[py::str(plan::to_string(plan::Place(i)))] = p.peak[static_cast<size_t>(i)];
+            }
+            d["parts"] = parts;
+            d["device_peak_at"] = p.device_peak_at;
+            d["notes"] = p.notes;
+            return d;
+          })
       .def(
           "save_checkpoint",
           [](PyEngine& e, const std::string& dir, const std::string& tag,

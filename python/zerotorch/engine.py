@@ -505,6 +505,14 @@ class ZeroEngine:
     def gradient_clipping(self):
         return self._config()["gradient_clipping"]
 
+    def memory_plan(self):
+        """This rank's memory plan, made and checked when the engine was built (the config's
+        ``memory_plan`` block): ``{"device", "host", "pinned", "nvme"}`` peak bytes, ``parts``
+        as ``(name, place, bytes)`` alive at each place's peak, ``device_peak_at`` and
+        ``notes``. Of the parameters and the engine's buffers: a Python model's activations are
+        not probed (the notes say so)."""
+        return self._engine.memory_plan
+
     def zero_optimization(self):
         return self.zero_optimization_stage() > 0
 

@@ -597,6 +597,33 @@ def test_engine_answers_deepspeeds_accessors():
     assert not hasattr(engine, "no_sync")
 
 
+def test_memory_plan_of_a_python_model():
+    """zerotorch.initialize plans the model's memory as the C++ programs do (without probing a
+    Python model's activations) and the engine returns the plan: at stage 2 with AdamW in bf16
+    on one CPU rank, the fp32 master and Adam's two moments of every parameter, whole 16-bit
+    parameters, the fp32 gradients staged in flight; a config it cannot fit is refused naming the
+    largest part, or started anyway when asked."""
+    import torch
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64))
+    n = sum(p.numel() for p in model.parameters())
+    config = {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 2},
+              "optimizer": {"type": "AdamW", "params": {"lr": 0.1}}}
+    engine, _, _, _ = zerotorch.initialize(model=model, config=config)
+    plan = engine.memory_plan()
+    parts = {name: b for name, place, b in plan["parts"] if place == "host"}
+    assert parts["fp32 master"] == 4 * n and parts["optimizer state"] == 8 * n, parts
+    assert parts["parameters (whole)"] == 2 * n, parts
+    assert plan["device"] == 0 and plan["host"] >= sum(parts.values()) - 1, plan
+    assert any("activations not known" in note for note in plan["notes"]), plan["notes"]
+    small = dict(config, memory_plan={"host_limit_gib": plan["host"] / 2 / 2**30})
+    fresh = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64))
+    with pytest.raises(Exception, match="memory plan: host needs .* largest part: optimizer state"):
+        zerotorch.initialize(model=fresh, config=small)
+    small["memory_plan"]["start_anyway"] = True
+    zerotorch.initialize(model=fresh, config=small)
+
+
 def test_flops_profiler_counts_a_python_module():
     import torch
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
@@ -23,6 +26,38 @@ class DropGrad final : public torch::autograd::PostAccumulateGradHook {
 };
 
 }  // namespace
+
+namespace {
+
+// The default generator of `device` (a handle sharing its state).
+at::Generator default_generator(const c10::Device& device) {
+  return device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                         : at::globalContext().defaultGenerator(device);
+}
+
+at::Tensor state_of(const c10::Device& device) {
+  at::Generator g = default_generator(device);
+  const std::lock_guard<std::mutex> lock(g.mutex());
+  return g.get_state();
+}
+
+void restore(const c10::Device& device, const at::Tensor& state) {
+  at::Generator g = default_generator(device);
+  const std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_state(state);
+}
+
+}  // namespace
+
+KeepRandomState::KeepRandomState(const c10::Device& device) : device_(device) {
+  cpu_ = state_of(c10::Device(c10::kCPU));
+  if (!device.is_cpu()) other_ = state_of(device);
+}
+
+KeepRandomState::~KeepRandomState() {
+  restore(c10::Device(c10::kCPU), cpu_);
+  if (other_.defined()) restore(device_, other_);
+}
 
 plan::UnitActivations probe_activations(torch::nn::Module& unit,
                                         const std::function<at::Tensor()>& forward,

@@ -22,6 +22,21 @@
 
 namespace zt::train {
 
+// Keeps the random state of the CPU and of `device` across a probe: making and running one draws
+// numbers (weights, inputs, dropout) that training must not see consumed, so a run draws the same
+// weights whether or not, and on whichever device, its memory was planned.
+class KeepRandomState {
+ public:
+  explicit KeepRandomState(const c10::Device& device);
+  ~KeepRandomState();
+  KeepRandomState(const KeepRandomState&) = delete;
+  KeepRandomState& operator=(const KeepRandomState&) = delete;
+
+ private:
+  c10::Device device_;
+  at::Tensor cpu_, other_;
+};
+
 // forward: runs the unit on inputs made beforehand (not counted) and returns its output; for
 // the root, the loss. The backward starts from a gradient of ones shaped like the output.
 plan::UnitActivations probe_activations(torch::nn::Module& unit,

@@ -317,12 +317,6 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   const size_t root = model.units.size() - 1;
   const bool gathers = stage == 3;
   std::vector<bool> gathered(buckets.size(), false);
-  const auto unit_bytes = [&](size_t u) {
-    int64_t bytes = 0;
-    for (const PlannedBucket& b : buckets)
-      if (b.unit == u && !b.gathered_always) bytes += p * b.padded;
-    return bytes;
-  };
   const auto gather = [&](size_t u) {
     if (!gathers) return;
     for (size_t i = 0; i < buckets.size(); ++i) {
@@ -349,7 +343,6 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
       gather(static_cast<size_t>(v));
     }
   };
-  (void)unit_bytes;
   gather(root);  // the root stays gathered through forward and backward
   for (size_t u = 0; u < root; ++u) {
     gather(u);
@@ -492,6 +485,17 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
         "stage3_max_live_parameters and stage3_max_reuse_distance do not act (gathers follow "
         "stage3_prefetch_bucket_size)");
   }
+  // What the config turns on that the plan does not count yet.
+  std::vector<std::string> missing;
+  if (stage == 3 && z.zero_hpz_partition_size > 1) missing.push_back("hpZ's secondary copies");
+  if (z.zero_quantized_weights || z.zero_quantized_gradients ||
+      z.zero_quantized_nontrainable_weights) {
+    missing.push_back("ZeRO++'s int8 buffers");
+  }
+  if (c.sequence_parallel_size > 1) missing.push_back("sequence parallelism's exchanges");
+  if (c.tensor_parallel.size() > 1) missing.push_back("tensor parallelism's split");
+  if (c.expert_parallel.size() > 1) missing.push_back("expert parallelism's exchanges");
+  for (const std::string& m : missing) plan.notes.push_back("not in this plan: " + m);
   return plan;
 }
 

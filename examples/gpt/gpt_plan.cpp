@@ -22,6 +22,7 @@ plan::MemoryPlan GptPlanner::operator()(const Config& c, int world_size, const s
   const Key key{shape.activation_checkpointing, static_cast<int>(dtype), batch, seq};
   auto it = probes_.find(key);
   if (it == probes_.end()) {
+    const train::KeepRandomState keep(device_);
     models::GptProbe probe = models::make_gpt_probe(shape, batch, seq, device_, dtype);
     const plan::UnitActivations block =
         train::probe_activations(*probe.block, probe.block_forward, device_);

@@ -50,6 +50,7 @@ set(ZT_PUBLIC_HEADERS
     train/initialize.h train/training_run.h train/batch_stream.h train/checkpointing.h
     train/freeze.h train/metrics_log.h train/parameter_snapshot.h train/rank_sum.h
     train/cpu_memory_meter.h train/load_by_name.h train/swa_weights.h train/monitor/monitor.h
+    train/memory_check.h train/activation_probe.h train/memory_peaks.h
     core/engine.h core/zero/call_unit.h core/zero/units.h core/zero/partitioned_init.h
     core/checkpoint/checkpoint.h core/checkpoint/model_export.h core/config/config.h
     core/config/cli_options.h core/config/engine_config.h core/config/program_block.h

@@ -1,0 +1,114 @@
+// core/plan/memory_plan.h on a model small enough to follow by hand: the peak is where the
+// engine's schedule puts it (prefetch budget, reductions left in flight), with the parts alive
+// there named, and each rule moves it by the bytes it should.
+
+#include "core/plan/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace zt::plan {
+namespace {
+
+Config with(const std::string& yaml) {
+  return parse_config("train_batch_size: 4\n" + yaml, ConfigFormat::kYaml, {}, 2);
+}
+
+// Four units of one 1000-element parameter and a root of 10, each unit keeping 100 bytes of
+// activations.
+ModelMemory four_units() {
+  ModelMemory m;
+  for (int i = 0; i < 4; ++i) {
+    m.units.push_back(
+        {"u" + std::to_string(i), {{"u" + std::to_string(i) + ".w", 1000}}, 0, {100, 0, 0}});
+  }
+  m.units.push_back({"root", {{"emb.weight", 10}}, 0, {}});
+  m.activations_source = "given";
+  int64_t total = 0;
+  for (const auto& u : m.units) total += u.activations.saved;
+  EXPECT_EQ(total, 400);
+  return m;
+}
+
+int64_t part(const MemoryPlan& p, Place place, const std::string& name) {
+  for (const PlanPart& q : p.parts)
+    if (q.place == place && q.name == name) return q.bytes;
+  return 0;
+}
+
+const c10::Device kDevice(c10::DeviceType::PrivateUse1, 0);
+
+// Stage 3, 2 ranks, bf16, AdamW, everything sharded, prefetch one unit ahead, one reduction
+// left in flight. Persistent per rank: 16-bit shards 4 x 2 x 500 + 2 x 5 = 4010, fp32 gradient
+// slices, master 4 x 2005 = 8020 each, Adam 16040: 36090. The peak is the backward of u2: u2
+// and the prefetched u1 gathered (2 x 2 x 1000) with the root (20), the activations of u0-u2
+// (300), the root's 16-bit gradients (20), u2's staging and u3's still in flight (2 x 4000):
+// 12340 more.
+TEST(MemoryPlan, Stage3PeaksInTheBackwardWithWhatIsGatheredAndInFlight) {
+  const Config c = with(
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "communication: {max_inflight_reductions: 1}\n"
+      "zero_optimization: {stage: 3, stage3_prefetch_bucket_size: 1000, "
+      "stage3_param_persistence_threshold: 0}");
+  const MemoryPlan p = plan_memory(c, 2, four_units(), kDevice, "nccl");
+  EXPECT_EQ(p.peak_at(Place::kDevice), 36090 + 12340) << p.device_peak_at;
+  EXPECT_EQ(p.device_peak_at, "backward of u2");
+  EXPECT_EQ(part(p, Place::kDevice, "parameter shards"), 4010);
+  EXPECT_EQ(part(p, Place::kDevice, "optimizer state"), 16040);
+  EXPECT_EQ(part(p, Place::kDevice, "stage-3 units gathered"), 4020);
+  EXPECT_EQ(part(p, Place::kDevice, "gradient staging"), 8000);
+  EXPECT_EQ(part(p, Place::kDevice, "activations"), 300);
+  EXPECT_EQ(p.peak_at(Place::kHost) + p.peak_at(Place::kPinned) + p.peak_at(Place::kNvme), 0);
+
+  // Two reductions left in flight: u3's, u2's and u1's staging at the backward of u1.
+  Config more = c;
+  more.communication.max_inflight_reductions = 2;
+  EXPECT_EQ(plan_memory(more, 2, four_units(), kDevice, "nccl").peak_at(Place::kDevice),
+            36090 + 4020 + 200 + 20 + 3 * 4000);
+  // No prefetch: one unit gathered at a time.
+  Config none = c;
+  none.zero_optimization.stage3_prefetch_bucket_size = 0;
+  EXPECT_EQ(plan_memory(none, 2, four_units(), kDevice, "nccl").peak_at(Place::kDevice),
+            36090 + 2020 + 300 + 20 + 8000);
+  // A host backend stages each reduction in host memory: input, slice, and gloo's copy.
+  EXPECT_EQ(plan_memory(c, 2, four_units(), kDevice, "gloo").peak_at(Place::kHost),
+            4 * (1000 + 500) + 4 * 1000);
+}
+
+// Offloading the optimizer moves master and Adam state off the device: the master pinned, the
+// state in pageable memory, with the fp32 gradient and 16-bit parameter slots pinned; on NVMe
+// the two live in page-rounded chunk files and buffer_count buffers of the largest chunk.
+TEST(MemoryPlan, OffloadMovesTheStatesWhereEachTierKeepsThem) {
+  const std::string base =
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "zero_optimization: {stage: 2, offload_optimizer: {device: ";
+  const MemoryPlan cpu = plan_memory(with(base + "cpu}}"), 2, four_units(), kDevice, "nccl");
+  EXPECT_EQ(part(cpu, Place::kPinned, "fp32 master (offload_optimizer cpu)"), 8020);
+  EXPECT_EQ(part(cpu, Place::kHost, "optimizer state (offload_optimizer cpu)"), 16040);
+  EXPECT_EQ(cpu.peak_at(Place::kPinned), 8020 + 8020 + 4010);
+  EXPECT_EQ(part(cpu, Place::kDevice, "optimizer state"), 0);
+  const MemoryPlan nvme = plan_memory(with(base + "nvme, nvme_path: /x, buffer_count: 2}}"), 2,
+                                      four_units(), kDevice, "nccl");
+  // Per flat buffer one chunk: master, exp_avg, exp_avg_sq of 500 (or 5) elements, each a page.
+  EXPECT_EQ(nvme.peak_at(Place::kNvme), 5 * 3 * 4096);
+  EXPECT_EQ(part(nvme, Place::kHost, "offload_optimizer swap buffers"), 2 * 3 * 4096);
+  EXPECT_EQ(nvme.peak_at(Place::kPinned), 0);
+}
+
+// On a CPU model everything is host memory, a gradient slice exists only from its first
+// reduction to the step, and gloo's reduce-scatter holds a copy of its input while in flight.
+TEST(MemoryPlan, ACpuModelIsAllHostMemory) {
+  const Config c = with(
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "zero_optimization: {stage: 2}");
+  const MemoryPlan p = plan_memory(c, 2, four_units(), c10::Device(c10::kCPU), "gloo");
+  EXPECT_EQ(p.peak_at(Place::kDevice), 0);
+  EXPECT_EQ(p.peak_at(Place::kPinned), 0);
+  // The peak is u0's backward, with u3's, u2's and u1's reductions in flight (gloo's copy of
+  // each whole fp32 buffer) and their slices held.
+  EXPECT_EQ(part(p, Place::kHost, "gradient reductions in flight"), 3 * 4 * 1000);
+  EXPECT_EQ(part(p, Place::kHost, "gradient slices"), 3 * 4 * 500);
+  EXPECT_EQ(part(p, Place::kHost, "fp32 master"), 8020);
+}
+
+}  // namespace
+}  // namespace zt::plan

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
-#include <sys/resource.h>
 
 #include <torch/torch.h>
 
@@ -42,12 +41,6 @@ using namespace zt::models;
 using namespace zt::train;
 
 namespace {
-
-int64_t peak_rss_bytes() {
-  struct rusage u {};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;
-}
 
 struct Args : RunArgs {
   std::string tokenizer, sample_prompt, init_from, init_tag;
@@ -164,7 +157,7 @@ void finish(Training& t, TrainingRun& run, Gpt& model, BatchStream* valid, doubl
             const Args& a, double max_step_extra, const plan::MemoryPlan& planned) {
   const double val_after = validate(run, valid, model, a.eval_batches, val_before);
   if (a.sample_tokens > 0) print_sample(*t.engine, model, a, t.loader->dataset());
-  std::vector<double> rss = sum_over_ranks(*t.comm, {double(peak_rss_bytes())});
+  std::vector<double> rss = sum_over_ranks(*t.comm, {double(memory_peaks(t.device).rss)});
   const Fields peaks = largest_peaks(t);
   run.check_frozen();
   Fields summary = {

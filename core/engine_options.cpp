@@ -21,6 +21,24 @@ void check_engine_options(const EngineOptions& o) {
            "communication_data_type must be fp32, fp16 or bf16, got ", *o.communication_dtype);
   ZT_CHECK(is_float_type(o.compute_dtype), "engine compute dtype must be fp32, fp16 or bf16, got ",
            o.compute_dtype);
+  auto fp32_or_bf16 = [](at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16; };
+  ZT_CHECK(fp32_or_bf16(o.master_dtype) && fp32_or_bf16(o.optimizer_state_dtype),
+           "the master and optimizer state dtypes must be fp32 or bf16, got ", o.master_dtype,
+           " and ", o.optimizer_state_dtype);
+  ZT_CHECK(o.master_dtype == at::kFloat || o.stage >= 1,
+           "bf16.bf16_master_weights_and_grads needs zero_optimization.stage 1, 2 or 3");
+  ZT_CHECK(o.optimizer_state_dtype == at::kFloat || o.master_dtype == at::kBFloat16,
+           "bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads");
+  // The 16-bit step widens the master and Adam's moments a piece at a time, which only an
+  // elementwise update with exactly those two moments allows.
+  const bool adam = o.optimizer.type == optim::OptimizerKind::kAdam ||
+                    o.optimizer.type == optim::OptimizerKind::kAdamW ||
+                    o.optimizer.type == optim::OptimizerKind::kCpuAdam ||
+                    o.optimizer.type == optim::OptimizerKind::kFusedAdam;
+  ZT_CHECK(o.master_dtype == at::kFloat || (adam && !o.optimizer.swa.enabled),
+           "bf16.bf16_master_weights_and_grads steps with Adam or AdamW (as DeepSpeed's "
+           "DeepSpeedCPUAdam / FusedAdam), not ",
+           optim::optimizer_name(o.optimizer.type), o.optimizer.swa.enabled ? " with swa" : "");
   ZT_CHECK(o.offload_param.device == OffloadDevice::kNone || o.stage == 3,
            "zero_optimization.offload_param needs ZeRO stage 3; zero_optimization.stage is ",
            o.stage);

@@ -50,6 +50,12 @@ struct EngineOptions : ZeroConfig {
   // Gradients accumulate (and are reduced) in this dtype: fp32 by default, also for bf16, where
   // DeepSpeed's bf16 accumulation is known to hurt convergence.
   at::ScalarType grad_accum_dtype = at::kFloat;
+  // The master (the stepped copy of the parameters) and Adam's moments: fp32, or bf16 with
+  // bf16.bf16_master_weights_and_grads / bf16_optimizer_states. A 16-bit master or state is
+  // stepped in fp32 (widened a piece at a time) and rounded to nearest even when stored, in
+  // every placement (core/zero/sharded_step.h); the master store then holds the moments.
+  at::ScalarType master_dtype = at::kFloat;
+  at::ScalarType optimizer_state_dtype = at::kFloat;
   optim::OptimizerSpec optimizer;
   optim::GroupHyper hyper;  // every group's defaults; hyper.lr = base lr
   // Per-parameter weight decay on/off and lr scale, from parameter names (optim/param_groups.h):

@@ -47,7 +47,9 @@ void copy_into(at::Tensor& dst, const at::Tensor& src) {
 
 // Streams one state of a buffer from the store's chunk files into a shard file: a tensor record
 // of `n` fp32 values, read through O_DIRECT in pieces (two buffers: the next piece is read while
-// the last one is written), so host memory stays at two pieces whatever the buffer's size.
+// the last one is written), so host memory stays at two pieces whatever the buffer's size. Files
+// of a 16-bit store (bf16 master or state) are widened to fp32 a piece at a time, so a checkpoint
+// holds the same records whatever dtypes the store keeps.
 class FileStreamer {
  public:
   explicit FileStreamer(const aio::AioOptions& options)
@@ -55,8 +57,9 @@ class FileStreamer {
 
   // which: 0 the master, 1 + i state i (MasterStore::FileChunk::offsets).
   void stream(ckpt::ShardWriter& w, const std::vector<zero::MasterStore::FileChunk>& chunks,
-              size_t which, int64_t n) {
+              size_t which, int64_t n, at::ScalarType dtype) {
     w.tensor_header(at::kFloat, {n});
+    const int64_t es = static_cast<int64_t>(c10::elementSize(dtype));
     struct Piece {
       const zero::MasterStore::FileChunk* chunk;
       int64_t offset, bytes;
@@ -64,7 +67,7 @@ class FileStreamer {
     std::vector<Piece> plan;
     int64_t total = 0;
     for (const auto& c : chunks) {
-      const int64_t bytes = c.numel * static_cast<int64_t>(sizeof(float));
+      const int64_t bytes = c.numel * es;
       for (int64_t at = 0; at < bytes; at += kPiece) {
         plan.push_back({&c, c.offsets.at(which) + at, std::min(kPiece, bytes - at)});
       }
@@ -84,7 +87,12 @@ class FileStreamer {
         aio::AioHandle::wait(reading);  // piece i is in its buffer; its file is read no more
         reading.reset();
         if (i + 1 < plan.size()) start(i + 1);
-        w.bytes(pieces_[i % 2].data(), static_cast<size_t>(plan[i].bytes));
+        if (dtype == at::kFloat) {
+          w.bytes(pieces_[i % 2].data(), static_cast<size_t>(plan[i].bytes));
+        } else {
+          const at::Tensor wide = pieces_[i % 2].view(dtype, 0, plan[i].bytes / es).to(at::kFloat);
+          w.bytes(wide.data_ptr(), static_cast<size_t>(wide.nbytes()));
+        }
       }
     } catch (...) {
       // No read may outlive the buffers it fills.
@@ -161,6 +169,8 @@ struct AsyncCheckpointer::Snapshot {
   at::Tensor rng, device_rng;
   ClientState client;
   uint64_t bytes = 0;
+  // The dtypes of the store's files (`files`), widened to fp32 records as they are streamed.
+  at::ScalarType master_dtype = at::kFloat, state_dtype = at::kFloat;
 };
 
 struct AsyncCheckpointer::Pending {
@@ -205,6 +215,8 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
     Snapshot& snap = *snapshot_;
     zero::MasterStore& store = engine_.master_store();
     const bool from_files = !store.swap_directory().empty();
+    snap.master_dtype = store.master_dtype();
+    snap.state_dtype = store.state_dtype();
     auto states = engine_.shard_states();
     snap.bytes = shard_bytes_at_least(states, store.state_names().size());
     check_free_space(target.tag_dir, target.shard_path(), snap.bytes);
@@ -229,10 +241,6 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
         if (!buf.master.defined() || buf.master.numel() != n) {
           buf.master = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
         }
-        store.for_each_chunk(
-            {b},
-            [&](zero::MasterChunk& c) { buf.master.narrow(0, c.begin, c.numel).copy_(c.master); },
-            /*read=*/true, /*write_back=*/false);
       }
       std::map<std::string, at::Tensor> kept;
       buf.keys.clear();
@@ -242,10 +250,31 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
         kept[k] = dst;
         buf.keys[k] = -1;
       }
-      buf.state = std::move(kept);
-      for (size_t i = 0; i < store.state_names().size(); ++i) {
-        buf.keys[store.state_names()[i]] = static_cast<int>(i);
+      const auto& names = store.state_names();
+      if (!from_files) {
+        // The master and the state a resident store holds (beside a bf16 master), as fp32
+        // records like the synchronous save's.
+        for (const auto& k : names) {
+          at::Tensor& dst = buf.state[k];
+          if (!dst.defined() || dst.numel() != n || dst.scalar_type() != at::kFloat) {
+            dst = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+          }
+          kept[k] = dst;
+          buf.keys[k] = -1;
+        }
+        store.for_each_chunk(
+            {b},
+            [&](zero::MasterChunk& c) {
+              buf.master.narrow(0, c.begin, c.numel).copy_(c.master);
+              for (size_t i = 0; i < names.size(); ++i) {
+                kept[names[i]].narrow(0, c.begin, c.numel).copy_(c.states[i]);
+              }
+            },
+            /*read=*/true, /*write_back=*/false);
+      } else {
+        for (size_t i = 0; i < names.size(); ++i) buf.keys[names[i]] = static_cast<int>(i);
       }
+      buf.state = std::move(kept);
     }
     snap.frozen = frozen_parameters(engine_, target.lead);
     snap.rng = cpu_rng_state();
@@ -272,7 +301,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
           if (buf.master.defined()) {
             w.tensor(buf.master);
           } else {
-            files->stream(w, buf.files, 0, buf.stepped_end - buf.stepped_begin);
+            files->stream(w, buf.files, 0, buf.stepped_end - buf.stepped_begin, snap.master_dtype);
           }
           w.state_count(buf.keys.size());
           for (const auto& [k, i] : buf.keys) {
@@ -281,7 +310,7 @@ void AsyncCheckpointer::save(const std::string& dir, const std::string& tag,
               w.tensor(buf.state.at(k));
             } else {
               files->stream(w, buf.files, static_cast<size_t>(i) + 1,
-                            buf.stepped_end - buf.stepped_begin);
+                            buf.stepped_end - buf.stepped_begin, snap.state_dtype);
             }
           }
           if (gate) gate->read_through(b + 1);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -470,7 +471,15 @@ void fill_store_buffer(const OpenCheckpoint& c, ParamValues& values, int rank, b
                        const Engine::ShardState& st, const Prepared& prepared,
                        zero::MasterStore& store) {
   const ShardBuffer* own = exact ? &c.shards[rank].buffers[b] : prototype(c).first;
-  auto fill = [&](const std::string& what, int64_t begin, int64_t n, at::Tensor& dst) {
+  std::function<void(const std::string&, int64_t, int64_t, at::Tensor&)> fill;
+  fill = [&](const std::string& what, int64_t begin, int64_t n, at::Tensor& dst) {
+    if (dst.scalar_type() != at::kFloat) {
+      // A bf16 master or state: the fp32 record, rounded to nearest even as it is stored.
+      at::Tensor wide = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+      fill(what, begin, n, wide);
+      dst.copy_(wide);
+      return;
+    }
     const at::Tensor* ready =
         what == "master" ? (prepared.master.defined() ? &prepared.master : nullptr)
                          : (prepared.state.count(what) ? &prepared.state.at(what) : nullptr);

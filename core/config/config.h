@@ -87,6 +87,12 @@ struct Fp16Config : LossScalerOptions {
 
 struct Bf16Config {
   bool enabled = false;
+  // DeepSpeed's bf16 masters: the stepped copy of the parameters and the gradient shard it steps
+  // with are bf16 (2 bytes each instead of 4); the update is still computed in fp32 and rounded
+  // to nearest even when stored. Stages 1-3.
+  bool bf16_master_weights_and_grads = false;
+  // Adam's two moments in bf16 too (needs bf16_master_weights_and_grads).
+  bool bf16_optimizer_states = false;
 };
 
 // data_types: dtype gradients are accumulated in (unset = the training dtype).

@@ -57,6 +57,13 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   } else if (c.bf16.enabled) {
     o.compute_dtype = at::kBFloat16;
   }
+  if (c.bf16.bf16_master_weights_and_grads) {
+    o.master_dtype = at::kBFloat16;
+    // "and grads": the gradient shard the bf16 master steps with is bf16 too, unless
+    // data_types.grad_accum_dtype says otherwise.
+    o.grad_accum_dtype = at::kBFloat16;
+  }
+  if (c.bf16.bf16_optimizer_states) o.optimizer_state_dtype = at::kBFloat16;
   if (c.data_types.grad_accum_dtype) o.grad_accum_dtype = to_scalar(*c.data_types.grad_accum_dtype);
   if (c.optimizer) {
     const OptimizerConfig& oc = *c.optimizer;

@@ -577,14 +577,14 @@ void visit_config(V& v, Config& c) {
       "bf16",
       [&](auto& w) {
         w.field("enabled", c.bf16.enabled, auto_ok());
-        w.unsupported({{"immediate_grad_update", Unsupported::kNoEffect,
-                        "gradients are reduced per bucket as they are ready", "true"},
-                       {"check_grad_overflow", Unsupported::kNoEffect,
-                        "a bf16 step with inf/NaN gradients is always skipped", "true"},
-                       {"bf16_master_weights_and_grads", Unsupported::kRefused,
-                        "masters and gradients stay fp32 (bf16 masters are not implemented)"},
-                       {"bf16_optimizer_states", Unsupported::kRefused,
-                        "optimizer states stay fp32 (bf16 states are not implemented)"}});
+        w.unsupported({
+            {"immediate_grad_update", Unsupported::kNoEffect,
+             "gradients are reduced per bucket as they are ready", "true"},
+            {"check_grad_overflow", Unsupported::kNoEffect,
+             "a bf16 step with inf/NaN gradients is always skipped", "true"},
+        });
+        w.field("bf16_master_weights_and_grads", c.bf16.bf16_master_weights_and_grads, {});
+        w.field("bf16_optimizer_states", c.bf16.bf16_optimizer_states, {});
       },
       also_named("bfloat16"));
   v.block("data_types",

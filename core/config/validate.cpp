@@ -176,6 +176,17 @@ class Validator {
   void precision() {
     const Fp16Config& f = c_.fp16;
     check("fp16.enabled", !(f.enabled && c_.bf16.enabled), "fp16 and bf16 cannot both be enabled");
+    // DeepSpeed's rules (runtime/config.py): bf16 masters exist only where ZeRO shards the
+    // optimizer (stages 1-3), and bf16 optimizer states only beside bf16 masters.
+    const Bf16Config& b = c_.bf16;
+    if (b.bf16_master_weights_and_grads) {
+      check("bf16.bf16_master_weights_and_grads", b.enabled, "needs bf16.enabled: true");
+      check("bf16.bf16_master_weights_and_grads", c_.zero_optimization.stage >= 1,
+            "needs zero_optimization.stage 1, 2 or 3 (as DeepSpeed), got stage ",
+            c_.zero_optimization.stage);
+    }
+    check("bf16.bf16_optimizer_states", !b.bf16_optimizer_states || b.bf16_master_weights_and_grads,
+          "needs bf16.bf16_master_weights_and_grads: true (as DeepSpeed)");
     check("fp16.loss_scale", f.loss_scale >= 0, "must be >= 0 (0 = dynamic), got ", f.loss_scale);
     // 2^63 is already far past any useful scale; larger powers overflow fp32 arithmetic.
     check("fp16.initial_scale_power", f.initial_scale_power >= 0 && f.initial_scale_power <= 63,

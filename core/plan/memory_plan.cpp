@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <map>
 
 #include <ATen/ATen.h>
@@ -11,6 +12,7 @@
 #include "core/config/memory_estimate.h"
 #include "core/zero/bucket_plan.h"
 #include "core/zero/flat_buffer.h"
+#include "core/zero/master_chunk.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
 
@@ -194,13 +196,24 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   };
   const bool half = c.fp16.enabled || c.bf16.enabled;
   const int64_t p = half ? 2 : 4;
-  const int64_t a = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype) : 4;
+  // bf16.bf16_master_weights_and_grads: a bf16 master and gradient shard (unless
+  // data_types.grad_accum_dtype says otherwise); bf16_optimizer_states: Adam's moments in bf16.
+  const bool bf16_master = c.bf16.enabled && c.bf16.bf16_master_weights_and_grads && stage >= 1;
+  const int64_t a = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype)
+                    : bf16_master                 ? 2
+                                                  : 4;
   const int64_t comm = c.communication_data_type ? dtype_bytes(*c.communication_data_type) : a;
-  const int64_t s = optimizer_state_bytes_per_element(c);
+  const int64_t mb = bf16_master ? 2 : 4;  // master bytes per element
+  const int64_t s = bf16_master && c.bf16.bf16_optimizer_states
+                        ? optimizer_state_bytes_per_element(c) / 2
+                        : optimizer_state_bytes_per_element(c);
+  const char* master_name = bf16_master ? "bf16 master" : "fp32 master";
   const OffloadDevice opt_off = stage >= 1 ? z.offload_optimizer.device : OffloadDevice::kNone;
   const OffloadDevice par_off = stage == 3 ? z.offload_param.device : OffloadDevice::kNone;
+  // core/zero/master_store.cpp: the master is the parameters themselves where they have its
+  // dtype and live where the optimizer steps.
   const bool separate_master =
-      half || opt_off != OffloadDevice::kNone || par_off == OffloadDevice::kNvme;
+      (half && !bf16_master) || opt_off != OffloadDevice::kNone || par_off == OffloadDevice::kNvme;
   const int64_t max_inflight = std::max<int64_t>(1, c.communication.max_inflight_reductions);
 
   std::vector<PlannedBucket> buckets =
@@ -254,42 +267,44 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
           std::min<int64_t>(std::max<int64_t>(z.offload_param.buffer_count, 1), on_disk_buckets) *
               ((p * largest_shard + 4095) / 4096 * 4096));
   }
-  // The fp32 master and the optimizer state.
-  const int64_t master = separate_master ? 4 * stepped_total : 0;
+  // The master and the optimizer state.
+  const int64_t master = separate_master ? mb * stepped_total : 0;
   const int64_t state = s * stepped_total;
   if (opt_off == OffloadDevice::kNone) {
-    L.add("fp32 master", dev, master);
+    L.add(master_name, dev, master);
     L.add("optimizer state", dev, state);
   } else {
     if (opt_off == OffloadDevice::kCpu) {
-      L.add("fp32 master (offload_optimizer cpu)", pinned_if(z.offload_optimizer.pin_memory),
-            master);
+      L.add(std::string(master_name) + " (offload_optimizer cpu)",
+            pinned_if(z.offload_optimizer.pin_memory), master);
       L.add("optimizer state (offload_optimizer cpu)", Place::kHost, state);
     } else {
-      // One file region per chunk of sub_group_size elements: master and each state page-rounded.
+      // One file region per chunk of sub_group_size elements: master and each state page-rounded
+      // (core/zero/nvme_optimizer.h; Adam's two moments, the only state the store holds there).
       const int64_t chunk = std::max<int64_t>(z.sub_group_size, 1);
       int64_t disk = 0, chunk_bytes_max = 0, chunks = 0;
-      const int64_t parts = 1 + s / 4;
       for (const PlannedBucket& b : buckets) {
         const int64_t stepped = stage == 0 ? b.padded : b.shard;
         for (int64_t at = 0; at < stepped; at += chunk) {
           const int64_t m = std::min(chunk, stepped - at);
-          const int64_t bytes = parts * ((4 * m + 4095) / 4096 * 4096);
+          const int64_t bytes =
+              (mb * m + 4095) / 4096 * 4096 + 2 * ((s / 2 * m + 4095) / 4096 * 4096);
           disk += bytes;
           chunk_bytes_max = std::max(chunk_bytes_max, bytes);
           ++chunks;
         }
       }
-      L.add("fp32 master and optimizer state (offload_optimizer nvme)", Place::kNvme, disk);
+      L.add(std::string(master_name) + " and optimizer state (offload_optimizer nvme)",
+            Place::kNvme, disk);
       L.add("offload_optimizer swap buffers", Place::kHost,
             std::min<int64_t>(std::max<int64_t>(z.offload_optimizer.buffer_count, 1), chunks) *
                 chunk_bytes_max);
     }
-    if (!host_model && opt_off == OffloadDevice::kCpu) {
+    if (!host_model && opt_off == OffloadDevice::kCpu && !bf16_master) {
       // The device model's offload slots (core/zero/host_offload.h): the gradient slice comes to
       // the host in fp32, the updated values go back to the device's parameters (not where the
-      // step writes into host shards: offload_param). Beside NVMe chunks the copies are
-      // synchronous, with no slots.
+      // step writes into host shards: offload_param). Beside NVMe chunks or a bf16 master the
+      // copies are synchronous, with no slots.
       L.add("offload gradient slots (fp32)", Place::kPinned, 4 * stepped_total);
       if (par_off == OffloadDevice::kNone) {
         int64_t on_device = 0;
@@ -461,6 +476,16 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     L.check("stage-1 reduction", copies, "gradient reductions in flight", dev);
   }
   int64_t step_temp = 0;
+  // The largest piece stepped at once: a bf16 master is widened kWidenPiece elements at a time
+  // (core/zero/master_chunk.h), an fp32 one is stepped a flat buffer's range at once.
+  const int64_t piece = bf16_master ? zero::kWidenPiece : std::numeric_limits<int64_t>::max();
+  if (bf16_master) {
+    // The widened master, both moments and gradient of one piece, in fp32, where the master is.
+    int64_t largest = 0;
+    for (const PlannedBucket& b : buckets) largest = std::max(largest, b.shard);
+    if (stage == 0) largest = 0;  // bf16 masters need stages 1-3
+    step_temp += 4 * 4 * std::min(piece, largest);
+  }
   if (opt_off == OffloadDevice::kNone && !host_model && !device.is_cuda()) {
     // optim/adam.h per group range: sqrt(v) and its quotient alive at once, and the gradient
     // times the step's scale (averaging, clipping, loss scale) when that is not 1.
@@ -470,7 +495,7 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     for (const PlannedBucket& b : buckets) {
       range = std::max(range, largest_group_range(b, c, 0, stage == 0 ? b.padded : b.shard));
     }
-    step_temp = (scaled ? 3 : 2) * 4 * range;
+    step_temp += (scaled ? 3 : 2) * 4 * std::min(range, piece);
   }
   L.check("step", step_temp, "optimizer temporaries", dev);
 

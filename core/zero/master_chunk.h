@@ -1,5 +1,5 @@
 #pragma once
-// MasterChunk: the unit in which the fp32 master and the optimizer state are visited, whatever
+// MasterChunk: the unit in which the master and the optimizer state are visited, whatever
 // store holds them (core/zero/master_store.h).
 
 #include <cstddef>
@@ -15,10 +15,14 @@ struct MasterChunk {
   size_t slot = 0;
   int64_t begin = 0;  // element offset of the chunk in the slot's stepped range
   int64_t numel = 0;
-  at::Tensor master;  // (numel,) fp32
-  // The state the store holds, in MasterStore::state_names() order, each (numel,) fp32 laid out
-  // like master; empty when the optimizer holds its own state.
+  at::Tensor master;  // (numel,) in the master dtype (EngineOptions::master_dtype)
+  // The state the store holds, in MasterStore::state_names() order, each (numel,) in the state
+  // dtype, laid out like master; empty when the optimizer holds its own state.
   std::vector<at::Tensor> states;
 };
+
+// Elements of a 16-bit master the step widens to fp32 at a time (core/zero/sharded_step.cpp:
+// four fp32 temporaries of this size: master, both moments, gradient).
+inline constexpr int64_t kWidenPiece = int64_t{1} << 20;
 
 }  // namespace zt::zero

@@ -27,11 +27,14 @@ c10::Device model_device(const std::vector<std::unique_ptr<Bucket>>& buckets) {
 // On the model's device, or in host memory with offload_optimizer cpu.
 class ResidentMasters final : public MasterStore {
  public:
-  ResidentMasters(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets)
-      : MasterStore(buckets),
+  ResidentMasters(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets,
+                  std::vector<std::string> state_names)
+      : MasterStore(buckets, options),
         options_(options),
         device_(master_device(model_device(buckets), options.optimizer_offloaded())),
-        masters_(buckets.size()) {}
+        masters_(buckets.size()),
+        state_names_(std::move(state_names)),
+        states_(buckets.size()) {}
 
   void init() override {
     const c10::Device model = model_device(buckets_);
@@ -41,15 +44,20 @@ class ResidentMasters final : public MasterStore {
       // The master's place follows the optimizer, never the shard's. The parameters themselves
       // are the master only when they are fp32 and live there too; a shard offloaded to the host
       // of a GPU model, or to a file, is not.
-      const bool separate = options_.compute_dtype != at::kFloat || src.device() != device_ ||
+      const bool separate = options_.compute_dtype != master_dtype_ || src.device() != device_ ||
                             options_.optimizer_offloaded() ||
                             options_.offload_param.device == OffloadDevice::kNvme;
+      const at::TensorOptions on_device = src.options().device(device_);
+      states_[b].clear();
+      for (size_t i = 0; i < state_names_.size(); ++i) {
+        states_[b].push_back(at::zeros({src.numel()}, on_device.dtype(state_dtype_)));
+      }
       if (!separate) continue;
       if (device_.is_cpu() && !model.is_cpu()) {
         // Asynchronous copies to the GPU (or another accelerator).
-        masters_[b] = pinned_host_copy(src, at::kFloat, model.type());
+        masters_[b] = pinned_host_copy(src, master_dtype_, model.type());
       } else {
-        masters_[b] = at::empty({src.numel()}, src.options().dtype(at::kFloat).device(device_));
+        masters_[b] = at::empty({src.numel()}, on_device.dtype(master_dtype_));
         masters_[b].copy_(src);
       }
     }
@@ -62,12 +70,13 @@ class ResidentMasters final : public MasterStore {
       c.slot = b;
       c.master = resident(b);
       c.numel = c.master.numel();
+      c.states = states_[b];
       fn(c);
     }
   }
 
   c10::Device device() const override { return device_; }
-  const std::vector<std::string>& state_names() const override { return no_states_; }
+  const std::vector<std::string>& state_names() const override { return state_names_; }
   at::Tensor resident(size_t b) const override {
     return masters_[b].defined() ? masters_[b] : buckets_[b]->param_target();
   }
@@ -78,12 +87,20 @@ class ResidentMasters final : public MasterStore {
     }
     return n;
   }
+  int64_t state_bytes() const override {
+    int64_t n = 0;
+    for (const auto& slot : states_) {
+      for (const auto& t : slot) n += t.numel() * t.element_size();
+    }
+    return n;
+  }
 
  private:
   const EngineOptions& options_;
   c10::Device device_;
   std::vector<at::Tensor> masters_;  // per slot: the separate master, or undefined
-  std::vector<std::string> no_states_;
+  std::vector<std::string> state_names_;
+  std::vector<std::vector<at::Tensor>> states_;  // per slot: the state it holds
 };
 
 // offload_optimizer nvme: master and state in the swap files of core/zero/nvme_optimizer.h.
@@ -91,12 +108,12 @@ class NvmeMasters final : public MasterStore {
  public:
   NvmeMasters(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets, int rank,
               std::vector<std::string> state_names)
-      : MasterStore(buckets) {
+      : MasterStore(buckets, options) {
     std::vector<int64_t> numels;
     for (auto& b : buckets_) numels.push_back(b->stepped().size());
-    swapper_ =
-        std::make_unique<NvmeOptimizerSwapper>(options.offload_optimizer, options.sub_group_size,
-                                               options.aio, rank, numels, std::move(state_names));
+    swapper_ = std::make_unique<NvmeOptimizerSwapper>(
+        options.offload_optimizer, options.sub_group_size, options.aio, rank, numels,
+        std::move(state_names), master_dtype_, state_dtype_);
   }
 
   void init() override {
@@ -144,7 +161,7 @@ std::unique_ptr<MasterStore> make_master_store(const EngineOptions& options,
   if (options.optimizer_on_nvme()) {
     return std::make_unique<NvmeMasters>(options, buckets, rank, std::move(state_names));
   }
-  return std::make_unique<ResidentMasters>(options, buckets);
+  return std::make_unique<ResidentMasters>(options, buckets, std::move(state_names));
 }
 
 }  // namespace zt::zero

@@ -1,5 +1,5 @@
 #pragma once
-// MasterStore: where the fp32 master of each flat buffer's stepped range ("slot") and the
+// MasterStore: where the master of each flat buffer's stepped range ("slot") and the
 // optimizer state laid out like it live, behind one interface that the step
 // (core/zero/sharded_step.h) and checkpoints (core/checkpoint/checkpoint.cpp) iterate chunk by
 // chunk, whatever the placement:
@@ -8,12 +8,15 @@
 //   ----------------------------   ---------------   -------------------   -------------------
 //   no offload_optimizer           ResidentMasters   the whole slot, on    held by the
 //   offload_optimizer cpu                            the model's device    optimizer itself
-//                                                    or in host memory
+//                                                    or in host memory     (bf16 master: the
+//                                                                          store, beside it)
 //   offload_optimizer nvme         NvmeMasters       sub_group_size        in the chunk, read
 //                                                    elements in a swap    from and written
 //                                                    buffer                back to its file
 //
-// A resident master is a separate fp32 copy unless the parameters (or the stage-3 shard) are fp32
+// The master is fp32, or bf16 with bf16.bf16_master_weights_and_grads (EngineOptions::
+// master_dtype); state the store holds is in EngineOptions::optimizer_state_dtype. A resident
+// master is a separate copy unless the parameters (or the stage-3 shard) have the master's dtype
 // and live where the optimizer steps: then the chunk's master is a view of them, and writing it
 // changes the parameters. With the model on a GPU, a host master is page-locked (pinned_host.h) so
 // the step's copies can be asynchronous (core/zero/host_offload.h).
@@ -60,19 +63,23 @@ class MasterStore {
 
   // A store that streams from files: where slot b's chunks are, in order, for a reader outside
   // the store (a background checkpoint write, core/checkpoint/async_checkpoint.h). Each chunk's
-  // file holds `numel` fp32 values at offsets[0] (the master) and at offsets[1 + i] (state i).
-  // The files hold every value written once for_each_chunk has returned. Empty in memory.
+  // file holds `numel` values at offsets[0] (the master, in master_dtype()) and at
+  // offsets[1 + i] (state i, in state_dtype()). The files hold every value written once
+  // for_each_chunk has returned. Empty in memory.
   struct FileChunk {
     std::string path;
     int64_t begin = 0, numel = 0;
     std::vector<int64_t> offsets;
   };
+  at::ScalarType master_dtype() const { return master_dtype_; }
+  at::ScalarType state_dtype() const { return state_dtype_; }
   virtual std::vector<FileChunk> file_chunks(size_t /*b*/) const { return {}; }
   // Runs on the calling thread before a chunk of `slot` is written back to its file, so that a
   // background reader of the files can hold the writer until it has read that slot. Null: none.
   virtual void set_write_gate(std::function<void(size_t slot)> /*gate*/) {}
 
-  virtual int64_t master_bytes() const = 0;  // separate fp32 masters in host or device memory
+  virtual int64_t master_bytes() const = 0;           // separate masters in host or device memory
+  virtual int64_t state_bytes() const { return 0; }   // state it holds in host or device memory
   virtual int64_t nvme_bytes() const { return 0; }    // bytes of its swap files
   virtual int64_t buffer_bytes() const { return 0; }  // host buffers the chunks stream through
 
@@ -81,8 +88,12 @@ class MasterStore {
   std::vector<size_t> all_slots() const;
 
  protected:
-  explicit MasterStore(std::vector<std::unique_ptr<Bucket>>& buckets) : buckets_(buckets) {}
+  MasterStore(std::vector<std::unique_ptr<Bucket>>& buckets, const EngineOptions& options)
+      : buckets_(buckets),
+        master_dtype_(options.master_dtype),
+        state_dtype_(options.optimizer_state_dtype) {}
   std::vector<std::unique_ptr<Bucket>>& buckets_;
+  at::ScalarType master_dtype_, state_dtype_;
 };
 
 // Where the master of a model on param_device lives: in host memory with optimizer offload,
@@ -91,7 +102,8 @@ c10::Device master_device(const c10::Device& param_device, bool offload_optimize
 
 // The store for options' placement (the table above). The NVMe store checks its path and free
 // space before anything is written; state_names are the optimizer's state laid out like the
-// master, which that store holds.
+// master, which the store holds (the NVMe store always; a resident one beside a bf16 master,
+// empty otherwise).
 std::unique_ptr<MasterStore> make_master_store(const EngineOptions& options,
                                                std::vector<std::unique_ptr<Bucket>>& buckets,
                                                int rank, std::vector<std::string> state_names);

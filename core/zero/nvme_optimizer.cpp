@@ -11,32 +11,42 @@ namespace {
 
 constexpr const char* kOptimizerPathKey = "zero_optimization.offload_optimizer.nvme_path";
 
-int64_t region_bytes(int64_t numel) {
-  return aio::align_up(numel * static_cast<int64_t>(sizeof(float)));
+int64_t region_bytes(int64_t numel, int64_t element_bytes) {
+  return aio::align_up(numel * element_bytes);
 }
 
 }  // namespace
 
-int64_t NvmeOptimizerSwapper::chunk_bytes(int64_t numel, int64_t states) {
-  return (1 + states) * region_bytes(numel);
+int64_t NvmeOptimizerSwapper::chunk_bytes(int64_t numel, int64_t states,
+                                          int64_t master_element_bytes,
+                                          int64_t state_element_bytes) {
+  return region_bytes(numel, master_element_bytes) +
+         states * region_bytes(numel, state_element_bytes);
+}
+
+int64_t NvmeOptimizerSwapper::bytes_of(int64_t numel) const {
+  return chunk_bytes(numel, static_cast<int64_t>(state_names_.size()),
+                     c10::elementSize(master_dtype_), c10::elementSize(state_dtype_));
 }
 
 NvmeOptimizerSwapper::NvmeOptimizerSwapper(const OffloadConfig& options, int64_t sub_group_size,
                                            const aio::AioOptions& aio, int rank,
                                            const std::vector<int64_t>& slot_numels,
-                                           std::vector<std::string> state_names)
+                                           std::vector<std::string> state_names,
+                                           at::ScalarType master_dtype, at::ScalarType state_dtype)
     : options_(options),
       sub_group_size_(sub_group_size),
       aio_options_(aio),
       rank_(rank),
-      state_names_(std::move(state_names)) {
+      state_names_(std::move(state_names)),
+      master_dtype_(master_dtype),
+      state_dtype_(state_dtype) {
   ZT_CHECK(!options_.nvme_path.empty(), kOptimizerPathKey, " is empty");
   ZT_CHECK(sub_group_size_ >= 1, "zero_optimization.sub_group_size must be >= 1, got ",
            sub_group_size_);
   ZT_CHECK(options_.buffer_count >= 1,
            "zero_optimization.offload_optimizer.buffer_count must be >= 1 with nvme, got ",
            options_.buffer_count);
-  const int64_t states = static_cast<int64_t>(state_names_.size());
   int64_t needed = 0, largest = 0;
   chunks_of_slot_.resize(slot_numels.size());
   for (size_t s = 0; s < slot_numels.size(); ++s) {
@@ -44,8 +54,8 @@ NvmeOptimizerSwapper::NvmeOptimizerSwapper(const OffloadConfig& options, int64_t
       const int64_t n = std::min(sub_group_size_, slot_numels[s] - b);
       chunks_of_slot_[s].push_back(chunks_.size());
       chunks_.push_back({s, b, n, nullptr});
-      needed += chunk_bytes(n, states);
-      largest = std::max(largest, chunk_bytes(n, states));
+      needed += bytes_of(n);
+      largest = std::max(largest, bytes_of(n));
     }
   }
   dir_ = std::make_unique<aio::SwapDirectory>(kOptimizerPathKey, options_.nvme_path, "optimizer",
@@ -90,8 +100,7 @@ NvmeOptimizerSwapper::~NvmeOptimizerSwapper() {
 
 int64_t NvmeOptimizerSwapper::nvme_bytes() const {
   int64_t n = 0;
-  for (const auto& c : chunks_)
-    n += chunk_bytes(c.numel, static_cast<int64_t>(state_names_.size()));
+  for (const auto& c : chunks_) n += bytes_of(c.numel);
   return n;
 }
 
@@ -107,9 +116,10 @@ std::vector<NvmeOptimizerSwapper::ChunkLocation> NvmeOptimizerSwapper::chunk_fil
   for (size_t i : chunks_of_slot_.at(slot)) {
     const ChunkFile& c = chunks_[i];
     ChunkLocation l{c.file->path(), c.begin, c.numel, {}};
-    const int64_t region = region_bytes(c.numel);
+    const int64_t master = region_bytes(c.numel, c10::elementSize(master_dtype_));
+    const int64_t region = region_bytes(c.numel, c10::elementSize(state_dtype_));
     for (size_t s = 0; s <= state_names_.size(); ++s) {
-      l.offsets.push_back(static_cast<int64_t>(s) * region);
+      l.offsets.push_back(s == 0 ? 0 : master + static_cast<int64_t>(s - 1) * region);
     }
     out.push_back(std::move(l));
   }
@@ -122,10 +132,11 @@ NvmeOptimizerSwapper::Chunk NvmeOptimizerSwapper::views(const ChunkFile& c,
   ch.slot = c.slot;
   ch.begin = c.begin;
   ch.numel = c.numel;
-  const int64_t region = region_bytes(c.numel);
-  ch.master = buf.view(at::kFloat, 0, c.numel);
+  const int64_t master = region_bytes(c.numel, c10::elementSize(master_dtype_));
+  const int64_t region = region_bytes(c.numel, c10::elementSize(state_dtype_));
+  ch.master = buf.view(master_dtype_, 0, c.numel);
   for (size_t s = 0; s < state_names_.size(); ++s) {
-    ch.states.push_back(buf.view(at::kFloat, static_cast<int64_t>(s + 1) * region, c.numel));
+    ch.states.push_back(buf.view(state_dtype_, master + static_cast<int64_t>(s) * region, c.numel));
   }
   return ch;
 }
@@ -137,7 +148,6 @@ void NvmeOptimizerSwapper::for_each_chunk(const std::vector<size_t>& slots, cons
     seq.insert(seq.end(), chunks_of_slot_[s].begin(), chunks_of_slot_[s].end());
   }
   const size_t count = buffers_.size();
-  const int64_t states = static_cast<int64_t>(state_names_.size());
   // Read-ahead never reaches the buffer of the chunk being stepped; with 3+ buffers it leaves one
   // for the write of the previous chunk.
   const size_t ahead = options_.pipeline_read
@@ -154,13 +164,13 @@ void NvmeOptimizerSwapper::for_each_chunk(const std::vector<size_t>& slots, cons
     for (size_t i = 0; i < seq.size(); ++i) {
       const ChunkFile& c = chunks_[seq[i]];
       const aio::AlignedBuffer& buf = buffers_[i % count];
-      const int64_t bytes = chunk_bytes(c.numel, states);
+      const int64_t bytes = bytes_of(c.numel);
       if (read) {
         for (; next_read < seq.size() && next_read <= i + ahead; ++next_read) {
           take_buffer(next_read);
           const ChunkFile& r = chunks_[seq[next_read]];
-          reads[next_read] = aio_->start_read(*r.file, buffers_[next_read % count].data(),
-                                              chunk_bytes(r.numel, states), 0);
+          reads[next_read] =
+              aio_->start_read(*r.file, buffers_[next_read % count].data(), bytes_of(r.numel), 0);
         }
         aio::AioHandle::wait(reads[i]);
       } else {

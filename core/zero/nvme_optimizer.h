@@ -1,11 +1,13 @@
 #pragma once
-// NvmeOptimizerSwapper: the fp32 master and optimizer state of this rank's stepped ranges on NVMe
+// NvmeOptimizerSwapper: the master and optimizer state of this rank's stepped ranges on NVMe
 // (ZeRO-Infinity's optimizer offload; DeepSpeed's PipelinedOptimizerSwapper in
 // deepspeed/runtime/swap_tensor/pipelined_optimizer_swapper.py). Layout on disk, one file per
 // rank, flat buffer ("slot") and chunk of sub_group_size elements:
 //
 //   <nvme_path>/zerotorch_optimizer_rank<r>_pid<p>/buffer<b>_chunk<c>.swp
-//     [ master (n,) fp32 | pad to 4 KiB | state 0 (n,) fp32 | pad | state 1 (n,) fp32 | pad ]
+//     [ master (n,) | pad to 4 KiB | state 0 (n,) | pad | state 1 (n,) | pad ]
+//
+// in the master's dtype and the state's (fp32, or bf16 with DeepSpeed's bf16 master / state keys).
 //
 // A swap buffer (aio::AlignedBuffer) holds one chunk in exactly that layout, so a chunk moves in
 // one transfer each way, through O_DIRECT. At a step, chunks stream through buffer_count buffers
@@ -19,8 +21,9 @@
 // waited at once; the numbers are the same either way. The files are scratch space for this run:
 // the destructor removes them (checkpoints are written separately).
 //
-// Memory: buffer_count * chunk bytes in RAM (chunk bytes = (1 + states) * 4 * sub_group_size,
-// page-rounded) instead of (1 + states) * 4 bytes per stepped element.
+// Memory: buffer_count * chunk bytes in RAM (chunk bytes = (master + states * state) bytes per
+// element times sub_group_size, each region page-rounded) instead of that many bytes per stepped
+// element.
 
 #include <cstdint>
 #include <functional>
@@ -54,7 +57,9 @@ class NvmeOptimizerSwapper {
   NvmeOptimizerSwapper(const OffloadConfig& options, int64_t sub_group_size,
                        const aio::AioOptions& aio, int rank,
                        const std::vector<int64_t>& slot_numels,
-                       std::vector<std::string> state_names);
+                       std::vector<std::string> state_names,
+                       at::ScalarType master_dtype = at::kFloat,
+                       at::ScalarType state_dtype = at::kFloat);
   ~NvmeOptimizerSwapper();
   NvmeOptimizerSwapper(const NvmeOptimizerSwapper&) = delete;
   NvmeOptimizerSwapper& operator=(const NvmeOptimizerSwapper&) = delete;
@@ -66,8 +71,9 @@ class NvmeOptimizerSwapper {
   void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool read,
                       bool write_back);
 
-  // Slot `slot`'s chunk files, in order: each holds `numel` fp32 values at offsets[0] (master)
-  // and offsets[1 + i] (state i), as written by the last for_each_chunk.
+  // Slot `slot`'s chunk files, in order: each holds `numel` values at offsets[0] (master, in
+  // master_dtype) and offsets[1 + i] (state i, in state_dtype), as written by the last
+  // for_each_chunk.
   struct ChunkLocation {
     std::string path;
     int64_t begin = 0, numel = 0;
@@ -82,7 +88,10 @@ class NvmeOptimizerSwapper {
   int64_t buffer_bytes() const;  // host bytes of the swap buffers
   const std::string& directory() const { return dir_->path(); }
   // Bytes a chunk of numel elements takes in its file (and in a swap buffer).
-  static int64_t chunk_bytes(int64_t numel, int64_t states);
+  static int64_t chunk_bytes(int64_t numel, int64_t states, int64_t master_element_bytes = 4,
+                             int64_t state_element_bytes = 4);
+  at::ScalarType master_dtype() const { return master_dtype_; }
+  at::ScalarType state_dtype() const { return state_dtype_; }
 
  private:
   struct ChunkFile {
@@ -93,12 +102,14 @@ class NvmeOptimizerSwapper {
   };
   void open_files_and_buffers(int64_t largest);
   Chunk views(const ChunkFile& c, const aio::AlignedBuffer& buf) const;
+  int64_t bytes_of(int64_t numel) const;  // chunk_bytes with this swapper's dtypes
 
   OffloadConfig options_;
   int64_t sub_group_size_;
   aio::AioOptions aio_options_;
   int rank_;
   std::vector<std::string> state_names_;
+  at::ScalarType master_dtype_, state_dtype_;
   std::unique_ptr<aio::SwapDirectory> dir_;
   std::vector<std::vector<size_t>> chunks_of_slot_;  // slot -> indices into chunks_
   std::vector<ChunkFile> chunks_;

@@ -61,6 +61,10 @@ ShardedStep::ShardedStep(const EngineOptions& options,
              "zero_optimization.offload_optimizer.device nvme streams chunk by chunk");
     store_states = {"exp_avg", "exp_avg_sq"};
   }
+  // A bf16 master is stepped a piece at a time in fp32 (update(), widened()): the store holds
+  // Adam's moments beside it, in their own dtype, and hands them to the optimizer piece by piece
+  // (check_engine_options allows only Adam and AdamW here).
+  if (options_.master_dtype != at::kFloat) store_states = {"exp_avg", "exp_avg_sq"};
   store_ = make_master_store(options_, buckets_, world_rank, std::move(store_states));
   step_grads_ = make_step_gradients(
       spec, options_, buckets_, comm_, clock_,
@@ -142,7 +146,7 @@ void ShardedStep::copy_params_to_masters() {
 }
 
 int64_t ShardedStep::optimizer_state_bytes() const {
-  int64_t n = 0;
+  int64_t n = store_->state_bytes();
   for (const auto& s : slots_) n += s.optimizer->state_bytes();
   return n;
 }
@@ -346,6 +350,54 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   return out;
 }
 
+// A 16-bit master (bf16.bf16_master_weights_and_grads), with its moments in the store (fp32 or
+// bf16): DeepSpeed's CPUAdam reads each element as fp32, updates in fp32 and stores it rounded to
+// nearest even. Here a piece of kWidenPiece elements at a time: master, moments and gradient
+// widened to fp32 temporaries (exact), the optimizer's fp32 pass on them, the results rounded
+// back into the store (copy_ rounds to nearest even) and the master copied into the bucket's
+// target (a bf16 parameter shard: the same bits). Memory: four fp32 temporaries of one piece.
+void ShardedStep::step_widened(MasterChunk& c, optim::ShardOptimizer& opt, const at::Tensor& grad,
+                               const std::vector<optim::GroupRange>& bucket_ranges,
+                               int64_t step_before, const at::Tensor& target) {
+  const std::vector<std::string>& names = store_->state_names();
+  ZT_INTERNAL_ASSERT(names.size() == c.states.size(), "a 16-bit master needs its moments");
+  const bool target_is_master = target.data_ptr() == c.master.data_ptr();
+  const at::TensorOptions fp32 = c.master.options().dtype(at::kFloat);
+  for (int64_t at = 0; at < c.numel; at += kWidenPiece) {
+    const int64_t n = std::min(kWidenPiece, c.numel - at);
+    std::vector<optim::GroupRange> ranges;
+    for (optim::GroupRange r : bucket_ranges) {
+      r.begin = std::max(r.begin, c.begin + at) - (c.begin + at);
+      r.end = std::min(r.end, c.begin + at + n) - (c.begin + at);
+      if (r.begin < r.end) ranges.push_back(r);
+    }
+    at::Tensor master = c.master.narrow(0, at, n);
+    if (ranges.empty()) {  // padding only: nothing is stepped, the target still gets the values
+      if (!target_is_master) target.narrow(0, at, n).copy_(master);
+      continue;
+    }
+    at::Tensor m32 = master.to(fp32, /*non_blocking=*/false, /*copy=*/true);
+    std::map<std::string, at::Tensor> state;
+    std::vector<at::Tensor> wide(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      wide[i] = c.states[i].narrow(0, at, n).to(fp32, false, /*copy=*/true);
+      state[names[i]] = wide[i];
+    }
+    opt.load_state_dict({{"step", at::scalar_tensor(step_before, at::kLong)}});
+    const bool in_place = opt.adopt_state(state);
+    at::Tensor g32 = grad.narrow(0, c.begin + at, n).to(fp32);
+    opt.step(m32, g32, ranges);
+    if (!in_place) {
+      const auto updated = opt.state_dict();
+      for (size_t i = 0; i < names.size(); ++i) wide[i] = updated.at(names[i]);
+    }
+    master.copy_(m32);
+    for (size_t i = 0; i < names.size(); ++i) c.states[i].narrow(0, at, n).copy_(wide[i]);
+    if (!target_is_master) target.narrow(0, at, n).copy_(master);
+  }
+  opt.load_state_dict({{"step", at::scalar_tensor(step_before, at::kLong)}});
+}
+
 // The one step loop. Per chunk of the master store: the gradient chunk on the master's device
 // (a GPU model's gradients with a host master come through pinned buffers, every copy started up
 // front; a chunk streamed from NVMe takes a synchronous copy, as there the disk sets the pace),
@@ -374,6 +426,11 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
 
   auto step_chunk = [&](MasterChunk& c, ChunkTargets& targets) {
     Slot& slot = slots_[c.slot];
+    if (c.master.scalar_type() != at::kFloat) {
+      step_widened(c, *slot.optimizer, step_grads_->gradient(c.slot), bucket_ranges[c.slot],
+                   step_before[c.slot], targets.of(c));
+      return;
+    }
     at::Tensor g = host_offload_ ? host_offload_->wait_grad(c.slot) : step_grads_->gradient(c.slot);
     at::Tensor g32 = g.narrow(0, c.begin, c.numel)
                          .to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));

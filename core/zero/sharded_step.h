@@ -126,6 +126,10 @@ class ShardedStep {
   // Steps every chunk of the buckets in `stepped` and publishes them.
   void update(const std::vector<size_t>& stepped, double grad_scale,
               const optim::GroupHyper& hyper);
+  // Steps one chunk of a 16-bit master (see the definition) and writes it into `target`.
+  void step_widened(MasterChunk& c, optim::ShardOptimizer& opt, const at::Tensor& grad,
+                    const std::vector<optim::GroupRange>& bucket_ranges, int64_t step_before,
+                    const at::Tensor& target);
   std::string overflow_culprits() const;
   // The model's device: where gradients are reduced.
   c10::Device compute_device() const;

@@ -301,6 +301,30 @@ TEST(ConfigLoad, MaxInflightReductionsReachesTheEngine) {
   EXPECT_EQ(EngineOptions{}.max_inflight_reductions, defaults::kMaxInflightReductions);
 }
 
+// DeepSpeed's bf16 master keys (runtime/precision_config.py): bf16 masters with their gradient
+// shard in bf16, and Adam's moments in bf16 only when bf16_optimizer_states says so; an explicit
+// data_types.grad_accum_dtype keeps its say over the gradients.
+TEST(ConfigLoad, Bf16MasterKeysReachTheEngine) {
+  const std::string base =
+      "train_batch_size: 8\nzero_optimization: {stage: 3}\nbf16: {enabled: true, "
+      "bf16_master_weights_and_grads: true";
+  const EngineOptions m = engine_options_from_config(yaml(base + "}\n"));
+  EXPECT_EQ(m.master_dtype, at::kBFloat16);
+  EXPECT_EQ(m.grad_accum_dtype, at::kBFloat16);
+  EXPECT_EQ(m.optimizer_state_dtype, at::kFloat);
+  const EngineOptions ms =
+      engine_options_from_config(yaml(base + ", bf16_optimizer_states: true}\n"));
+  EXPECT_EQ(ms.optimizer_state_dtype, at::kBFloat16);
+  const EngineOptions fp32_grads =
+      engine_options_from_config(yaml(base + "}\ndata_types: {grad_accum_dtype: fp32}\n"));
+  EXPECT_EQ(fp32_grads.master_dtype, at::kBFloat16);
+  EXPECT_EQ(fp32_grads.grad_accum_dtype, at::kFloat);
+  const EngineOptions plain =
+      engine_options_from_config(yaml("train_batch_size: 8\nbf16: {enabled: true}\n"));
+  EXPECT_EQ(plain.master_dtype, at::kFloat);
+  EXPECT_EQ(plain.grad_accum_dtype, at::kFloat);
+}
+
 // The environment's behaviour switches (base/env_vars.h) reach the engine as options, read where
 // the options are built; a bad value is a one-line error naming the variable.
 TEST(ConfigLoad, EnvironmentSwitchesBecomeEngineOptions) {

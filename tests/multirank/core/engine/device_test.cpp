@@ -224,6 +224,15 @@ void expect_same(const Trace& got, const Trace& want, bool bitwise, const std::s
   }
 }
 
+// bf16.bf16_master_weights_and_grads, and bf16_optimizer_states when `states`.
+std::function<void(zt::EngineOptions&)> bf16_masters(bool states) {
+  return [states](zt::EngineOptions& o) {
+    o.master_dtype = at::kBFloat16;
+    o.grad_accum_dtype = at::kBFloat16;
+    if (states) o.optimizer_state_dtype = at::kBFloat16;
+  };
+}
+
 const std::vector<Case>& cases() {
   using MK = ModelKind;
   static const std::vector<Case> all = {
@@ -278,6 +287,15 @@ const std::vector<Case>& cases() {
          o.mics_shard_size = 1;
          o.mics_hierarchical_params_gather = true;
        }},
+      // bf16 masters (DeepSpeed's bf16 keys): widened to fp32 a piece at a time on the device
+      // (ATen's update), in pinned host memory, and in NVMe files beside NVMe parameter shards.
+      {"s2_bf16_master_transformer_acc2", MK::kTransformer, 2, at::kBFloat16, 2, 0.0,
+       OffloadDevice::kNone, OffloadDevice::kNone, OptimizerKind::kAdamW, bf16_masters(false)},
+      {"s1_bf16_master_states_mlp_offload_cpu", MK::kMlp, 1, at::kBFloat16, 1, 0.0,
+       OffloadDevice::kCpu, OffloadDevice::kNone, OptimizerKind::kAdamW, bf16_masters(true)},
+      {"s3_bf16_master_states_transformer_param_nvme_offload_nvme", MK::kTransformer, 3,
+       at::kBFloat16, 1, 0.0, OffloadDevice::kNvme, OffloadDevice::kNvme, OptimizerKind::kAdamW,
+       bf16_masters(true)},
   };
   return all;
 }
@@ -299,7 +317,7 @@ TEST_P(DeviceEquivalence, TrainsAsOnTheCpu) {
   expect_same(got, want, exact(c), what);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pairwise, DeviceEquivalence, ::testing::Range<size_t>(0, 19),
+INSTANTIATE_TEST_SUITE_P(Pairwise, DeviceEquivalence, ::testing::Range<size_t>(0, 22),
                          [](const ::testing::TestParamInfo<size_t>& i) {
                            return cases()[i.param].name;
                          });
@@ -307,8 +325,12 @@ INSTANTIATE_TEST_SUITE_P(Pairwise, DeviceEquivalence, ::testing::Range<size_t>(0
 // The design's coverage, checked rather than claimed: every value of every axis appears.
 TEST(DeviceEquivalenceDesign, EveryValueOfEveryAxisAppears) {
   std::set<int> stages, accumulations, dtypes, opt_offloads, param_offloads, optimizers;
+  std::set<int> masters, states;
   bool clip = false, no_clip = false;
   for (const Case& c : cases()) {
+    const zt::EngineOptions o = options_of(c);
+    masters.insert(static_cast<int>(o.master_dtype));
+    states.insert(static_cast<int>(o.optimizer_state_dtype));
     stages.insert(c.stage);
     accumulations.insert(c.accumulation);
     dtypes.insert(static_cast<int>(c.dtype));
@@ -317,7 +339,9 @@ TEST(DeviceEquivalenceDesign, EveryValueOfEveryAxisAppears) {
     optimizers.insert(static_cast<int>(c.optimizer));
     (c.clip > 0 ? clip : no_clip) = true;
   }
-  EXPECT_EQ(cases().size(), 19u);
+  EXPECT_EQ(cases().size(), 22u);
+  EXPECT_EQ(masters.size(), 2u);  // fp32, bf16
+  EXPECT_EQ(states.size(), 2u);
   EXPECT_EQ(stages.size(), 4u);
   EXPECT_EQ(accumulations.size(), 2u);
   EXPECT_EQ(dtypes.size(), 3u);

@@ -37,6 +37,11 @@ class FusedAdam : public ShardOptimizer {
   int64_t state_bytes() const override;
   std::map<std::string, at::Tensor> state_dict() const override;
   void load_state_dict(const std::map<std::string, at::Tensor>& state) override;
+  // Steps exp_avg and exp_avg_sq where they lie (a master store's chunk views) when both are
+  // contiguous fp32 of one size (ShardOptimizer::adopt_moments).
+  bool adopt_state(const std::map<std::string, at::Tensor>& state) override {
+    return adopt_moments(state, &exp_avg_, &exp_avg_sq_);
+  }
   std::string name() const override { return "FusedAdam"; }
 
  private:

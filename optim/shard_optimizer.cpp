@@ -102,6 +102,21 @@ std::map<std::string, at::Tensor> ShardOptimizer::moments_state_dict(
   return s;
 }
 
+bool ShardOptimizer::adopt_moments(const std::map<std::string, at::Tensor>& state,
+                                   at::Tensor* exp_avg, at::Tensor* exp_avg_sq) {
+  auto it_m = state.find("exp_avg"), it_v = state.find("exp_avg_sq");
+  const bool usable = it_m != state.end() && it_v != state.end() && state.size() == 2 &&
+                      it_m->second.scalar_type() == at::kFloat &&
+                      it_v->second.scalar_type() == at::kFloat && it_m->second.is_contiguous() &&
+                      it_v->second.is_contiguous() &&
+                      it_m->second.numel() == it_v->second.numel() &&
+                      it_m->second.device() == it_v->second.device();
+  if (!usable) return ShardOptimizer::adopt_state(state);
+  *exp_avg = it_m->second;
+  *exp_avg_sq = it_v->second;
+  return true;
+}
+
 void ShardOptimizer::load_moments_state_dict(const std::map<std::string, at::Tensor>& state,
                                              at::Tensor* exp_avg, at::Tensor* exp_avg_sq) {
   load_step(state);

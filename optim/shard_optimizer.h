@@ -153,6 +153,10 @@ class ShardOptimizer {
                                                        const at::Tensor& exp_avg_sq) const;
   void load_moments_state_dict(const std::map<std::string, at::Tensor>& state, at::Tensor* exp_avg,
                                at::Tensor* exp_avg_sq);
+  // adopt_state() of such an optimizer: takes exp_avg and exp_avg_sq themselves (true) when both
+  // are contiguous fp32 of one size on one device, else loads copies (false).
+  bool adopt_moments(const std::map<std::string, at::Tensor>& state, at::Tensor* exp_avg,
+                     at::Tensor* exp_avg_sq);
 
   int64_t step_count_ = 0;
 };

@@ -11,7 +11,8 @@ LibTorch's own allocator: ZT_HOST_CACHE=0) plus the NVMe swap buffers, host memo
 tensor. Every sample is max_length tokens (the corpus' lines joined), so every micro-batch has the
 shape the plan assumes.
 
-The configurations cover stages 0-3, offload none / cpu / nvme, fp32 and bf16, one and two ranks,
+The configurations cover stages 0-3, offload none / cpu / nvme, fp32 and bf16 (with fp32 masters,
+and DeepSpeed's bf16 masters and optimizer states), one and two ranks,
 gradient accumulation, activation checkpointing on and off, DeepSpeed's defaults and Hugging
 Face's "auto" values. The ones marked held out were not run while the plan was built; they were
 checked once it was written (a miss found there, the reduced slice of a window's later
@@ -83,6 +84,9 @@ def measured(bin_dir, work):
                                   "stage3_param_persistence_threshold": "auto"},
             "model": MODEL, "data": {"max_length": 64}}
     cpu_off = {"offload_optimizer": {"device": "cpu"}}
+    # DeepSpeed's bf16 masters, with and without bf16 optimizer states.
+    bf16_master = {"bf16": {"enabled": True, "bf16_master_weights_and_grads": True}}
+    bf16_states = {"bf16": dict(bf16_master["bf16"], bf16_optimizer_states=True)}
     # (name, config, device, world, held out)
     runs = [
         ("s0", config({"stage": 0}), "zttest", 1, False),
@@ -106,6 +110,11 @@ def measured(bin_dir, work):
         ("cpu_s2", config({"stage": 2}), "cpu", 1, False),
         ("cpu_s3_micro16_2ranks", config({"stage": 3}, micro=16), "cpu", 2, False),
         ("cpu_s3_nvme_2ranks", config(dict({"stage": 3}, **on_nvme)), "cpu", 2, True),
+        ("s2_bf16_master_states", config({"stage": 2}, extra=bf16_states), "zttest", 1, False),
+        ("s3_bf16_master_states_offload_nvme",
+         config(dict({"stage": 3}, **on_nvme), extra=bf16_states), "zttest", 1, False),
+        ("cpu_s2_bf16_master_offload_cpu_2ranks",
+         config(dict({"stage": 2}, **cpu_off), extra=bf16_master), "cpu", 2, False),
     ]
     worst, failures = (0.0, ""), []
     print(f"{'configuration':36s} {'place':7s} {'measured':>10s} {'plan':>10s}  error")

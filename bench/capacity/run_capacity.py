@@ -16,6 +16,8 @@ or when the kernel kills a rank. Configurations:
     zt stage 3                   train_gpt under ztrun: ZeRO-3, bf16, fp32 master and Adam state
     zt stage 3 + nvme opt        the same, offload_optimizer.device nvme (master + Adam on disk)
     zt stage 3 + nvme opt+param  and offload_param.device nvme, max_in_cpu 0 (16-bit shards too)
+    zt stage 3 + nvme opt+param + bf16 states
+                                 and DeepSpeed's bf16 master, gradient and Adam moments
 
 Every run processes the same tokens per step: --batch sequences of --seq tokens per rank (the
 zerotorch side pads every batch to --seq; its figure counts padded tokens, what was computed).
@@ -39,7 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "peers"))
 from run_peers import child_env, make_shard, torchrun_cmd  # noqa: E402
 
-CONFIGS = ["ddp", "fsdp2", "zt stage 3", "zt stage 3 + nvme opt", "zt stage 3 + nvme opt+param"]
+CONFIGS = ["ddp", "fsdp2", "zt stage 3", "zt stage 3 + nvme opt", "zt stage 3 + nvme opt+param",
+           "zt stage 3 + nvme opt+param + bf16 states"]
 ZT_SETS = {
     "zt stage 3": [],
     "zt stage 3 + nvme opt": ["zero_optimization.offload_optimizer.device=nvme"],
@@ -47,6 +50,10 @@ ZT_SETS = {
                                     "zero_optimization.offload_param.device=nvme",
                                     "zero_optimization.offload_param.max_in_cpu=0"],
 }
+# DeepSpeed's bf16 masters, gradients and Adam moments (16 bits each instead of 32).
+ZT_SETS["zt stage 3 + nvme opt+param + bf16 states"] = ZT_SETS["zt stage 3 + nvme opt+param"] + [
+    "bf16.bf16_master_weights_and_grads=true", "bf16.bf16_optimizer_states=true",
+    "data_types.grad_accum_dtype=bf16"]
 
 
 def log(*a):
@@ -209,7 +216,8 @@ def run_one(name, layers, a, shard, vocab, cfg_file, out):
             row.update(parameters=s["parameters"],
                        tokens_per_s=sum(x["padded_tokens"] for x in timed) / secs_sum,
                        step_seconds=secs_sum / len(timed),
-                       model_state_bytes_per_rank=s["model_state_bytes_per_rank"])
+                       model_state_bytes_per_rank=s["model_state_bytes_per_rank"],
+                       plan_host_bytes=s["plan_host_bytes"], plan_nvme_bytes=s["plan_nvme_bytes"])
         else:
             with open(os.path.join(run_dir, "summary.json")) as f:
                 s = json.load(f)
@@ -252,18 +260,22 @@ def tables(rows, a, load):
              f"the job's processes; load average {load}",
              "",
              "| config | largest that trained | parameters | vs DDP | tokens/s | peak RSS/rank GiB "
-             "| disk GiB | next size |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| plan host/rank GiB | disk GiB | plan disk GiB | disk B/param | next size |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in a.configs:
         r, f = best.get(c), first_fail.get(c)
         nxt = f"L={f['n_layer']}: {f['status']}" if f else "not tried"
         if not r:
-            lines.append(f"| {c} | none | - | - | - | - | - | {nxt} |")
+            lines.append(f"| {c} | none | - | - | - | - | - | - | - | - | {nxt} |")
             continue
         ratio = f"{r['parameters'] / ddp['parameters']:.2f}x" if ddp else "-"
+        # The plan counts tensors (and swap buffers) per rank; RSS adds the program's own memory.
+        plan_host = gib(r["plan_host_bytes"]) if "plan_host_bytes" in r else "-"
+        plan_disk = gib(2 * r["plan_nvme_bytes"]) if "plan_nvme_bytes" in r else "-"
         lines.append(f"| {c} | {r['n_layer']} layers | {count(r['parameters'])} | {ratio} | "
-                     f"{r['tokens_per_s']:.1f} | {gib(r['peak_rss_rank'])} | "
-                     f"{gib(r['disk_bytes'])} | {nxt} |")
+                     f"{r['tokens_per_s']:.1f} | {gib(r['peak_rss_rank'])} | {plan_host} | "
+                     f"{gib(r['disk_bytes'])} | {plan_disk} | "
+                     f"{r['disk_bytes'] / r['parameters']:.1f} | {nxt} |")
     if a.compare_layers:
         same = [r for r in rows if r["n_layer"] == a.compare_layers and r["status"] == "ok"
                 and r["config"] in ZT_SETS]

@@ -52,8 +52,14 @@ std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t param
                         : world_size;
   const bool half = c.fp16.enabled || c.bf16.enabled;
   const int64_t p = half ? 2 : 4;
-  const int64_t a = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype) : 4;
-  const int64_t s = state_bytes(c);
+  // DeepSpeed's bf16 masters: master and gradient shard in bf16, and the moments with
+  // bf16_optimizer_states.
+  const bool bf16_master = c.bf16.enabled && c.bf16.bf16_master_weights_and_grads && stage >= 1;
+  const int64_t a = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype)
+                    : bf16_master                 ? 2
+                                                  : 4;
+  const int64_t s =
+      bf16_master && c.bf16.bf16_optimizer_states ? state_bytes(c) / 2 : state_bytes(c);
   const int64_t sharded = (params + n - 1) / n;  // elements this rank steps at stages 1-3
   const int64_t param_bytes = p * (stage == 3 ? sharded : params);
   const int64_t grad_bytes = a * (stage >= 2 ? sharded : params);
@@ -69,7 +75,11 @@ std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t param
       e.optimizer_offload = d;
       // The fp32 master is separate with 16-bit compute, any optimizer offload, or parameters on
       // NVMe; fp32 parameters are their own master otherwise.
-      const int64_t m = half || d != OffloadDevice::kNone || pd == OffloadDevice::kNvme ? 4 : 0;
+      // A bf16 master is the bf16 parameters themselves where they live beside the optimizer.
+      const int64_t m = bf16_master
+                            ? (d != OffloadDevice::kNone || pd == OffloadDevice::kNvme ? 2 : 0)
+                        : half || d != OffloadDevice::kNone || pd == OffloadDevice::kNvme ? 4
+                                                                                          : 0;
       const int64_t opt = (m + s) * stepped;
       e.device_bytes = grad_bytes + (d == OffloadDevice::kNone ? opt : 0);
       if (d == OffloadDevice::kCpu) e.host_bytes = opt;

@@ -5,10 +5,13 @@
 // offload). zt-config validate --params N prints it.
 //
 //   parameters  P Ψ (stages 0-2) or P Ψ / N (stage 3)       P = 2 in fp16/bf16, 4 in fp32
-//   gradients   A Ψ (stages 0-1) or A Ψ / N (stages 2-3)    A = grad_accum_dtype bytes (4)
+//   gradients   A Ψ (stages 0-1) or A Ψ / N (stages 2-3)    A = grad_accum_dtype bytes (4; 2
+//                                                           with bf16 masters)
 //   optimizer   (M + S) Ψ (stage 0) or (M + S) Ψ / N        M = 4 when the fp32 master is separate
-//                                                           (16-bit compute or offload), S = the
-//                                                           optimizer's state (Adam 8)
+//                                                           (16-bit compute or offload), 2 for a
+//                                                           bf16 master that is (offload), S = the
+//                                                           optimizer's state (Adam 8; 4 with
+//                                                           bf16.bf16_optimizer_states)
 // The optimizer part sits on the device without offload, in host memory with device cpu, and on
 // NVMe with device nvme, where host memory holds buffer_count chunk buffers instead. At stage 3
 // the parameter shards likewise (offload_param): on the device, in host memory (cpu), or on NVMe

@@ -29,15 +29,18 @@ std::shared_ptr<zero::PartitionedInit> partitioned_init(const Launch& l) {
   Config resolved = l.config;
   if (!resolved.pending_autos.empty()) resolve_program_autos(resolved, l.program);
   const ZeroConfig& z = resolved.zero_optimization;
+  // bf16 masters are taken from the bf16 shards: construction keeps those alone.
+  const bool bf16_masters = resolved.bf16.enabled && resolved.bf16.bf16_master_weights_and_grads;
   // A rank builds its shard of the group the engine shards the state over (with hybrid
   // sharding, its group of mics_shard_size consecutive ranks).
-  return std::make_shared<zero::PartitionedInit>(
-      zero::PartitionOptions{.rank = l.topology->shard->rank(),
-                             .world = l.topology->shard->size(),
-                             .reduce_bucket_size = z.reduce_bucket_size,
-                             .persistence_threshold = z.stage3_param_persistence_threshold,
-                             .frozen = l.config.freeze,
-                             .device = l.device});
+  return std::make_shared<zero::PartitionedInit>(zero::PartitionOptions{
+      .rank = l.topology->shard->rank(),
+      .world = l.topology->shard->size(),
+      .reduce_bucket_size = z.reduce_bucket_size,
+      .persistence_threshold = z.stage3_param_persistence_threshold,
+      .frozen = l.config.freeze,
+      .device = l.device,
+      .dtype = bf16_masters ? std::optional<at::ScalarType>(at::kBFloat16) : std::nullopt});
 }
 
 // InitOptions::lr_factor times the optimizer's lr.

@@ -110,6 +110,7 @@ void PartitionedInit::partition(const std::string& unit,
     }
     at::TensorOptions o = first.options().requires_grad(false);
     if (options_.device) o = o.device(*options_.device);
+    if (options_.dtype && first.is_floating_point()) o = o.dtype(*options_.dtype);
     PartitionedBuffer b{
         .layout = layout,
         .persistent = stays_gathered(3, layout.numel(), options_.persistence_threshold),

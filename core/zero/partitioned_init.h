@@ -23,7 +23,8 @@
 // Memory during construction, per rank: the unit being built (its parameters as its modules
 // allocated them) plus this rank's shards of the units before it:
 //
-//   add_unit:  shard (shard,) fp32 allocated, this rank's range copied from each parameter;
+//   add_unit:  shard (shard,) allocated (the parameters' dtype, or PartitionOptions::dtype), this
+//              rank's range copied from each parameter;
 //              each parameter becomes a view of a flat buffer (padded,) whose storage holds no
 //              bytes (released_storage.h), which drops the module's own allocation.
 //              A persistent buffer (fewer than persistence_threshold elements) stays whole.
@@ -64,6 +65,11 @@ struct PartitionOptions {
   // model built on the host for a GPU is then never whole on the GPU, nor in host memory beyond
   // one unit.
   std::optional<c10::Device> device = {};
+  // The dtype the shards (and persistent buffers) are kept in; unset: each unit's parameters'.
+  // The compute dtype where the master is bf16 too (bf16.bf16_master_weights_and_grads): the
+  // engine then needs nothing of the fp32 values, and construction holds 2 bytes per parameter
+  // of this rank's shards instead of 4.
+  std::optional<at::ScalarType> dtype = {};
 };
 
 // One flat buffer built at construction, until a bucket adopts it.

@@ -8,8 +8,8 @@ TORCHDYNAMO_DISABLE=1, so DeepSpeed's muon_update runs eagerly instead of compil
 writes, as raw little-endian files under --out/<NAME>_stage<STAGE>_clip<CLIP>/:
   tokens.bin       int64 (steps, batch, seq)   the inputs of every step
   targets.bin      int64 (steps, batch, seq)
-  init/<name>.bin  float32, each parameter before the first step
-  step<k>/<name>.bin  float32, each parameter after step k (1-based)
+  init/<name>.bin  float32, each parameter before the first step (before any bf16 cast)
+  step<k>/<name>.bin  float32, each parameter after step k (1-based; bf16 values widened)
   losses.bin       float64 (steps,)
 The model (TinyMuonModel) is written the same way in the C++ test; parameter names are its own.
 """
@@ -90,8 +90,10 @@ def run(deepspeed, a, blocks, stage, clip, out):
         "train_batch_size": BATCH,
         "train_micro_batch_size_per_gpu": BATCH,
         **blocks,
-        # DeepSpeed's stage 3 refuses Muon with reduce_scatter (its default).
-        "zero_optimization": {"stage": stage, "reduce_scatter": stage != 3},
+        # DeepSpeed's stage 3 refuses Muon with reduce_scatter (its default). A case's own
+        # zero_optimization block (offload) is kept.
+        "zero_optimization": dict(blocks.get("zero_optimization", {}), stage=stage,
+                                  reduce_scatter=stage != 3),
         "gradient_clipping": clip,
     }
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
@@ -101,8 +103,8 @@ def run(deepspeed, a, blocks, stage, clip, out):
         engine.backward(loss)
         engine.step()
         losses.append(loss.item())
-        # The module's parameters are the published fp32 values after step(); at stage 3 they
-        # are gathered for the dump.
+        # The module's parameters are the published values after step() (fp32, or bf16 with
+        # bf16 enabled, dumped as fp32); at stage 3 they are gathered for the dump.
         with deepspeed.zero.GatheredParameters(list(model.parameters()), enabled=stage == 3):
             dump(f"step{s + 1}")
     torch.tensor(losses, dtype=torch.float64).numpy().tofile(os.path.join(out, "losses.bin"))

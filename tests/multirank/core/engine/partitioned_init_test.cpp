@@ -147,6 +147,44 @@ TEST(PartitionedInit, TrainsBitIdenticalToPlainPathAtStage3) {
   }
 }
 
+// With bf16 masters the shards are made in bf16 at construction (PartitionOptions::dtype, as
+// zt::initialize does): the same training, bit for bit, as a plain construction with bf16 masters,
+// and half the shard bytes held while building.
+TEST(PartitionedInit, Bf16MastersBuildBf16ShardsAndTrainAsThePlainPath) {
+  auto with_bf16_masters = [](Built& b) {
+    zt::EngineOptions o = engine_options(b.model, at::kBFloat16);
+    o.master_dtype = at::kBFloat16;
+    o.grad_accum_dtype = at::kBFloat16;
+    o.optimizer_state_dtype = at::kBFloat16;
+    return o;
+  };
+  Built plain, parted;
+  torch::manual_seed(4321);
+  plain.model = Stack(12, 3, nullptr);
+  plain.engine = std::make_unique<zt::Engine>(plain.model.ptr(), with_bf16_masters(plain), g_comm);
+  torch::manual_seed(4321);
+  zt::zero::PartitionOptions po = partition_options();
+  po.dtype = at::kBFloat16;
+  auto parts = std::make_shared<PartitionedInit>(po);
+  parted.model = Stack(12, 3, parts.get());
+  {
+    torch::manual_seed(4321);
+    PartitionedInit fp32_parts(partition_options());
+    Stack fp32_model(12, 3, &fp32_parts);
+    EXPECT_EQ(2 * parts->resident_bytes(), fp32_parts.resident_bytes());
+  }
+  for (const auto& p : parted.model->named_parameters()) {
+    if (p.value().requires_grad()) {
+      EXPECT_EQ(p.value().scalar_type(), at::kBFloat16) << p.key();
+    }
+  }
+  parted.engine =
+      std::make_unique<zt::Engine>(parted.model.ptr(), with_bf16_masters(parted), g_comm, parts);
+  const std::vector<double> a = train(plain, 4, at::kBFloat16), b = train(parted, 4, at::kBFloat16);
+  EXPECT_EQ(a, b);
+  expect_identical(full_parameters(*plain.engine), full_parameters(*parted.engine));
+}
+
 TEST(PartitionedInit, CheckpointRoundTripAndConsolidation) {
   const fs::path dir = fs::path(ZT_BINARY_DIR) / "Testing" / "partitioned_init" / "ckpt";
   if (g_comm->rank() == 0) {

@@ -9,6 +9,7 @@
 
 #include "base/env_vars.h"
 #include "base/error.h"
+#include "base/heap_trim.h"
 #include "base/logging.h"
 #include "core/activations/activation_checkpoint.h"
 #include "core/engine_impl.h"
@@ -396,6 +397,8 @@ void Engine::move_param_shards_to_nvme() {
     if (numels[b] > 0) all[b]->move_shard_to(impl_->param_swapper_.get(), b);
   }
   impl_->param_swapper_->wait_writes();
+  // The host shards just written to files are free; their pages go back (base/heap_trim.h).
+  trim_heap();
 }
 
 // fp16/bf16: the flat buffers (and with them the parameters) become 16-bit copies of the fp32

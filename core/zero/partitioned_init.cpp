@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "base/error.h"
+#include "base/heap_trim.h"
 #include "core/zero/bucket_plan.h"
 #include "core/zero/released_storage.h"
 #include "core/zero/units.h"
@@ -139,6 +140,9 @@ void PartitionedInit::partition(const std::string& unit,
     for (const auto& e : layout.entries()) owner_[key_of(e.param)] = buffers_.size();
     buffers_.push_back(std::move(b));
   }
+  // The unit's own parameter storage is free now; in glibc's heap it would stay resident between
+  // the shards (base/heap_trim.h).
+  trim_heap();
 }
 
 void PartitionedInit::load(ShardWeightSource& source) {

@@ -42,8 +42,8 @@ class ResidentMasters final : public MasterStore {
       // The stepped range: at stage 3 the resident shard (a released buffer holds no values).
       at::Tensor src = buckets_[b]->param_target();
       // The master's place follows the optimizer, never the shard's. The parameters themselves
-      // are the master only when they are fp32 and live there too; a shard offloaded to the host
-      // of a GPU model, or to a file, is not.
+      // are the master only when they have its dtype (fp32, or bf16 with bf16 masters) and live
+      // there too; a shard offloaded to the host of a GPU model, or to a file, is not.
       const bool separate = options_.compute_dtype != master_dtype_ || src.device() != device_ ||
                             options_.optimizer_offloaded() ||
                             options_.offload_param.device == OffloadDevice::kNvme;

@@ -61,7 +61,7 @@ ShardedStep::ShardedStep(const EngineOptions& options,
              "zero_optimization.offload_optimizer.device nvme streams chunk by chunk");
     store_states = {"exp_avg", "exp_avg_sq"};
   }
-  // A bf16 master is stepped a piece at a time in fp32 (update(), widened()): the store holds
+  // A bf16 master is stepped a piece at a time in fp32 (step_widened()): the store holds
   // Adam's moments beside it, in their own dtype, and hands them to the optimizer piece by piece
   // (check_engine_options allows only Adam and AdamW here).
   if (options_.master_dtype != at::kFloat) store_states = {"exp_avg", "exp_avg_sq"};

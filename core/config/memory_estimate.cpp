@@ -25,14 +25,6 @@ int64_t optimizer_state_bytes_per_element(const Config& c) {
 
 namespace {
 
-int64_t state_bytes(const Config& c) {
-  return optimizer_state_bytes_per_element(c);
-}
-
-int64_t dtype_bytes(DType d) {
-  return d == DType::kFp32 ? 4 : 2;
-}
-
 std::string gib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
@@ -40,6 +32,23 @@ std::string gib(int64_t bytes) {
 }
 
 }  // namespace
+
+int64_t dtype_bytes(DType d) {
+  return d == DType::kFp32 ? 4 : 2;
+}
+
+ElementBytes element_bytes(const Config& c) {
+  ElementBytes e;
+  e.bf16_master =
+      c.bf16.enabled && c.bf16.bf16_master_weights_and_grads && c.zero_optimization.stage >= 1;
+  e.grad = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype)
+           : e.bf16_master               ? 2
+                                         : 4;
+  e.master = e.bf16_master ? 2 : 4;
+  e.state = optimizer_state_bytes_per_element(c);
+  if (e.bf16_master && c.bf16.bf16_optimizer_states) e.state /= 2;
+  return e;
+}
 
 std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t params, int world_size) {
   ZT_CHECK(params > 0, "--params must be > 0, got ", params);
@@ -52,14 +61,10 @@ std::vector<MemoryEstimate> estimate_model_states(const Config& c, int64_t param
                         : world_size;
   const bool half = c.fp16.enabled || c.bf16.enabled;
   const int64_t p = half ? 2 : 4;
-  // DeepSpeed's bf16 masters: master and gradient shard in bf16, and the moments with
-  // bf16_optimizer_states.
-  const bool bf16_master = c.bf16.enabled && c.bf16.bf16_master_weights_and_grads && stage >= 1;
-  const int64_t a = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype)
-                    : bf16_master                 ? 2
-                                                  : 4;
-  const int64_t s =
-      bf16_master && c.bf16.bf16_optimizer_states ? state_bytes(c) / 2 : state_bytes(c);
+  const ElementBytes eb = element_bytes(c);
+  const bool bf16_master = eb.bf16_master;
+  const int64_t a = eb.grad;
+  const int64_t s = eb.state;
   const int64_t sharded = (params + n - 1) / n;  // elements this rank steps at stages 1-3
   const int64_t param_bytes = p * (stage == 3 ? sharded : params);
   const int64_t grad_bytes = a * (stage >= 2 ? sharded : params);

@@ -40,6 +40,19 @@ struct MemoryEstimate {
 // shard_optimizer.h: what each one keeps; Adam's two fp32 moments without an optimizer block).
 int64_t optimizer_state_bytes_per_element(const Config& config);
 
+// What the config keeps per stepped element, in bytes: the gradient (data_types.grad_accum_dtype;
+// bf16 with DeepSpeed's bf16 masters unless that key is written), a separate master (fp32, or
+// bf16 with bf16.bf16_master_weights_and_grads at stages 1-3) and the optimizer state (halved by
+// bf16.bf16_optimizer_states). The estimate below and the plan (core/plan/memory_plan.h) both
+// count with these.
+struct ElementBytes {
+  bool bf16_master = false;
+  int64_t grad = 4, master = 4, state = 8;
+};
+ElementBytes element_bytes(const Config& config);
+// 4 for fp32, 2 for fp16 and bf16.
+int64_t dtype_bytes(DType d);
+
 // One estimate per optimizer offload choice (none, cpu, nvme), and at stage 3 per parameter
 // offload choice too (parameter-major: param none x {none, cpu, nvme}, param cpu x ..., param
 // nvme x ...), for `params` trainable elements with the config's stage, precision, gradient

@@ -19,10 +19,6 @@
 namespace zt::plan {
 namespace {
 
-int64_t dtype_bytes(DType d) {
-  return d == DType::kFp32 ? 4 : 2;
-}
-
 // One flat buffer as the engine cuts it (core/zero/unit_buckets.cpp: a unit's parameters in
 // reverse, cut at reduce_bucket_size, padded to the shard group).
 struct PlannedBucket {
@@ -196,17 +192,14 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   };
   const bool half = c.fp16.enabled || c.bf16.enabled;
   const int64_t p = half ? 2 : 4;
-  // bf16.bf16_master_weights_and_grads: a bf16 master and gradient shard (unless
-  // data_types.grad_accum_dtype says otherwise); bf16_optimizer_states: Adam's moments in bf16.
-  const bool bf16_master = c.bf16.enabled && c.bf16.bf16_master_weights_and_grads && stage >= 1;
-  const int64_t a = c.data_types.grad_accum_dtype ? dtype_bytes(*c.data_types.grad_accum_dtype)
-                    : bf16_master                 ? 2
-                                                  : 4;
+  // bf16.bf16_master_weights_and_grads: a bf16 master and gradient shard; bf16_optimizer_states:
+  // Adam's moments in bf16 (core/config/memory_estimate.h).
+  const ElementBytes eb = element_bytes(c);
+  const bool bf16_master = eb.bf16_master;
+  const int64_t a = eb.grad;
   const int64_t comm = c.communication_data_type ? dtype_bytes(*c.communication_data_type) : a;
-  const int64_t mb = bf16_master ? 2 : 4;  // master bytes per element
-  const int64_t s = bf16_master && c.bf16.bf16_optimizer_states
-                        ? optimizer_state_bytes_per_element(c) / 2
-                        : optimizer_state_bytes_per_element(c);
+  const int64_t mb = eb.master;  // master bytes per element
+  const int64_t s = eb.state;
   const char* master_name = bf16_master ? "bf16 master" : "fp32 master";
   const OffloadDevice opt_off = stage >= 1 ? z.offload_optimizer.device : OffloadDevice::kNone;
   const OffloadDevice par_off = stage == 3 ? z.offload_param.device : OffloadDevice::kNone;

@@ -168,9 +168,23 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       zero::make_buckets(impl_->plan_, impl_->options_.reduce_bucket_size, bo,
                          impl_->options_.stage3_param_persistence_threshold, partitioned.get());
   make_frozen_buckets(bo);
+  // With the optimizer on NVMe, a model whose gradients live in host memory keeps its reduced
+  // gradient slices in the optimizer's chunk files too, as DeepSpeed's stage 3 swaps its gradient
+  // partitions there (core/zero/grad_spill.h): host memory then holds only the slices being
+  // reduced. Under MiCS and tensor or expert splits the step sums the slices again across
+  // groups, so there they stay in memory.
+  bool spill_grads = bo.release_grad_shard && impl_->options_.optimizer_on_nvme();
+  if (spill_grads && (impl_->replica_comm_ || topology->split())) {
+    spill_grads = false;
+    if (impl_->rank_ == 0) {
+      ZT_LOG_WARN("offload_optimizer.device nvme: the reduced gradients stay in host memory under ",
+                  impl_->replica_comm_ ? "mics_shard_size" : "tensor or expert parallelism",
+                  " (its step sums them across groups); only the master and moments are on NVMe");
+    }
+  }
   impl_->sharded_step_ = std::make_unique<zero::ShardedStep>(
       impl_->options_, impl_->buckets_, *impl_->shard_comm_, impl_->replica_comm_.get(),
-      impl_->rank_, impl_->clock_, post_scale);
+      impl_->rank_, impl_->clock_, post_scale, spill_grads);
   if (topology->split()) {
     impl_->sharded_step_->set_split_group(topology->split().get(),
                                           /*replicated_differ=*/topology->expert != nullptr);

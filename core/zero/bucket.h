@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -129,7 +130,21 @@ class Bucket {
   void next_micro_step();
   // The reduced gradient of the stepped range; undefined before the window's first sync at
   // stages 1-3 (stages 2-3 do not zero their shard buffer: the first reduce-scatter overwrites it).
+  // Undefined too where the gradient is spilled (grad_spill.h): has_grad() says whether the
+  // window has one, load_owned_grad() reads a copy back.
   at::Tensor owned_grad() const { return parts_.grads ? parts_.grads->owned() : at::Tensor(); }
+  bool has_grad() const { return parts_.grads && parts_.grads->has_grad(); }
+  // The spilled gradient's sum of squares (GradReduction::spilled_sum_of_squares).
+  std::optional<double> spilled_grad_squares() const {
+    return parts_.grads ? parts_.grads->spilled_sum_of_squares() : std::nullopt;
+  }
+  at::Tensor load_owned_grad() const {
+    return parts_.grads ? parts_.grads->load_owned() : at::Tensor();
+  }
+  // Stages 2-3, a CPU model: the reduced gradient waits in `spill` as slot `slot`.
+  void spill_grads_to(GradSpill* spill, size_t slot) {
+    if (parts_.grads) parts_.grads->spill_to(spill, slot);
+  }
   // Drops the window's gradients.
   void zero_grads() {
     if (parts_.grads) parts_.grads->zero();

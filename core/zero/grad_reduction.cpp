@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "core/zero/released_storage.h"
+#include "optim/clip.h"
 
 namespace zt::zero {
 namespace {
@@ -107,6 +108,7 @@ class MicroStepGrads : public GradReduction {
     if (!out.is_same(shard_)) {
       hold();
       if (has_grad_) {
+        if (spill_) spill_->read(slot_, shard_);  // the window's sum so far
         shard_.add_(out);
       } else {
         shard_.copy_(out);
@@ -115,15 +117,40 @@ class MicroStepGrads : public GradReduction {
     has_grad_ = true;
     comm_in_ = at::Tensor();
     staging_ = at::Tensor();  // transient: freed as soon as it is reduced
+    if (spill_) {
+      // The norm's read of this slice happens now, while it is in memory: the last micro-step's
+      // value stands for the window.
+      spilled_squares_ = grad_sum_of_squares(shard_);
+      spill_->write(slot_, shard_);
+      release_storage(shard_);
+    }
   }
-  at::Tensor owned() const override { return has_grad_ ? shard_ : at::Tensor(); }
+  at::Tensor owned() const override { return has_grad_ && !spill_ ? shard_ : at::Tensor(); }
   void zero() override {
     ZT_INTERNAL_ASSERT(!in_flight_, "zero_grads with a gradient reduction in flight");
     has_grad_ = false;  // the next reduction overwrites shard_ (no zeroing pass)
     if (release_shard_ && shard_.storage().nbytes() > 0) release_storage(shard_);
     staging_ = at::Tensor();
   }
-  int64_t bytes() const override { return grad_nbytes(shard_); }
+  int64_t bytes() const override { return spill_ ? 0 : grad_nbytes(shard_); }
+
+  void spill_to(GradSpill* spill, size_t slot) override {
+    ZT_INTERNAL_ASSERT(release_shard_ && !has_grad_ && !in_flight_,
+                       "a gradient spills only from host memory, before its first reduction");
+    spill_ = spill;
+    slot_ = slot;
+  }
+  bool has_grad() const override { return has_grad_; }
+  std::optional<double> spilled_sum_of_squares() const override {
+    if (!spill_ || !has_grad_) return std::nullopt;
+    return spilled_squares_;
+  }
+  at::Tensor load_owned() const override {
+    if (!spill_ || !has_grad_) return owned();
+    at::Tensor t = at::empty({spec_.shard}, spec_.grad);
+    spill_->read(slot_, t);
+    return t;
+  }
 
  private:
   // release_shard: gives shard_ its bytes if it holds none (zero() released them).
@@ -136,11 +163,26 @@ class MicroStepGrads : public GradReduction {
   GradReductionSpec spec_;
   bool release_shard_;
   at::Tensor shard_, staging_, comm_in_;
-  bool has_grad_ = false;  // shard_ holds gradients of this window
+  bool has_grad_ = false;  // shard_ (or the spill) holds gradients of this window
   std::unique_ptr<ReductionInFlight> in_flight_;
+  GradSpill* spill_ = nullptr;
+  size_t slot_ = 0;
+  double spilled_squares_ = 0;
 };
 
 }  // namespace
+
+void GradReduction::spill_to(GradSpill*, size_t) {
+  ZT_INTERNAL_ASSERT(false, "only stage 2-3 gradient slices spill");
+}
+
+double grad_sum_of_squares(const at::Tensor& g) {
+  if (g.scalar_type() == at::kFloat) return optim::sum_of_squares(g);
+  return at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat)
+      .to(at::kDouble)
+      .square()
+      .item<double>();
+}
 
 std::unique_ptr<GradReduction> make_window_grads(const GradReductionSpec& spec, bool all_reduce) {
   return std::make_unique<WindowGrads>(spec, all_reduce);

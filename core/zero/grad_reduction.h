@@ -18,10 +18,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include <ATen/core/Tensor.h>
 
 #include "core/zero/flat_buffer.h"
+#include "core/zero/grad_spill.h"
 #include "core/zero/reduction_in_flight.h"
 #include "core/zero/wait_clock.h"
 #include "parallel/communicator.h"
@@ -47,8 +49,25 @@ class GradReduction {
   virtual at::Tensor owned() const = 0;
   // Drops the window's gradients.
   virtual void zero() = 0;
-  virtual int64_t bytes() const = 0;
+  virtual int64_t bytes() const = 0;  // in memory
+
+  // Stages 2-3, a model whose gradients live in host memory: from now on the reduced slice waits
+  // in `spill` as slot `slot` (grad_spill.h), written after each reduction (and read back to add
+  // the next micro-step's), and owned() is undefined.
+  virtual void spill_to(GradSpill* spill, size_t slot);
+  // The window has a reduced gradient (in memory or spilled).
+  virtual bool has_grad() const { return owned().defined(); }
+  // Spilled: the sum of squares of the stored gradient, as grad_sum_of_squares took it when it
+  // was written; nullopt otherwise.
+  virtual std::optional<double> spilled_sum_of_squares() const { return std::nullopt; }
+  // owned(), or where it is spilled, a copy read back (an error path's look at the values).
+  virtual at::Tensor load_owned() const { return owned(); }
 };
+
+// A host gradient's sum of squares in float64, as the step's norm takes it on the CPU
+// (core/zero/sharded_step.cpp): fp32 in one multi-threaded float64 pass, another dtype as its
+// fp32 norm, squared.
+double grad_sum_of_squares(const at::Tensor& g);
 
 struct GradReductionSpec {
   at::TensorOptions grad;         // the accumulation buffers' dtype and device

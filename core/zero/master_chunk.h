@@ -19,6 +19,9 @@ struct MasterChunk {
   // The state the store holds, in MasterStore::state_names() order, each (numel,) in the state
   // dtype, laid out like master; empty when the optimizer holds its own state.
   std::vector<at::Tensor> states;
+  // The chunk's reduced gradient where the store brought it with the chunk (gradients spilled to
+  // the NVMe chunk files, core/zero/grad_spill.h), in the accumulation dtype; else undefined.
+  at::Tensor grad;
 };
 
 // Elements of a 16-bit master the step widens to fp32 at a time (core/zero/sharded_step.cpp:

@@ -64,7 +64,7 @@ class ResidentMasters final : public MasterStore {
   }
 
   void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool /*read*/,
-                      bool /*write_back*/) override {
+                      bool /*write_back*/, bool /*with_grads*/) override {
     for (size_t b : slots) {
       MasterChunk c;
       c.slot = b;
@@ -107,13 +107,14 @@ class ResidentMasters final : public MasterStore {
 class NvmeMasters final : public MasterStore {
  public:
   NvmeMasters(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets, int rank,
-              std::vector<std::string> state_names)
+              std::vector<std::string> state_names, bool spill_grads)
       : MasterStore(buckets, options) {
     std::vector<int64_t> numels;
     for (auto& b : buckets_) numels.push_back(b->stepped().size());
     swapper_ = std::make_unique<NvmeOptimizerSwapper>(
         options.offload_optimizer, options.sub_group_size, options.aio, rank, numels,
-        std::move(state_names), master_dtype_, state_dtype_);
+        std::move(state_names), master_dtype_, state_dtype_,
+        spill_grads ? options.grad_accum_dtype : at::ScalarType::Undefined);
   }
 
   void init() override {
@@ -127,9 +128,10 @@ class NvmeMasters final : public MasterStore {
   }
 
   void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool read,
-                      bool write_back) override {
-    swapper_->for_each_chunk(slots, fn, read, write_back);
+                      bool write_back, bool with_grads) override {
+    swapper_->for_each_chunk(slots, fn, read, write_back, with_grads);
   }
+  GradSpill* grad_spill() override { return swapper_->holds_grads() ? swapper_.get() : nullptr; }
 
   c10::Device device() const override { return c10::Device(at::kCPU); }
   const std::vector<std::string>& state_names() const override { return swapper_->state_names(); }
@@ -157,10 +159,13 @@ class NvmeMasters final : public MasterStore {
 
 std::unique_ptr<MasterStore> make_master_store(const EngineOptions& options,
                                                std::vector<std::unique_ptr<Bucket>>& buckets,
-                                               int rank, std::vector<std::string> state_names) {
+                                               int rank, std::vector<std::string> state_names,
+                                               bool spill_grads) {
   if (options.optimizer_on_nvme()) {
-    return std::make_unique<NvmeMasters>(options, buckets, rank, std::move(state_names));
+    return std::make_unique<NvmeMasters>(options, buckets, rank, std::move(state_names),
+                                         spill_grads);
   }
+  ZT_INTERNAL_ASSERT(!spill_grads, "gradients spill only to the NVMe optimizer files");
   return std::make_unique<ResidentMasters>(options, buckets, std::move(state_names));
 }
 

@@ -32,6 +32,7 @@
 
 #include "core/engine_options.h"
 #include "core/zero/bucket.h"
+#include "core/zero/grad_spill.h"
 #include "core/zero/master_chunk.h"
 
 namespace zt::zero {
@@ -47,9 +48,14 @@ class MasterStore {
   virtual void init() = 0;
   // Visits the chunks of `slots`, in order. read: the chunk holds the stored values (false: fn
   // sets every element of master and states); write_back: what fn wrote is kept. A resident
-  // store's memory is the storage itself, so for it both flags change nothing.
+  // store's memory is the storage itself, so for it both flags change nothing. with_grads: each
+  // chunk brings its slot's reduced gradient (MasterChunk::grad), where the store is the
+  // gradients' spill (grad_spill()).
   virtual void for_each_chunk(const std::vector<size_t>& slots, const ChunkFn& fn, bool read,
-                              bool write_back) = 0;
+                              bool write_back, bool with_grads = false) = 0;
+  // Where the buckets' reduced gradients wait until the step (the NVMe chunk files), or null
+  // when they stay in memory.
+  virtual GradSpill* grad_spill() { return nullptr; }
   // Where the master lives and the optimizer steps it.
   virtual c10::Device device() const = 0;
   // Names of the state tensors the store holds (CPUAdam's exp_avg, exp_avg_sq on NVMe); empty
@@ -103,9 +109,11 @@ c10::Device master_device(const c10::Device& param_device, bool offload_optimize
 // The store for options' placement (the table above). The NVMe store checks its path and free
 // space before anything is written; state_names are the optimizer's state laid out like the
 // master, which the store holds (the NVMe store always; a resident one beside a bf16 master,
-// empty otherwise).
+// empty otherwise). spill_grads: the NVMe store's files hold the reduced gradients too, in the
+// buckets' accumulation dtype (grad_spill()).
 std::unique_ptr<MasterStore> make_master_store(const EngineOptions& options,
                                                std::vector<std::unique_ptr<Bucket>>& buckets,
-                                               int rank, std::vector<std::string> state_names);
+                                               int rank, std::vector<std::string> state_names,
+                                               bool spill_grads = false);
 
 }  // namespace zt::zero

@@ -17,7 +17,7 @@ namespace zt::zero {
 ShardedStep::ShardedStep(const EngineOptions& options,
                          std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
                          dist::Communicator* replica, int world_rank, WaitClock& clock,
-                         double post_reduce_scale)
+                         double post_reduce_scale, bool spill_grads)
     : options_(options),
       buckets_(buckets),
       comm_(comm),
@@ -65,7 +65,12 @@ ShardedStep::ShardedStep(const EngineOptions& options,
   // Adam's moments beside it, in their own dtype, and hands them to the optimizer piece by piece
   // (check_engine_options allows only Adam and AdamW here).
   if (options_.master_dtype != at::kFloat) store_states = {"exp_avg", "exp_avg_sq"};
-  store_ = make_master_store(options_, buckets_, world_rank, std::move(store_states));
+  ZT_INTERNAL_ASSERT(!spill_grads || replica_ == nullptr,
+                     "spilled gradients are not summed across MiCS replicas");
+  store_ = make_master_store(options_, buckets_, world_rank, std::move(store_states), spill_grads);
+  if (GradSpill* spill = store_->grad_spill()) {
+    for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b]->spill_grads_to(spill, b);
+  }
   step_grads_ = make_step_gradients(
       spec, options_, buckets_, comm_, clock_,
       [this](size_t b) -> optim::ShardOptimizer& { return *slots_[b].optimizer; },
@@ -228,6 +233,15 @@ double ShardedStep::global_grad_norm_squared() {
   at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(compute_device()));
   double host_sum = 0;
   for (auto& b : buckets_) {
+    // A spilled gradient's sum was taken as it was written, the same way as below.
+    if (const std::optional<double> spilled = b->spilled_grad_squares()) {
+      if (options_.grad_accum_dtype == at::kFloat) {
+        host_sum += *spilled;
+      } else {
+        t.add_(*spilled);
+      }
+      continue;
+    }
     at::Tensor g = b->owned_grad();
     if (!g.defined() || g.numel() == 0) continue;
     if (g.is_cpu() && g.scalar_type() == at::kFloat) {
@@ -244,6 +258,8 @@ double ShardedStep::global_grad_norm_squared() {
 }
 
 void ShardedStep::set_split_group(dist::Communicator* split, bool replicated_differ) {
+  ZT_INTERNAL_ASSERT(store_->grad_spill() == nullptr,
+                     "spilled gradients are not summed over a tensor or expert split");
   tensor_ = split;
   replicated_differ_ = replicated_differ;
   tensor_split_.clear();
@@ -282,7 +298,7 @@ at::Tensor ShardedStep::tensor_sum_of_squares(const at::Tensor& whole) {
 std::string ShardedStep::overflow_culprits() const {
   std::string names;
   for (auto& b : buckets_) {
-    at::Tensor g = b->owned_grad();
+    at::Tensor g = b->load_owned_grad();
     if (!g.defined()) continue;
     const dist::Range view = b->stepped();
     for (const auto& e : b->layout().entries()) {
@@ -334,7 +350,7 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   }
   std::vector<size_t> stepped;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (buckets_[b]->owned_grad().defined()) stepped.push_back(b);
+    if (buckets_[b]->has_grad()) stepped.push_back(b);
   }
   out.grad_norm = step_grads_->prepare(stepped, inv, raw_sq);
   // Clips only a norm above the threshold (there clip_coefficient's factor is below 1). Without
@@ -385,7 +401,7 @@ void ShardedStep::step_widened(MasterChunk& c, optim::ShardOptimizer& opt, const
     }
     opt.load_state_dict({{"step", at::scalar_tensor(step_before, at::kLong)}});
     const bool in_place = opt.adopt_state(state);
-    at::Tensor g32 = grad.narrow(0, c.begin + at, n).to(fp32);
+    at::Tensor g32 = grad.narrow(0, at, n).to(fp32);
     opt.step(m32, g32, ranges);
     if (!in_place) {
       const auto updated = opt.state_dict();
@@ -426,14 +442,17 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
 
   auto step_chunk = [&](MasterChunk& c, ChunkTargets& targets) {
     Slot& slot = slots_[c.slot];
+    // The chunk's gradient: brought with it from the files where it was spilled, else a slice of
+    // the bucket's.
+    at::Tensor g = c.grad.defined() ? c.grad
+                   : host_offload_  ? host_offload_->wait_grad(c.slot).narrow(0, c.begin, c.numel)
+                                    : step_grads_->gradient(c.slot).narrow(0, c.begin, c.numel);
     if (c.master.scalar_type() != at::kFloat) {
-      step_widened(c, *slot.optimizer, step_grads_->gradient(c.slot), bucket_ranges[c.slot],
-                   step_before[c.slot], targets.of(c));
+      step_widened(c, *slot.optimizer, g, bucket_ranges[c.slot], step_before[c.slot],
+                   targets.of(c));
       return;
     }
-    at::Tensor g = host_offload_ ? host_offload_->wait_grad(c.slot) : step_grads_->gradient(c.slot);
-    at::Tensor g32 = g.narrow(0, c.begin, c.numel)
-                         .to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));
+    at::Tensor g32 = g.to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));
     // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
     std::vector<optim::GroupRange> ranges;
     for (optim::GroupRange r : bucket_ranges[c.slot]) {
@@ -476,7 +495,7 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
     ChunkTargets targets(buckets_, /*read=*/false, /*written=*/true);
     store_->for_each_chunk(
         stepped, [&](MasterChunk& c) { step_chunk(c, targets); }, /*read=*/true,
-        /*write_back=*/true);
+        /*write_back=*/true, /*with_grads=*/store_->grad_spill() != nullptr);
     targets.close();
   };
   if (store_->swap_directory().empty()) {

@@ -69,9 +69,12 @@ class ShardedStep {
   // comm: the ranks the state is sharded over. replica: with hybrid sharding (mics_shard_size),
   // the ranks holding the same shard in the other groups; their owned gradients are summed over
   // it once per step, before the norm (null: one group). world_rank names this rank's files.
+  // spill_grads (offload_optimizer nvme, gradients in host memory, one group, no split): the
+  // buckets' reduced gradients wait in the NVMe chunk files (core/zero/grad_spill.h), their
+  // norm is taken as they are written, and each chunk's comes back with it at the step.
   ShardedStep(const EngineOptions& options, std::vector<std::unique_ptr<Bucket>>& buckets,
               dist::Communicator& comm, dist::Communicator* replica, int world_rank,
-              WaitClock& clock, double post_reduce_scale);
+              WaitClock& clock, double post_reduce_scale, bool spill_grads = false);
   ~ShardedStep();
   ShardedStep(const ShardedStep&) = delete;
   ShardedStep& operator=(const ShardedStep&) = delete;
@@ -126,7 +129,8 @@ class ShardedStep {
   // Steps every chunk of the buckets in `stepped` and publishes them.
   void update(const std::vector<size_t>& stepped, double grad_scale,
               const optim::GroupHyper& hyper);
-  // Steps one chunk of a 16-bit master (see the definition) and writes it into `target`.
+  // Steps one chunk of a 16-bit master (see the definition) with the chunk's gradient `grad` and
+  // writes it into `target`.
   void step_widened(MasterChunk& c, optim::ShardOptimizer& opt, const at::Tensor& grad,
                     const std::vector<optim::GroupRange>& bucket_ranges, int64_t step_before,
                     const at::Tensor& target);

@@ -13,6 +13,7 @@
 #include "core/zero/bucket_plan.h"
 #include "core/zero/flat_buffer.h"
 #include "core/zero/master_chunk.h"
+#include "core/zero/nvme_optimizer.h"
 #include "optim/param_groups.h"
 #include "optim/shard_optimizer.h"
 
@@ -209,6 +210,12 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
                                par_off == OffloadDevice::kNvme ||
                                (par_off == OffloadDevice::kCpu && !host_model);
   const int64_t max_inflight = std::max<int64_t>(1, c.communication.max_inflight_reductions);
+  // core/engine_setup.cpp: a CPU model's reduced gradient slices wait in the NVMe optimizer
+  // files (core/zero/grad_spill.h), held in memory only from their reduction to their write;
+  // not under MiCS or a tensor or expert split.
+  const bool spill_grads = host_model && stage >= 2 && opt_off == OffloadDevice::kNvme &&
+                           n == world_size && c.tensor_parallel.size() <= 1 &&
+                           c.expert_parallel.size() <= 1;
 
   std::vector<PlannedBucket> buckets =
       cut_buckets(model, z.reduce_bucket_size, n, stage, z.stage3_param_persistence_threshold);
@@ -275,24 +282,31 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     } else {
       // One file region per chunk of sub_group_size elements: master and each state page-rounded
       // (core/zero/nvme_optimizer.h; Adam's two moments, the only state the store holds there).
+      // With the gradients spilled there, each chunk's file starts with its gradient region.
       const int64_t chunk = std::max<int64_t>(z.sub_group_size, 1);
-      int64_t disk = 0, chunk_bytes_max = 0, chunks = 0;
+      const int64_t g = spill_grads ? a : 0;
+      int64_t disk = 0, grads_on_disk = 0, chunk_bytes_max = 0, chunks = 0, chunk_max = 0;
       for (const PlannedBucket& b : buckets) {
         const int64_t stepped = stage == 0 ? b.padded : b.shard;
         for (int64_t at = 0; at < stepped; at += chunk) {
           const int64_t m = std::min(chunk, stepped - at);
-          const int64_t bytes =
-              (mb * m + 4095) / 4096 * 4096 + 2 * ((s / 2 * m + 4095) / 4096 * 4096);
-          disk += bytes;
+          const int64_t grad_region = zero::NvmeOptimizerSwapper::chunk_bytes(m, 0, 0, 0, g);
+          const int64_t bytes = zero::NvmeOptimizerSwapper::chunk_bytes(m, 2, mb, s / 2, g);
+          disk += bytes - grad_region;
+          grads_on_disk += grad_region;
           chunk_bytes_max = std::max(chunk_bytes_max, bytes);
+          chunk_max = std::max(chunk_max, m);
           ++chunks;
         }
       }
       L.add(std::string(master_name) + " and optimizer state (offload_optimizer nvme)",
             Place::kNvme, disk);
+      L.add("gradient slices (offload_optimizer nvme)", Place::kNvme, grads_on_disk);
       L.add("offload_optimizer swap buffers", Place::kHost,
             std::min<int64_t>(std::max<int64_t>(z.offload_optimizer.buffer_count, 1), chunks) *
                 chunk_bytes_max);
+      L.add("gradient spill staging buffers", Place::kHost,
+            zero::NvmeOptimizerSwapper::grad_staging_bytes(chunk_max, g));
     }
     if (!host_model && opt_off == OffloadDevice::kCpu && !bf16_master) {
       // The device model's offload slots (core/zero/host_offload.h): the gradient slice comes to
@@ -392,19 +406,22 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     if (host_model || !host_backend || stage < 1) return int64_t{0};
     return comm * (b.padded + b.shard) + (backend == "gloo" ? comm * b.padded : 0);
   };
+  // The oldest reduction waited: its transients go, and a spilled slice once it is written.
+  const auto finish_oldest = [&] {
+    const PlannedBucket& b = buckets[inflight.front()];
+    L.sub("gradient staging", dev, a * b.padded);
+    L.sub("gradient reductions in flight", dev, in_flight_device(b));
+    L.sub("gradient reductions in flight (host copies)", Place::kHost, in_flight_host(b));
+    if (spill_grads) L.sub("gradient slices", dev, a * b.shard);
+    inflight.pop_front();
+  };
   const auto launch = [&](size_t i) {
     if (!staged) return;
     if (host_model) L.add("gradient slices", dev, a * buckets[i].shard);
     L.add("gradient reductions in flight", dev, in_flight_device(buckets[i]));
     L.add("gradient reductions in flight (host copies)", Place::kHost, in_flight_host(buckets[i]));
     inflight.push_back(i);
-    while (static_cast<int64_t>(inflight.size()) > max_inflight) {
-      const PlannedBucket& b = buckets[inflight.front()];
-      L.sub("gradient staging", dev, a * b.padded);
-      L.sub("gradient reductions in flight", dev, in_flight_device(b));
-      L.sub("gradient reductions in flight (host copies)", Place::kHost, in_flight_host(b));
-      inflight.pop_front();
-    }
+    while (static_cast<int64_t>(inflight.size()) > max_inflight) finish_oldest();
   };
   for (size_t u = root; u-- > 0;) {
     gather(u);
@@ -442,13 +459,7 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     if (buckets[i].unit == root) launch(i);
   }
   L.check("reductions in flight at the end of backward");
-  while (!inflight.empty()) {
-    const PlannedBucket& b = buckets[inflight.front()];
-    L.sub("gradient staging", dev, a * b.padded);
-    L.sub("gradient reductions in flight", dev, in_flight_device(b));
-    L.sub("gradient reductions in flight (host copies)", Place::kHost, in_flight_host(b));
-    inflight.pop_front();
-  }
+  while (!inflight.empty()) finish_oldest();
   for (size_t i = 0; i < buckets.size(); ++i) release(i);
 
   // Step: stage 1's reduced slices; the optimizer's temporaries where the master lives on the

@@ -110,5 +110,35 @@ TEST(MemoryPlan, ACpuModelIsAllHostMemory) {
   EXPECT_EQ(part(p, Place::kHost, "fp32 master"), 8020);
 }
 
+// A CPU model with the optimizer on NVMe keeps its reduced gradient slices in the chunk files
+// too (core/zero/grad_spill.h): each file gains a page of gradient, each swap buffer with it, two
+// staging buffers of at most one page here are added, and host memory holds a slice only while
+// its reduction is in flight (the others are written), not all four to the step.
+TEST(MemoryPlan, ACpuModelSpillsItsGradientsBesideTheNvmeOptimizer) {
+  const std::string base =
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "zero_optimization: {stage: 2, offload_optimizer: {device: ";
+  const MemoryPlan cpu =
+      plan_memory(with(base + "cpu}}"), 2, four_units(), c10::Device(c10::kCPU), "gloo");
+  const MemoryPlan nvme = plan_memory(with(base + "nvme, nvme_path: /x, buffer_count: 2}}"), 2,
+                                      four_units(), c10::Device(c10::kCPU), "gloo");
+  EXPECT_EQ(part(nvme, Place::kNvme, "gradient slices (offload_optimizer nvme)"), 5 * 4096);
+  EXPECT_EQ(nvme.peak_at(Place::kNvme), 5 * 4 * 4096);
+  EXPECT_EQ(part(nvme, Place::kHost, "offload_optimizer swap buffers"), 2 * 4 * 4096);
+  EXPECT_EQ(part(nvme, Place::kHost, "gradient spill staging buffers"), 2 * 4096);
+  // At the peak (u0's backward): with max_inflight_reductions' default (4) the slices of u3-u1
+  // are all still in flight, as CPU offload holds them; with one reduction in flight the spill
+  // holds u1's alone, CPU offload still all three.
+  EXPECT_EQ(part(cpu, Place::kHost, "gradient slices"), 3 * 4 * 500);
+  EXPECT_EQ(part(nvme, Place::kHost, "gradient slices"), 3 * 4 * 500);
+  const std::string one = "\ncommunication: {max_inflight_reductions: 1}";
+  const MemoryPlan nvme1 = plan_memory(with(base + "nvme, nvme_path: /x, buffer_count: 2}}" + one),
+                                       2, four_units(), c10::Device(c10::kCPU), "gloo");
+  const MemoryPlan cpu1 =
+      plan_memory(with(base + "cpu}}" + one), 2, four_units(), c10::Device(c10::kCPU), "gloo");
+  EXPECT_EQ(part(nvme1, Place::kHost, "gradient slices"), 4 * 500);
+  EXPECT_EQ(part(cpu1, Place::kHost, "gradient slices"), 3 * 4 * 500);
+}
+
 }  // namespace
 }  // namespace zt::plan

@@ -198,7 +198,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       impl_->options_.stage3_prefetch_bucket_size);
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
       impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
-      [this](size_t b) { on_bucket_complete(b); });
+      [this](size_t b) { on_bucket_complete(b); }, impl_->plan_.units.size() - 1);
   if (impl_->options_.flops_profiler.enabled) {
     profile::ProfileContext ctx;
     ctx.rank = impl_->rank_;

@@ -23,22 +23,27 @@ class GradSync::Hook : public torch::autograd::PostAccumulateGradHook {
 };
 
 GradSync::GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
-                   WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete)
+                   WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete,
+                   size_t root_unit)
     : buckets_(buckets),
       comm_(comm),
       clock_(clock),
       max_inflight_(static_cast<size_t>(std::max<int64_t>(1, max_inflight))),
       on_complete_(std::move(on_complete)) {
-  // Backward meets the root unit's head first, then the declared units last to first; the
-  // root's remaining buckets (embeddings) are guessed too early, until learn_order corrects it.
+  // Backward meets the declared units last to first and the root's embeddings at the end; the
+  // root's head, which completes first, is guessed too late (its one staging buffer waits),
+  // until learn_order corrects it.
   std::vector<std::vector<size_t>> by_unit;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const size_t u = buckets_[b]->unit();
     if (by_unit.size() <= u) by_unit.resize(u + 1);
     by_unit[u].push_back(b);
   }
-  for (auto u = by_unit.rbegin(); u != by_unit.rend(); ++u) {
-    order_.insert(order_.end(), u->begin(), u->end());
+  for (size_t u = by_unit.size(); u-- > 0;) {
+    if (u != root_unit) order_.insert(order_.end(), by_unit[u].begin(), by_unit[u].end());
+  }
+  if (root_unit < by_unit.size()) {
+    order_.insert(order_.end(), by_unit[root_unit].begin(), by_unit[root_unit].end());
   }
   ready_.assign(buckets_.size(), false);
   for (size_t b = 0; b < buckets_.size(); ++b) {

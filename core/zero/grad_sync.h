@@ -13,9 +13,12 @@
 // touched (a rank whose batch skips a branch completes a bucket late, or only at the end of
 // backward). So reductions start in one launch order shared by all ranks, as DDP's reducer does:
 // a completed bucket waits until every bucket before it in that order has started; buckets left
-// incomplete start at the end of backward. The order begins as a guess (the root unit's buckets,
-// then the declared units last to first) and, after the first backward, becomes the order in
-// which rank 0's buckets completed, broadcast once, so reductions follow backward from then on.
+// incomplete start at the end of backward. The order begins as a guess (the declared units last to
+// first, then the root unit's buckets, which hold the embeddings that backward reaches last) and,
+// after the first backward, becomes the order in which rank 0's buckets completed, broadcast
+// once, so reductions follow backward from then on. A guess that put a bucket completing at the
+// end of backward first would hold every bucket's staging buffer (the whole gradient) through the
+// first backward.
 
 #include <deque>
 #include <functional>
@@ -33,9 +36,11 @@ namespace zt::zero {
 class GradSync {
  public:
   // on_complete(b) runs when bucket b has every gradient of this micro-step, before its
-  // reduction starts (stage 3 frees the bucket's full parameters there).
+  // reduction starts (stage 3 frees the bucket's full parameters there). root_unit: the root
+  // unit's index (core/zero/units.h: the last).
   GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
-           WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete);
+           WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete,
+           size_t root_unit);
   // Removes the hooks from the parameters.
   ~GradSync();
   GradSync(const GradSync&) = delete;

@@ -87,6 +87,7 @@ def measured(bin_dir, work):
     # DeepSpeed's bf16 masters, with and without bf16 optimizer states.
     bf16_master = {"bf16": {"enabled": True, "bf16_master_weights_and_grads": True}}
     bf16_states = {"bf16": dict(bf16_master["bf16"], bf16_optimizer_states=True)}
+    one_inflight = {"communication": {"max_inflight_reductions": 1}}
     # (name, config, device, world, held out)
     runs = [
         ("s0", config({"stage": 0}), "zttest", 1, False),
@@ -115,6 +116,11 @@ def measured(bin_dir, work):
          config(dict({"stage": 3}, **on_nvme), extra=bf16_states), "zttest", 1, False),
         ("cpu_s2_bf16_master_offload_cpu_2ranks",
          config(dict({"stage": 2}, **cpu_off), extra=bf16_master), "cpu", 2, False),
+        # One reduction in flight: on the CPU with the optimizer on NVMe only that one reduced
+        # gradient slice is in memory, the others wait in the chunk files.
+        ("cpu_s3_nvme_bf16_states_inflight1_2ranks",
+         config(dict({"stage": 3}, **on_nvme), extra=dict(bf16_states, **one_inflight)), "cpu",
+         2, False),
     ]
     worst, failures = (0.0, ""), []
     print(f"{'configuration':36s} {'place':7s} {'measured':>10s} {'plan':>10s}  error")

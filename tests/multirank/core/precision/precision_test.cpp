@@ -3,6 +3,7 @@
 //    scale, leaves every master bit-identical and puts no NaN anywhere;
 //  - 50 steps of fp16 and of bf16 training follow fp32 training's loss within a stated tolerance,
 //    and fp16 skips steps only while the scale settles.
+#include <filesystem>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -138,24 +139,41 @@ TEST(Precision, SixteenBitTrainingFollowsFp32) {
 }
 
 TEST(Precision, CollapsedScaleNamesTheOverflowingParameters) {
-  auto model = make_model();
-  zt::EngineOptions o = options(2, torch::kHalf);
-  o.fp16.initial_scale_power = 1;  // 2: one halving reaches the minimum of 1
-  o.fp16.min_loss_scale = 1;
-  zt::Engine engine(model, o, g_comm);
-  torch::Tensor w = model->head->weight;
-  w.register_hook([](torch::Tensor g) {
-    return (g.to(torch::kFloat) * std::numeric_limits<float>::infinity()).to(g.scalar_type());
-  });
-  train_step(engine, *model, 0, torch::kHalf);  // scale 2 -> 1
-  EXPECT_EQ(engine.loss_scale(), 1.0);
-  try {
-    train_step(engine, *model, 1, torch::kHalf);
-    ADD_FAILURE() << "an overflow at the minimum scale must stop training";
-  } catch (const zt::Error& e) {
-    // Only the rank owning head.weight's slice can name it; every rank names the step.
-    EXPECT_NE(e.message().find("loss scale collapsed"), std::string::npos) << e.message();
-    EXPECT_NE(e.message().find("step 1"), std::string::npos) << e.message();
+  // In memory, and with the optimizer on NVMe, where this CPU model's reduced gradients wait in
+  // the chunk files and the names come from reading them back.
+  const std::string nvme = std::string(ZT_BINARY_DIR) + "/test_scratch/precision_nvme";
+  std::filesystem::create_directories(nvme);
+  for (const bool on_nvme : {false, true}) {
+    auto model = make_model();
+    zt::EngineOptions o = options(2, torch::kHalf);
+    o.fp16.initial_scale_power = 1;  // 2: one halving reaches the minimum of 1
+    o.fp16.min_loss_scale = 1;
+    if (on_nvme) {
+      o.optimizer.type = zt::optim::OptimizerKind::kCpuAdam;
+      o.offload_optimizer.device = zt::OffloadDevice::kNvme;
+      o.offload_optimizer.nvme_path = nvme;
+    }
+    zt::Engine engine(model, o, g_comm);
+    torch::Tensor w = model->head->weight;
+    w.register_hook([](torch::Tensor g) {
+      return (g.to(torch::kFloat) * std::numeric_limits<float>::infinity()).to(g.scalar_type());
+    });
+    train_step(engine, *model, 0, torch::kHalf);  // scale 2 -> 1
+    EXPECT_EQ(engine.loss_scale(), 1.0);
+    EXPECT_EQ(engine.memory().grad_bytes == 0, on_nvme) << "gradients in host memory";
+    bool named = false;
+    try {
+      train_step(engine, *model, 1, torch::kHalf);
+      ADD_FAILURE() << "an overflow at the minimum scale must stop training";
+    } catch (const zt::Error& e) {
+      // Only a rank owning part of head.weight's slice can name it; every rank names the step.
+      EXPECT_NE(e.message().find("loss scale collapsed"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("step 1"), std::string::npos) << e.message();
+      named = e.message().find("head.weight") != std::string::npos;
+    }
+    torch::Tensor n = torch::full({1}, named ? 1 : 0, torch::kInt);
+    g_comm->all_reduce(n)->wait();
+    EXPECT_GE(n.item<int>(), 1) << "no rank named head.weight" << (on_nvme ? " (NVMe)" : "");
   }
 }
 

@@ -21,6 +21,8 @@
 #include "core/zero/host_caching_allocator.h"
 #include "core/zero/master_store.h"
 #include "parallel/dist.h"
+#include "parallel/flight_recorder.h"
+#include "parallel/recording_communicator.h"
 #include "tests/multirank/core/engine/test_models.h"
 #include "tests/support/mpi_world.h"
 
@@ -451,6 +453,67 @@ TEST(EngineUnevenGraphs, RanksSkippingAParameterTrainLikeSingleProcess) {
     Trace got =
         train_one_micro_step_each(engine, *model, [&](int s) { return rank_loss(m, s, rank); });
     expect_same(got, want, "uneven graphs, stage " + std::to_string(stage));
+  }
+}
+
+// Three units and a root whose one parameter is used first in forward, so backward reaches it
+// last (as a language model's embeddings).
+struct ChainImpl : torch::nn::Module {
+  ChainImpl() {
+    torch::manual_seed(3);
+    emb = register_parameter("emb", torch::randn({6, 8}) * 0.3);
+    for (int i = 0; i < 3; ++i) {
+      units.push_back(register_module("u" + std::to_string(i), torch::nn::Linear(8, 8)));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = torch::matmul(x, emb);
+    for (auto& u : units) h = torch::tanh(zt::call_unit(*u, h));
+    return h;
+  }
+  torch::Tensor emb;
+  std::vector<torch::nn::Linear> units;
+};
+
+// Each unit's gradients are reduced as soon as the unit completes, in the first backward too,
+// whose launch order is a guess (core/zero/grad_sync.h): a guess that started with the root's
+// bucket, complete only at the end of backward, held every unit's staging buffer (the whole
+// gradient) until then. Counted in the flight recorder: the reduce-scatters started before u0's
+// gradient exists are u2's and u1's.
+TEST(EngineGradSync, EveryBackwardReducesEachUnitAsItCompletes) {
+  std::shared_ptr<zt::dist::Communicator> comm =
+      zt::dist::record_collectives(g_comm, zt::dist::FlightOptions{.capacity = 512, .dir = ""}, {});
+  auto* recorded = dynamic_cast<zt::dist::RecordingCommunicator*>(comm.get());
+  ASSERT_NE(recorded, nullptr);
+  auto reductions = [&] {
+    int64_t n = 0;
+    for (const zt::dist::FlightEntry& e : recorded->recorder()->snapshot()) {
+      n += std::string(e.op) == "reduce_scatter";
+    }
+    return n;
+  };
+  for (int stage : {2, 3}) {
+    auto model = std::make_shared<ChainImpl>();
+    zt::EngineOptions o;
+    o.stage = stage;
+    o.stage3_param_persistence_threshold = 0;
+    o.units = {"u0", "u1", "u2"};
+    o.optimizer.type = zt::optim::OptimizerKind::kAdamW;
+    zt::Engine engine(model, o, comm);
+    int64_t before = 0, at_u0 = -1;
+    model->units[0]->weight.register_hook([&](torch::Tensor g) {
+      at_u0 = reductions() - before;
+      return g;
+    });
+    for (int step = 0; step < 2; ++step) {
+      before = reductions();
+      torch::manual_seed(100 + step + g_comm->rank());
+      torch::Tensor x = torch::randn({4, 6});
+      torch::Tensor loss = engine.forward([&] { return model->forward(x).square().mean(); });
+      engine.backward(loss);
+      engine.step();
+      EXPECT_EQ(at_u0, 2) << "stage " << stage << ", step " << step;
+    }
   }
 }
 

@@ -233,22 +233,23 @@ double ShardedStep::global_grad_norm_squared() {
   at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(compute_device()));
   double host_sum = 0;
   for (auto& b : buckets_) {
-    // A spilled gradient's sum was taken as it was written, the same way as below.
-    if (const std::optional<double> spilled = b->spilled_grad_squares()) {
-      if (options_.grad_accum_dtype == at::kFloat) {
-        host_sum += *spilled;
-      } else {
-        t.add_(*spilled);
+    // A host gradient's sum comes from grad_sum_of_squares: for a spilled one, taken as it was
+    // written; fp32 ones add up in float64 on the host, the others in t, in bucket order.
+    std::optional<double> host = b->spilled_grad_squares();
+    if (!host) {
+      at::Tensor g = b->owned_grad();
+      if (!g.defined() || g.numel() == 0) continue;
+      if (!g.is_cpu()) {
+        t.add_(
+            at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat).to(at::kDouble).square());
+        continue;
       }
-      continue;
+      host = grad_sum_of_squares(g);
     }
-    at::Tensor g = b->owned_grad();
-    if (!g.defined() || g.numel() == 0) continue;
-    if (g.is_cpu() && g.scalar_type() == at::kFloat) {
-      host_sum += optim::sum_of_squares(g);
+    if (options_.grad_accum_dtype == at::kFloat) {
+      host_sum += *host;
     } else {
-      t.add_(
-          at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat).to(at::kDouble).square());
+      t.add_(*host);
     }
   }
   if (host_sum != 0) t.add_(host_sum);

@@ -154,7 +154,9 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
   }
   if (!options.memory_planned && t.config.memory_plan.enabled) {
     // The model's parameters and the engine's buffers; the program's activations are unknown.
-    const plan::ModelMemory mm = train::model_memory(*model, options.units);
+    std::set<std::string> split(options.expert_dealt);
+    for (const auto& kv : options.tensor_split) split.insert(kv.first);
+    const plan::ModelMemory mm = train::model_memory(*model, options.units, split);
     if (!mm.units.empty() && !mm.units.back().params.empty()) {
       const int world = t.comm->size();
       const std::string backend = t.comm->backend();

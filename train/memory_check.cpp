@@ -113,21 +113,20 @@ std::vector<Change> changes(bool checkpointing) {
 }  // namespace
 
 plan::ModelMemory model_memory(const torch::nn::Module& model,
-                               const std::vector<std::string>& units) {
+                               const std::vector<std::string>& units,
+                               const std::set<std::string>& split) {
   plan::ModelMemory m;
   for (const std::string& u : units) m.units.push_back({u, {}, 0, {}});
   m.units.push_back({"root", {}, 0, {}});
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {
     size_t at = units.size();  // the root
     for (size_t i = 0; i < units.size(); ++i) {
-      if (p.key().rfind(units[i] + ".", 0) == 0) {
-        at = i;
-        break;
-      }
+      const bool inside = p.key().rfind(units[i] + ".", 0) == 0;
+      if (inside && (at == units.size() || units[i].size() > units[at].size())) at = i;
     }
     plan::PlannedUnit& unit = m.units[at];
     if (p.value().requires_grad()) {
-      unit.params.push_back({p.key(), p.value().numel()});
+      unit.params.push_back({p.key(), p.value().numel(), split.count(p.key()) > 0});
     } else {
       unit.frozen_bytes += p.value().numel() * static_cast<int64_t>(p.value().element_size());
     }

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,14 @@ struct MemoryLimits {
   int ranks_sharing = 1;                                     // host and NVMe: the node's ranks
 };
 
-// The plan's view of a built model: the parameters of each unit (a submodule name) in module
-// order, then the root's; frozen ones (requires_grad false) as bytes. No activations.
+// The plan's view of a built model: the parameters of each unit (a submodule name; a parameter
+// belongs to the innermost unit holding it, as core/zero/units.cpp assigns it) in module order,
+// then the root's; frozen ones (requires_grad false) as bytes. No activations. `split`: the
+// parameters a tensor or expert split gave this rank a part of (InitOptions::tensor_split and
+// expert_dealt).
 plan::ModelMemory model_memory(const torch::nn::Module& model,
-                               const std::vector<std::string>& units);
+                               const std::vector<std::string>& units,
+                               const std::set<std::string>& split = {});
 
 MemoryLimits memory_limits(const Config& config, const c10::Device& device, const dist::Env& env);
 

@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <ATen/ATen.h>
 
@@ -182,9 +183,19 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   ZT_CHECK(!model.units.empty(), "memory plan: the model has no parameters");
   const ZeroConfig& z = c.zero_optimization;
   const int stage = z.stage;
-  const int n = stage == 3 && z.mics_shard_size > 0 && z.mics_shard_size < world_size
+  // core/engine_setup.cpp: ZeRO runs over the ranks holding this rank's tensor slices (experts),
+  // world / tp (world / ep) of them; MiCS shards within groups of that world. The gradient
+  // average is over the data-parallel ranks, world / (sp tp).
+  const int tp = c.tensor_parallel.size(), ep = c.expert_parallel.size();
+  const int sp = std::max(c.sequence_parallel_size, 1);
+  ZT_CHECK(world_size % (tp * ep) == 0 && world_size % (sp * tp) == 0, "memory plan: world size ",
+           world_size, " does not divide into tensor (", tp, "), expert (", ep, ") and sequence (",
+           sp, ") groups");
+  const int zero_world = world_size / (tp * ep);
+  const int data_parallel = world_size / (sp * tp);
+  const int n = stage == 3 && z.mics_shard_size > 0 && z.mics_shard_size < zero_world
                     ? z.mics_shard_size
-                    : world_size;
+                    : zero_world;
   const bool host_model = device.is_cpu();
   const Place dev = host_model ? Place::kHost : Place::kDevice;
   // Pinned memory exists only beside a device; on a CPU model it is plain host memory.
@@ -198,7 +209,13 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   const ElementBytes eb = element_bytes(c);
   const bool bf16_master = eb.bf16_master;
   const int64_t a = eb.grad;
-  const int64_t comm = c.communication_data_type ? dtype_bytes(*c.communication_data_type) : a;
+  // Under sequence parallelism gradients travel in seq_parallel_communication_data_type (fp32
+  // unless given: core/config/engine_config.cpp), as DeepSpeed's engine sets it.
+  const int64_t comm = sp > 1                      ? (c.seq_parallel_communication_data_type
+                                                          ? dtype_bytes(*c.seq_parallel_communication_data_type)
+                                                          : 4)
+                       : c.communication_data_type ? dtype_bytes(*c.communication_data_type)
+                                                   : a;
   const int64_t mb = eb.master;  // master bytes per element
   const int64_t s = eb.state;
   const char* master_name = bf16_master ? "bf16 master" : "fp32 master";
@@ -214,11 +231,14 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   // files (core/zero/grad_spill.h), held in memory only from their reduction to their write;
   // not under MiCS or a tensor or expert split.
   const bool spill_grads = host_model && stage >= 2 && opt_off == OffloadDevice::kNvme &&
-                           n == world_size && c.tensor_parallel.size() <= 1 &&
-                           c.expert_parallel.size() <= 1;
+                           n == zero_world && tp == 1 && ep == 1;
 
   std::vector<PlannedBucket> buckets =
       cut_buckets(model, z.reduce_bucket_size, n, stage, z.stage3_param_persistence_threshold);
+  std::set<std::string> split_params;
+  for (const PlannedUnit& u : model.units)
+    for (const PlannedParam& q : u.params)
+      if (q.split) split_params.insert(q.name);
   Ledger L;
 
   // Persistent parts.
@@ -480,6 +500,32 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     L.add("stage-1 reduced gradient slices", dev, reduced);
     L.check("stage-1 reduction", copies, "gradient reductions in flight", dev);
   }
+  if (ep > 1) {
+    // ShardedStep::reduce_replicated_over_split: on the boundary the replicated parameters'
+    // owned gradient ranges are packed and summed over the expert group, the pack copied to the
+    // communicator's host and back beside a device. The rank with the most such elements.
+    int64_t most = 0;
+    for (int r = 0; r < n; ++r) {
+      int64_t mine = 0;
+      for (const PlannedBucket& b : buckets) {
+        const int64_t begin = stage == 0 ? 0 : r * b.shard;
+        const int64_t end = stage == 0 ? b.padded : begin + b.shard;
+        for (const optim::ParamInfo& e : b.params) {
+          if (split_params.count(e.name)) continue;
+          mine +=
+              std::max<int64_t>(0, std::min(end, e.offset + e.numel) - std::max(begin, e.offset));
+        }
+      }
+      most = std::max(most, mine);
+    }
+    const bool host_copy = !host_model && host_backend;
+    L.add("replicated gradients summed over the expert group (host copy)", Place::kHost,
+          host_copy ? a * most : 0);
+    L.check("the expert groups' sum of the replicated gradients", (host_copy ? 2 : 1) * a * most,
+            "replicated gradients summed over the expert group", dev);
+    L.sub("replicated gradients summed over the expert group (host copy)", Place::kHost,
+          host_copy ? a * most : 0);
+  }
   int64_t step_temp = 0;
   // The largest piece stepped at once: a bf16 master is widened kWidenPiece elements at a time
   // (core/zero/master_chunk.h), an fp32 one is stepped a flat buffer's range at once.
@@ -494,7 +540,7 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   if (opt_off == OffloadDevice::kNone && !host_model && !device.is_cuda()) {
     // optim/adam.h per group range: sqrt(v) and its quotient alive at once, and the gradient
     // times the step's scale (averaging, clipping, loss scale) when that is not 1.
-    const bool scaled = c.gradient_clipping > 0 || c.fp16.enabled || world_size > 1 ||
+    const bool scaled = c.gradient_clipping > 0 || c.fp16.enabled || data_parallel > 1 ||
                         c.gradient_accumulation_steps > 1;
     int64_t range = 0;
     for (const PlannedBucket& b : buckets) {
@@ -522,9 +568,6 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
       z.zero_quantized_nontrainable_weights) {
     missing.push_back("ZeRO++'s int8 buffers");
   }
-  if (c.sequence_parallel_size > 1) missing.push_back("sequence parallelism's exchanges");
-  if (c.tensor_parallel.size() > 1) missing.push_back("tensor parallelism's split");
-  if (c.expert_parallel.size() > 1) missing.push_back("expert parallelism's exchanges");
   for (const std::string& m : missing) plan.notes.push_back("not in this plan: " + m);
   return plan;
 }

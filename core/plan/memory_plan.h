@@ -27,7 +27,10 @@
 // Buckets are cut from the units as the engine cuts them (dist::plan_buckets, padding to the
 // shard group), so padding and persistence thresholds are exact. The activation bytes come from
 // the program (train/activation_probe.h measures one unit on the device); without them the plan
-// says so and counts model states and buffers only.
+// says so and counts model states and buffers only. Under sequence, tensor or expert
+// parallelism the probes run one rank's part of the split layer (its positions, heads, experts),
+// its exchanges with them (parallel/mirror_communicator.h); the engine's own part is the expert
+// groups' sum of the replicated parameters' gradients at the step.
 //
 // The device peak is the most the device allocator holds at once (what
 // torch.cuda.max_memory_allocated reports); CUDA's caching allocator reserves up to a block more
@@ -59,6 +62,9 @@ struct UnitActivations {
 struct PlannedParam {
   std::string name;  // as in the model (parameter groups, core/config: parameter_groups)
   int64_t numel = 0;
+  // This rank's slice of a tensor split or its experts under expert parallelism (the engine's
+  // EngineOptions::tensor_split_params, dealt_params): numel is the rank's own.
+  bool split = false;
 };
 
 struct PlannedUnit {
@@ -68,6 +74,8 @@ struct PlannedUnit {
   UnitActivations activations;
 };
 
+// Under a tensor or expert split the model is the one rank holds (its slices, its experts), and
+// the plan shards it over that rank's ZeRO world (world / tp, or world / ep ranks).
 struct ModelMemory {
   // The declared units in forward order, then the root (the parameters outside every unit; its
   // activations: embeddings, head and loss).

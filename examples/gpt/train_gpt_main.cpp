@@ -23,9 +23,9 @@
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/pretrained.h"
 #include "models/gpt/text_generation.h"
-#include "train/cpu_memory_meter.h"
 #include "train/initialize.h"
 #include "train/load_by_name.h"
+#include "train/measured_memory.h"
 #include "train/memory_check.h"
 #include "train/memory_peaks.h"
 #include "train/rank_sum.h"
@@ -128,30 +128,6 @@ double validate(TrainingRun& run, BatchStream* valid, Gpt& model, int64_t max_ba
   return loss;
 }
 
-// The largest rank's memory high-water marks since start (train/memory_peaks.h), its NVMe bytes
-// and NVMe swap buffers (host memory that is no tensor), for summary.json: what a memory plan is
-// checked against. With --measure-memory only
-// (CPU tensor bytes are counted then).
-Fields largest_peaks(Training& t) {
-  if (!CpuMemoryMeter::installed()) return {};
-  const MemoryPeaks p = memory_peaks(t.device);
-  const int n = t.comm->size(), r = t.comm->rank();
-  const MemoryReport m = t.engine->memory();
-  const std::vector<double> mine = {double(p.device),     double(p.host_tensors),
-                                    double(p.pinned),     double(p.rss),
-                                    double(m.nvme_bytes), double(m.nvme_buffer_bytes)};
-  std::vector<double> all(mine.size() * n, 0.0);
-  for (size_t i = 0; i < mine.size(); ++i) all[i * n + r] = mine[i];
-  all = sum_over_ranks(*t.comm, all);
-  const char* names[] = {"peak_device_bytes",  "peak_host_tensor_bytes", "peak_pinned_bytes",
-                         "peak_rss_bytes_max", "nvme_bytes_max",         "nvme_buffer_bytes_max"};
-  Fields out;
-  for (size_t i = 0; i < mine.size(); ++i) {
-    out.push_back({names[i], *std::max_element(all.begin() + i * n, all.begin() + (i + 1) * n)});
-  }
-  return out;
-}
-
 // After training: validation, the text sample, the freeze check, summary.json.
 void finish(Training& t, TrainingRun& run, Gpt& model, BatchStream* valid, double val_before,
             const Args& a, double max_step_extra, const plan::MemoryPlan& planned) {
@@ -169,10 +145,8 @@ void finish(Training& t, TrainingRun& run, Gpt& model, BatchStream* valid, doubl
       {"mean_peak_rss_bytes", rss[0] / t.comm->size()},
       {"max_step_peak_extra_bytes", max_step_extra}};
   summary.insert(summary.end(), peaks.begin(), peaks.end());
-  for (int place = 0; place < plan::kPlaces; ++place) {
-    summary.push_back({std::string("plan_") + plan::to_string(plan::Place(place)) + "_bytes",
-                       double(planned.peak[static_cast<size_t>(place)])});
-  }
+  const Fields plan = plan_fields(planned);
+  summary.insert(summary.end(), plan.begin(), plan.end());
   run.write_summary(summary);
   ZT_LOG_INFO("trained ", a.steps, " steps in ", run.train_seconds(), " s; mean peak RSS ",
               std::lround(rss[0] / t.comm->size() / 1048576), " MiB/rank; metrics in ", a.out_dir);
@@ -186,30 +160,6 @@ std::string progress(const Engine& e, const StepTotals& s) {
                      mem.model_state_bytes() / 1024, " KiB/rank (peak gathered ",
                      mem.peak_gathered_param_bytes / 1024, " KiB)");
 }
-
-// Per optimizer step with --measure-memory: the peak of CPU tensor bytes above what was live
-// before the step (train/cpu_memory_meter.h), and the largest over the run.
-class StepPeak {
- public:
-  explicit StepPeak(bool on) : on_(on) {
-    if (on_) CpuMemoryMeter::install();
-  }
-  void begin() {
-    live_before_ = CpuMemoryMeter::live_bytes();
-    CpuMemoryMeter::reset_peak();
-  }
-  // The metrics field of the step that ends (null without --measure-memory).
-  Fields end() {
-    const int64_t extra = CpuMemoryMeter::peak_bytes() - live_before_;
-    max_ = std::max(max_, extra);
-    return {{"step_peak_extra_bytes", on_ ? double(extra) : NAN}};
-  }
-  double max() const { return on_ ? double(max_) : NAN; }
-
- private:
-  bool on_;
-  int64_t live_before_ = 0, max_ = 0;
-};
 
 void log_model(const GptImpl& model) {
   const GptShape& s = model.shape();

@@ -16,17 +16,21 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <torch/torch.h>
 
 #include "base/logging.h"
 #include "base/main_guard.h"
 #include "core/activations/activation_checkpoint.h"
+#include "examples/llama/llama_plan.h"
 #include "models/causal_lm_loss.h"
 #include "models/llama/hf_llama.h"
 #include "models/llama/llama_config.h"
 #include "parallel/tensor_parallel.h"
 #include "train/initialize.h"
+#include "train/measured_memory.h"
+#include "train/memory_check.h"
 #include "train/token_loss.h"
 #include "train/training_run.h"
 
@@ -45,6 +49,7 @@ namespace fs = std::filesystem;
 struct Args : RunArgs {
   std::string init_from;
   int64_t eval_batches = 0;
+  bool measure_memory = false;
 };
 
 using Model = LlamaForCausalLM;
@@ -100,6 +105,40 @@ Model build_model(const LlamaShape& shape, zero::PartitionedInit* partitioned, c
   return model;
 }
 
+// The memory plan of this run (llama_plan.h) for the model this rank holds, logged; a run that
+// cannot fit is refused here, before the engine is built (train/memory_check.h).
+plan::MemoryPlan plan_run(const Launch& launch, const LlamaShape& shape, const Model& model,
+                          const SequenceParallelSetup& sp) {
+  if (!launch.config.memory_plan.enabled) return {};
+  std::set<std::string> split;
+  for (const auto& kv : model->tensor_split_parameters()) split.insert(kv.first);
+  const dist::Topology& topology = *launch.topology;
+  LlamaRankSplit ranks;
+  if (topology.sequence) {
+    ranks.sequence = topology.sequence->size();
+    ranks.sequence_rank = topology.sequence->rank();
+    ranks.wire = sp.wire;
+  }
+  if (topology.tensor) {
+    ranks.tensor = topology.tensor->size();
+    ranks.tensor_rank = topology.tensor->rank();
+  }
+  if (topology.expert) {
+    ranks.expert = topology.expert->size();
+    ranks.expert_rank = topology.expert->rank();
+  }
+  LlamaPlanner planner(shape, model_memory(*model, model->unit_names(), split), ranks,
+                       launch.device);
+  const int world = launch.comm->size();
+  const std::string backend = launch.comm->backend();
+  const plan::MemoryPlan p = planner(launch.config, world, backend, false);
+  check_memory_plan(p, launch.config, launch.device, launch.env, planner.checkpointing(),
+                    [&](const Config& c, bool checkpointing) {
+                      return planner(c, world, backend, checkpointing);
+                    });
+  return p;
+}
+
 // The checkpoint directory gets the model's config.json (rank 0), which export reads.
 void write_config(const Training& t, const Args& a, const LlamaShape& shape) {
   const std::string dir =
@@ -119,8 +158,11 @@ int train(int argc, char** argv) {
             "start from a Hugging Face Llama, Qwen2, Mistral, Mixtral, Qwen2-MoE or Qwen3-MoE "
             "directory (config.json + safetensors)")(
       "eval-batches", po::value(&a.eval_batches)->default_value(0),
-      "validation batches per rank (0 = the whole shard)");
+      "validation batches per rank (0 = the whole shard)")(
+      "measure-memory", po::bool_switch(&a.measure_memory),
+      "count CPU tensor bytes and write the memory peaks and the plan's to summary.json");
   if (!cli.parse(argc, argv)) return 0;
+  StepPeak peak(a.measure_memory);
   ProgramValues program;
   program.total_steps = a.steps;
   if (!a.init_from.empty() && is_hf_directory(a.init_from)) {
@@ -138,10 +180,12 @@ int train(int argc, char** argv) {
   const SequenceParallelSetup sp = sequence_parallel_setup(launch);
   model->set_sequence_parallel(sp.group, sp.wire);
   model->set_data_parallel(launch.topology->batch, launch.topology->data_parallel_size());
+  const plan::MemoryPlan planned = plan_run(launch, shape, model, sp);
   const BatchStreamOptions batches{.max_length = shape.max_position_embeddings,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),
                           {.units = model->unit_names(),
+                           .memory_planned = true,
                            .train_data = shard,
                            .data = batches,
                            .sequence_parallel = true,
@@ -154,6 +198,7 @@ int train(int argc, char** argv) {
   const double before = validate(run, valid.get(), model, a.eval_batches, "before");
   int64_t checkpointed = 0;  // layer calls checkpointed in the last training forward
   for (int64_t step = run.first_step(); step <= a.steps; ++step) {
+    peak.begin();
     run.begin_step();
     // The step's mean token loss (train/token_loss.h): every micro-batch's tokens are counted
     // before the first forward.
@@ -182,16 +227,22 @@ int train(int argc, char** argv) {
       t.engine->step();
       run.add(loss, &b);
     }
-    run.end_step(step, {}, [&](const StepTotals& s) {
+    run.end_step(step, peak.end(), [&](const StepTotals& s) {
       return detail::str(" | ", std::lround(s.tokens / s.seconds), " tok/s | lr ",
                          t.engine->get_lr());
     });
   }
   const double after = validate(run, valid.get(), model, a.eval_batches, "after");
   run.check_frozen();
-  run.write_summary({{"valid_loss_before", before},
-                     {"valid_loss_after", after},
-                     {"checkpointed_calls_per_forward", double(checkpointed)}});
+  Fields summary = {{"valid_loss_before", before},
+                    {"valid_loss_after", after},
+                    {"checkpointed_calls_per_forward", double(checkpointed)}};
+  if (a.measure_memory) {
+    const Fields peaks = largest_peaks(t), plan = plan_fields(planned);
+    summary.insert(summary.end(), peaks.begin(), peaks.end());
+    summary.insert(summary.end(), plan.begin(), plan.end());
+  }
+  run.write_summary(summary);
   ZT_LOG_INFO("trained ", a.steps, " steps in ", run.train_seconds(), " s; metrics in ", a.out_dir);
   t.comm->barrier()->wait();
   return 0;

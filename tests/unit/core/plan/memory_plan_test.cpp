@@ -9,8 +9,8 @@
 namespace zt::plan {
 namespace {
 
-Config with(const std::string& yaml) {
-  return parse_config("train_batch_size: 4\n" + yaml, ConfigFormat::kYaml, {}, 2);
+Config with(const std::string& yaml, int world = 2) {
+  return parse_config("train_batch_size: 4\n" + yaml, ConfigFormat::kYaml, {}, world);
 }
 
 // Four units of one 1000-element parameter and a root of 10, each unit keeping 100 bytes of
@@ -138,6 +138,75 @@ TEST(MemoryPlan, ACpuModelSpillsItsGradientsBesideTheNvmeOptimizer) {
       plan_memory(with(base + "cpu}}" + one), 2, four_units(), c10::Device(c10::kCPU), "gloo");
   EXPECT_EQ(part(nvme1, Place::kHost, "gradient slices"), 4 * 500);
   EXPECT_EQ(part(cpu1, Place::kHost, "gradient slices"), 3 * 4 * 500);
+}
+
+// Under a tensor or expert split each rank's model is its own part, and ZeRO shards it over the
+// ranks holding the same part (world / tp, world / ep): 2 ranks split in two plan as one process
+// holding that part, 4 ranks as 2 data-parallel ones.
+TEST(MemoryPlan, TensorAndExpertSplitsShardOverTheRanksHoldingTheSamePart) {
+  const std::string base =
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "zero_optimization: {stage: 3, stage3_prefetch_bucket_size: 1000, "
+      "stage3_param_persistence_threshold: 0}\n";
+  for (const std::string split :
+       {"tensor_parallel: {autotp_size: 2}", "expert_parallel: {enabled: true, autoep_size: 2}"}) {
+    SCOPED_TRACE(split);
+    const MemoryPlan one = plan_memory(with(base, 1), 1, four_units(), kDevice, "nccl");
+    const MemoryPlan two = plan_memory(with(base), 2, four_units(), kDevice, "nccl");
+    const MemoryPlan split2 = plan_memory(with(base + split), 2, four_units(), kDevice, "nccl");
+    const MemoryPlan split4 = plan_memory(with(base + split, 4), 4, four_units(), kDevice, "nccl");
+    EXPECT_EQ(split2.peak_at(Place::kDevice), one.peak_at(Place::kDevice));
+    EXPECT_EQ(split4.peak_at(Place::kDevice), two.peak_at(Place::kDevice));
+    EXPECT_EQ(part(split2, Place::kDevice, "parameter shards"), 4010 * 2);
+    EXPECT_EQ(part(split4, Place::kDevice, "parameter shards"), 4010);
+  }
+}
+
+// Under expert parallelism the replicated parameters saw other tokens on each rank of the expert
+// group: at the step their owned gradient ranges are packed and summed over it
+// (ShardedStep::reduce_replicated_over_split). With u1 as the experts, the replicated are u0, u2,
+// u3 and the root: 3010 fp32 elements on one ZeRO rank, 12040 bytes on the device; beside a host
+// backend the pack goes to the host and a new one comes back. One reduction in flight keeps the
+// backward's staging below it, so the sum is the peak.
+TEST(MemoryPlan, ExpertGroupsSumTheReplicatedGradientsAtTheStep) {
+  ModelMemory m = four_units();
+  m.units[1].params[0].split = true;
+  const std::string c =
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\nzero_optimization: {stage: 2}\n"
+      "communication: {max_inflight_reductions: 1}\n"
+      "expert_parallel: {enabled: true, autoep_size: 2}";
+  const std::string sum = "replicated gradients summed over the expert group";
+  const MemoryPlan nccl = plan_memory(with(c), 2, m, kDevice, "nccl");
+  EXPECT_EQ(nccl.device_peak_at, "the expert groups' sum of the replicated gradients");
+  EXPECT_EQ(part(nccl, Place::kDevice, sum), 4 * 3010);
+  const MemoryPlan gloo = plan_memory(with(c), 2, m, kDevice, "gloo");
+  EXPECT_EQ(part(gloo, Place::kDevice, sum), 2 * 4 * 3010);
+  EXPECT_EQ(nccl.peak_at(Place::kDevice) + 4 * 3010, gloo.peak_at(Place::kDevice));
+  // Without the split nothing is summed again.
+  const MemoryPlan none = plan_memory(
+      with("bf16: {enabled: true}\noptimizer: {type: AdamW}\nzero_optimization: {stage: 2}", 1), 1,
+      m, kDevice, "nccl");
+  EXPECT_EQ(part(none, Place::kDevice, sum), 0);
+  // Persistent per rank: bf16 parameters 2 x 4010, fp32 gradients and master 4 x 4010 each,
+  // Adam 8 x 4010: 72180; the sum adds its pack (above the step's Adam temporaries, 12000).
+  EXPECT_EQ(nccl.peak_at(Place::kDevice), 72180 + 4 * 3010);
+}
+
+// Under sequence parallelism gradients are reduced in seq_parallel_communication_data_type, fp32
+// unless given, whatever communication_data_type says (DeepSpeed's engine replaces it).
+TEST(MemoryPlan, SequenceParallelReducesInItsOwnDtype) {
+  const std::string base =
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\nzero_optimization: {stage: 2}\n";
+  const auto device_peak = [&](const std::string& extra) {
+    return plan_memory(with(base + extra), 2, four_units(), kDevice, "nccl")
+        .peak_at(Place::kDevice);
+  };
+  const int64_t fp32 = device_peak("communication_data_type: fp32");
+  const int64_t bf16 = device_peak("communication_data_type: bf16");
+  EXPECT_NE(fp32, bf16);
+  EXPECT_EQ(device_peak("sequence_parallel_size: 2\ncommunication_data_type: bf16"), fp32);
+  EXPECT_EQ(device_peak("sequence_parallel_size: 2\nseq_parallel_communication_data_type: bf16"),
+            bf16);
 }
 
 }  // namespace

@@ -1,0 +1,63 @@
+#include "examples/llama/llama_plan.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "train/activation_probe.h"
+
+namespace zt::examples {
+
+LlamaPlanner::LlamaPlanner(models::LlamaShape shape, plan::ModelMemory model,
+                           models::LlamaRankSplit split, c10::Device device)
+    : shape_(std::move(shape)), model_(std::move(model)), split_(split), device_(device) {}
+
+plan::MemoryPlan LlamaPlanner::operator()(const Config& c, int world_size,
+                                          const std::string& backend, bool checkpointing) {
+  const int64_t sp = split_.sequence;
+  int64_t seq = std::min<int64_t>(c.data.max_length, shape_.max_position_embeddings);
+  const int64_t batch = c.data.max_tokens > 0
+                            ? std::max<int64_t>(c.data.max_tokens / seq, 1)
+                            : std::max<int64_t>(c.train_micro_batch_size_per_gpu, 1);
+  seq = (seq + sp - 1) / sp * sp;  // data/sequence_split.h pads to a multiple of the split
+  const at::ScalarType dtype = c.bf16.enabled   ? at::kBFloat16
+                               : c.fp16.enabled ? at::kHalf
+                                                : at::kFloat;
+  models::LlamaShape shape = shape_;
+  shape.activation_checkpointing = shape.activation_checkpointing || checkpointing;
+  const Key key{shape.activation_checkpointing, static_cast<int>(dtype), batch, seq};
+  auto it = probes_.find(key);
+  if (it == probes_.end()) {
+    const train::KeepRandomState keep(device_);
+    models::LlamaProbe probe = models::make_llama_probe(shape, batch, seq, split_, device_, dtype);
+    Probed p;
+    if (probe.dense) p.dense = train::probe_activations(*probe.dense, probe.dense_forward, device_);
+    if (probe.routed) {
+      p.routed = train::probe_activations(*probe.routed, probe.routed_forward, device_);
+    }
+    p.root = train::probe_activations(*probe.root, probe.root_forward, device_);
+    it = probes_.emplace(key, p).first;
+  }
+  const Probed& p = it->second;
+  plan::ModelMemory mm = model_;
+  const std::string layer = "model.layers.";
+  bool head_unit = false;
+  for (plan::PlannedUnit& u : mm.units) {
+    u.activations = {};
+    if (u.name.rfind(layer, 0) == 0 && u.name.find('.', layer.size()) == std::string::npos) {
+      const int64_t i = std::stoll(u.name.substr(layer.size()));
+      u.activations = shape.moe.routes(i) ? p.routed : p.dense;
+    } else if (u.name == "lm_head") {
+      u.activations = p.root;
+      head_unit = true;
+    }
+  }
+  if (!head_unit) mm.units.back().activations = p.root;
+  mm.activations_source = detail::str(
+      "one layer", shape.is_moe() ? " of each kind" : "", " and the root probed on ",
+      device_.str(), " at ", batch, " x ", seq, " tokens",
+      sp > 1 ? detail::str(" (", seq / sp, " on this rank)") : std::string(),
+      shape.activation_checkpointing ? ", checkpointed" : "");
+  return plan::plan_memory(c, world_size, mm, device_, backend);
+}
+
+}  // namespace zt::examples

@@ -1,0 +1,46 @@
+#pragma once
+// The LLaMA family's pieces for an activation probe (train/activation_probe.h), the memory
+// plan's measure of one micro-batch's activations (core/plan/memory_plan.h): one decoder layer
+// of each kind the model has (dense, and routed for a mixture of experts) and the root (a model
+// without layers: embeddings, the final norm, the head and the loss), on the device in the compute
+// dtype, with inputs of `batch` sequences of `seq` tokens made beforehand. The root is its
+// computation without the model (a model has at least one layer).
+//
+// Under a split the pieces are one rank's part of it: its T / sp positions, its heads and MLP
+// features under a tensor split, its experts under an expert split, set by the same calls the
+// model's set_*_parallel make, over mirror groups (parallel/mirror_communicator.h) that give the
+// exchanges their real shapes and buffers without other processes. A routed layer's exchange
+// receives as many rows as it sends (balanced routing).
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <torch/nn/module.h>
+
+#include "models/llama/llama_shape.h"
+
+namespace zt::models {
+
+// The rank's place in each split (sizes of 1: none); `wire`: the sequence exchange's dtype.
+struct LlamaRankSplit {
+  int sequence = 1, sequence_rank = 0;
+  int tensor = 1, tensor_rank = 0;
+  int expert = 1, expert_rank = 0;
+  std::optional<at::ScalarType> wire;
+};
+
+struct LlamaProbe {
+  // routed: null for a dense model.
+  std::shared_ptr<torch::nn::Module> dense, routed, root;
+  std::function<at::Tensor()> dense_forward, routed_forward, root_forward;
+};
+
+// seq: the whole sequence's tokens, a multiple of split.sequence.
+LlamaProbe make_llama_probe(const LlamaShape& shape, int64_t batch, int64_t seq,
+                            const LlamaRankSplit& split, const c10::Device& device,
+                            at::ScalarType dtype);
+
+}  // namespace zt::models

@@ -1,0 +1,65 @@
+"""The memory plan (core/plan/memory_plan.h) of train_llama runs split over sequence, tensor and
+expert parallel ranks, against measurement, each within 10%:
+
+  llama_memory_plan.py BIN_DIR WORK_DIR
+
+train_llama (--measure-memory) plans the model this rank holds with one layer of each kind and
+the root probed as this rank's part of the split (examples/llama/llama_plan.h) and writes the plan
+and the largest rank's measured peaks into summary.json; what is measured where is as in
+gpt_memory_plan.py (the test device's allocators; on the CPU the most CPU tensor bytes alive at
+once plus the NVMe swap buffers). Every sample is max_length tokens.
+
+The configurations, on 2 ranks (the CI machine's cores): a LLaMA with grouped-query attention at
+sequence parallelism 2 (stages 2 and 3) and tensor parallelism 2 (stages 1 and 3), a
+Mixtral-shaped mixture of experts at expert parallelism 2 (stages 2 and 3), with and without
+activation checkpointing, on the test device and on the CPU, and one LLaMA and one Mixtral
+without a split. The ones marked held out were run only once the plan was written.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_memory_plan as common  # noqa: E402
+
+LLAMA = {"model_type": "llama", "vocab_size": 0, "hidden_size": 256, "intermediate_size": 512,
+         "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+         "max_position_embeddings": 64, "tie_word_embeddings": False}
+MIXTRAL = dict(LLAMA, model_type="mixtral", num_local_experts=4, num_experts_per_tok=2,
+               intermediate_size=256)
+
+
+def config(zero, model, split=None, ckpt=False, micro=4):
+    c = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": 1,
+         "bf16": {"enabled": True}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+         "zero_optimization": zero, "model": dict(model, activation_checkpointing=ckpt),
+         "data": {"max_length": 64}}
+    c.update(split or {})
+    return c
+
+
+def main(bin_dir, work):
+    shard = common.corpus(bin_dir, work)
+    sp2 = {"sequence_parallel_size": 2}
+    tp2 = {"tensor_parallel": {"autotp_size": 2}}
+    ep2 = {"expert_parallel": {"enabled": True, "autoep_size": 2}}
+    # (name, config, device, world, held out)
+    runs = [
+        ("llama_s3", config({"stage": 3}, LLAMA), "zttest", 1, False),
+        ("llama_sp2_s3", config({"stage": 3}, LLAMA, sp2), "zttest", 2, False),
+        ("llama_tp2_s3", config({"stage": 3}, LLAMA, tp2), "zttest", 2, False),
+        ("llama_tp2_s1_ckpt", config({"stage": 1}, LLAMA, tp2, ckpt=True), "zttest", 2, True),
+        ("mixtral_s2", config({"stage": 2}, MIXTRAL), "zttest", 1, False),
+        ("mixtral_ep2_s3", config({"stage": 3}, MIXTRAL, ep2), "zttest", 2, False),
+        ("mixtral_ep2_s2_ckpt", config({"stage": 2}, MIXTRAL, ep2, ckpt=True), "zttest", 2, True),
+        ("cpu_llama_sp2_s2", config({"stage": 2}, LLAMA, sp2), "cpu", 2, True),
+        ("cpu_llama_tp2_s3", config({"stage": 3}, LLAMA, tp2), "cpu", 2, False),
+        ("cpu_mixtral_ep2_s3", config({"stage": 3}, MIXTRAL, ep2), "cpu", 2, False),
+    ]
+    common.check_plans(runs, lambda name, cfg, device, world: common.train(
+        bin_dir, work, shard, name, cfg, device, world, program="train_llama"))
+
+
+if __name__ == "__main__":
+    bin_dir, work = sys.argv[1:3]
+    os.makedirs(work, exist_ok=True)
+    main(bin_dir, work)

@@ -13,7 +13,9 @@ class MirrorWork : public Work {
   bool is_completed() override { return true; }
 };
 
-WorkPtr mirrored() { return std::make_shared<MirrorWork>(); }
+WorkPtr mirrored() {
+  return std::make_shared<MirrorWork>();
+}
 
 }  // namespace
 
@@ -23,10 +25,11 @@ MirrorCommunicator::MirrorCommunicator(int rank, int size, c10::Device device)
            " is not in a group of ", size);
 }
 
-WorkPtr MirrorCommunicator::all_reduce(at::Tensor&, ReduceOp) { return mirrored(); }
+WorkPtr MirrorCommunicator::all_reduce(at::Tensor&, ReduceOp) {
+  return mirrored();
+}
 
-WorkPtr MirrorCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& output,
-                                           ReduceOp) {
+WorkPtr MirrorCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp) {
   ZT_CHECK(input.numel() == output.numel() * size_,
            "MirrorCommunicator::reduce_scatter: input must hold size() outputs");
   const int64_t n = output.numel();
@@ -54,9 +57,13 @@ WorkPtr MirrorCommunicator::all_to_all(const at::Tensor& input, at::Tensor& outp
   return mirrored();
 }
 
-WorkPtr MirrorCommunicator::broadcast(at::Tensor&, int) { return mirrored(); }
+WorkPtr MirrorCommunicator::broadcast(at::Tensor&, int) {
+  return mirrored();
+}
 
-WorkPtr MirrorCommunicator::barrier() { return mirrored(); }
+WorkPtr MirrorCommunicator::barrier() {
+  return mirrored();
+}
 
 std::shared_ptr<Communicator> mirror_group(int rank, int size, const c10::Device& device) {
   if (size <= 1) return nullptr;

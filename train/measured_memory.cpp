@@ -26,7 +26,9 @@ Fields StepPeak::end() {
   return {{"step_peak_extra_bytes", on_ ? double(extra) : NAN}};
 }
 
-double StepPeak::max() const { return on_ ? double(max_) : NAN; }
+double StepPeak::max() const {
+  return on_ ? double(max_) : NAN;
+}
 
 Fields largest_peaks(Training& t) {
   if (!CpuMemoryMeter::installed()) return {};

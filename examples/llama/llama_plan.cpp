@@ -2,14 +2,19 @@
 
 #include <algorithm>
 
+#include <ATen/ATen.h>
+
 #include "base/error.h"
 #include "train/activation_probe.h"
 
 namespace zt::examples {
 
-LlamaPlanner::LlamaPlanner(models::LlamaShape shape, plan::ModelMemory model,
-                           models::LlamaRankSplit split, c10::Device device)
-    : shape_(std::move(shape)), model_(std::move(model)), split_(split), device_(device) {}
+LlamaPlanner::LlamaPlanner(models::LlamaShape shape, models::LlamaRankSplit split,
+                           c10::Device device)
+    : shape_(std::move(shape)),
+      model_(models::llama_model_memory(shape_, split)),
+      split_(split),
+      device_(device) {}
 
 plan::MemoryPlan LlamaPlanner::operator()(const Config& c, int world_size,
                                           const std::string& backend, bool checkpointing) {
@@ -28,6 +33,9 @@ plan::MemoryPlan LlamaPlanner::operator()(const Config& c, int world_size,
   auto it = probes_.find(key);
   if (it == probes_.end()) {
     const train::KeepRandomState keep(device_);
+    // The same weights and inputs for every plan of this shape (the routing, and so a mixture's
+    // activations, follow them): zt-plan before launch and the program plan alike.
+    at::manual_seed(0);
     models::LlamaProbe probe = models::make_llama_probe(shape, batch, seq, split_, device_, dtype);
     Probed p;
     if (probe.dense) p.dense = train::probe_activations(*probe.dense, probe.dense_forward, device_);
@@ -52,11 +60,11 @@ plan::MemoryPlan LlamaPlanner::operator()(const Config& c, int world_size,
     }
   }
   if (!head_unit) mm.units.back().activations = p.root;
-  mm.activations_source = detail::str(
-      "one layer", shape.is_moe() ? " of each kind" : "", " and the root probed on ",
-      device_.str(), " at ", batch, " x ", seq, " tokens",
-      sp > 1 ? detail::str(" (", seq / sp, " on this rank)") : std::string(),
-      shape.activation_checkpointing ? ", checkpointed" : "");
+  mm.activations_source =
+      detail::str("one layer", shape.is_moe() ? " of each kind" : "", " and the root probed on ",
+                  device_.str(), " at ", batch, " x ", seq, " tokens",
+                  sp > 1 ? detail::str(" (", seq / sp, " on this rank)") : std::string(),
+                  shape.activation_checkpointing ? ", checkpointed" : "");
   return plan::plan_memory(c, world_size, mm, device_, backend);
 }
 

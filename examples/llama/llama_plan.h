@@ -1,12 +1,12 @@
 #pragma once
 // The memory plan of a train_llama run (core/plan/memory_plan.h): the units and parameter sizes
-// of the model this rank holds (built and split: train/memory_check.h model_memory), and the
-// activations of one decoder layer of each kind and of the root probed on the device
-// (models/llama/llama_memory.h, train/activation_probe.h) at the largest micro-batch the config
-// makes, split as this rank's part: data.max_tokens / max_length sequences with a token budget,
-// else train_micro_batch_size_per_gpu, of max_length tokens (capped by max_position_embeddings,
-// padded to a multiple of the sequence split), in the compute dtype. Probes are kept per
-// (checkpointing, dtype, batch shape).
+// of the model a rank holds at its split (models/llama/llama_memory.h, from the shape: nothing is
+// built), and the activations of one decoder layer of each kind and of the root probed on the
+// device (models/llama/llama_memory.h, train/activation_probe.h) at the largest micro-batch the
+// config makes, split as this rank's part: data.max_tokens / max_length sequences with a token
+// budget, else train_micro_batch_size_per_gpu, of max_length tokens (capped by
+// max_position_embeddings, padded to a multiple of the sequence split), in the compute dtype.
+// Probes are kept per (checkpointing, dtype, batch shape). train_llama and zt-plan share it.
 //
 // The activations go to the unit that computes them: each decoder layer its kind's (a routed
 // layer's experts, a unit inside it, run within it), the head's unit (an untied lm_head, gathered
@@ -28,8 +28,7 @@ namespace zt::examples {
 
 class LlamaPlanner {
  public:
-  LlamaPlanner(models::LlamaShape shape, plan::ModelMemory model, models::LlamaRankSplit split,
-               c10::Device device);
+  LlamaPlanner(models::LlamaShape shape, models::LlamaRankSplit split, c10::Device device);
   // checkpointing: plan with activation checkpointing whatever the shape says.
   plan::MemoryPlan operator()(const Config& config, int world_size, const std::string& backend,
                               bool checkpointing);

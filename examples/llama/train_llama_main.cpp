@@ -16,7 +16,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include <torch/torch.h>
 
@@ -105,19 +104,16 @@ Model build_model(const LlamaShape& shape, zero::PartitionedInit* partitioned, c
   return model;
 }
 
-// The memory plan of this run (llama_plan.h) for the model this rank holds, logged; a run that
-// cannot fit is refused here, before the engine is built (train/memory_check.h).
-plan::MemoryPlan plan_run(const Launch& launch, const LlamaShape& shape, const Model& model,
-                          const SequenceParallelSetup& sp) {
+// The memory plan of this run (llama_plan.h) for the part of the model this rank holds, logged;
+// a run that cannot fit is refused here, before the model is built (train/memory_check.h).
+plan::MemoryPlan plan_run(const Launch& launch, const LlamaShape& shape) {
   if (!launch.config.memory_plan.enabled) return {};
-  std::set<std::string> split;
-  for (const auto& kv : model->tensor_split_parameters()) split.insert(kv.first);
   const dist::Topology& topology = *launch.topology;
   LlamaRankSplit ranks;
   if (topology.sequence) {
     ranks.sequence = topology.sequence->size();
     ranks.sequence_rank = topology.sequence->rank();
-    ranks.wire = sp.wire;
+    ranks.wire = sequence_parallel_setup(launch).wire;
   }
   if (topology.tensor) {
     ranks.tensor = topology.tensor->size();
@@ -127,8 +123,7 @@ plan::MemoryPlan plan_run(const Launch& launch, const LlamaShape& shape, const M
     ranks.expert = topology.expert->size();
     ranks.expert_rank = topology.expert->rank();
   }
-  LlamaPlanner planner(shape, model_memory(*model, model->unit_names(), split), ranks,
-                       launch.device);
+  LlamaPlanner planner(shape, ranks, launch.device);
   const int world = launch.comm->size();
   const std::string backend = launch.comm->backend();
   const plan::MemoryPlan p = planner(launch.config, world, backend, false);
@@ -174,13 +169,13 @@ int train(int argc, char** argv) {
   Launch launch = zt::launch(cli, program);
   auto shard = std::make_shared<const data::TokenDataset>(train_shard_of(a, launch.config));
   const LlamaShape shape = shape_of(a, launch.config, shard->vocab_size());
+  const plan::MemoryPlan planned = plan_run(launch, shape);
   Model model = build_model(shape, launch.partitioned.get(), a);
   model->set_tensor_parallel(launch.topology->tensor);
   model->set_expert_parallel(launch.topology->expert);
   const SequenceParallelSetup sp = sequence_parallel_setup(launch);
   model->set_sequence_parallel(sp.group, sp.wire);
   model->set_data_parallel(launch.topology->batch, launch.topology->data_parallel_size());
-  const plan::MemoryPlan planned = plan_run(launch, shape, model, sp);
   const BatchStreamOptions batches{.max_length = shape.max_position_embeddings,
                                    .causal_lm_shift = true};
   Training t = initialize(std::move(launch), model.ptr(),

@@ -1,5 +1,6 @@
 #pragma once
-// The LLaMA family's pieces for an activation probe (train/activation_probe.h), the memory
+// The LLaMA family as the memory plan sees it: its units' parameter sizes at a rank's split, and
+// the pieces for an activation probe (train/activation_probe.h), the memory
 // plan's measure of one micro-batch's activations (core/plan/memory_plan.h): one decoder layer
 // of each kind the model has (dense, and routed for a mixture of experts) and the root (a model
 // without layers: embeddings, the final norm, the head and the loss), on the device in the compute
@@ -20,6 +21,7 @@
 #include <c10/core/Device.h>
 #include <torch/nn/module.h>
 
+#include "core/plan/memory_plan.h"
 #include "models/llama/llama_shape.h"
 
 namespace zt::models {
@@ -31,6 +33,12 @@ struct LlamaRankSplit {
   int expert = 1, expert_rank = 0;
   std::optional<at::ScalarType> wire;
 };
+
+// The units and parameter sizes of the model `split` gives a rank (llama_model.h unit_names, each
+// parameter in the innermost unit holding it, in the module's order, split ones flagged), from
+// the shape alone: what train/memory_check.h model_memory reads from the built and split model,
+// without building it. No activations.
+plan::ModelMemory llama_model_memory(const LlamaShape& shape, const LlamaRankSplit& split);
 
 struct LlamaProbe {
   // routed: null for a dense model.

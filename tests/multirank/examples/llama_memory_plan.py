@@ -13,9 +13,12 @@ The configurations, on 2 ranks (the CI machine's cores): a LLaMA with grouped-qu
 sequence parallelism 2 (stages 2 and 3) and tensor parallelism 2 (stages 1 and 3), a
 Mixtral-shaped mixture of experts at expert parallelism 2 (stages 2 and 3), with and without
 activation checkpointing, on the test device and on the CPU, and one LLaMA and one Mixtral
-without a split. The ones marked held out were run only once the plan was written.
+without a split. The ones marked held out were run only once the plan was written. zt-plan,
+given the same configurations before launch, prints rank 0's plan of each.
 """
+import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -57,6 +60,26 @@ def main(bin_dir, work):
     ]
     common.check_plans(runs, lambda name, cfg, device, world: common.train(
         bin_dir, work, shard, name, cfg, device, world, program="train_llama"))
+    # zt-plan plans the same runs before launch as rank 0 plans them (the same bytes, as far as
+    # the printed sizes show).
+    for name, cfg, device, world, _ in runs:
+        place = "host" if device == "cpu" else "device"
+        summary = json.load(open(os.path.join(work, name, "run", "summary.json")))
+        r = subprocess.run([f"{bin_dir}/zt-plan", os.path.join(work, name, "config.json"),
+                            "--model", "llama", "--world-size", str(world), "--device", device,
+                            "--vocab-size", "128"], capture_output=True, text=True,
+                           env=dict(os.environ, ZT_HOST_CACHE="0"))  # as common.train runs
+        line = next((l for l in r.stdout.splitlines() if l.strip().startswith(place + " peak")),
+                    None)
+        assert line is not None, f"{name}: zt-plan printed no {place} peak:\n{r.stdout}{r.stderr}"
+        value, unit = line.split()[2:4]
+        scale = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+        program = summary[f"plan_{place}_bytes"]
+        # Half of the last printed digit (core/plan/memory_plan.cpp format_bytes).
+        digits = len(value.split(".")[1]) if "." in value else 0
+        assert abs(float(value) * scale - program) <= 0.5 * 10**-digits * scale * 1.001, \
+            f"{name}: zt-plan {line.strip()}, train_llama planned {program} B"
+    print(f"zt-plan gives train_llama's plans for the {len(runs)} configurations")
 
 
 if __name__ == "__main__":

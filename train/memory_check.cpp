@@ -1,6 +1,7 @@
 #include "train/memory_check.h"
 
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <sys/statvfs.h>
@@ -10,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "core/zero/call_unit.h"
 
 namespace zt::train {
 namespace {
@@ -116,7 +118,14 @@ plan::ModelMemory model_memory(const torch::nn::Module& model,
                                const std::vector<std::string>& units,
                                const std::set<std::string>& split) {
   plan::ModelMemory m;
-  for (const std::string& u : units) m.units.push_back({u, {}, 0, {}});
+  std::map<std::string, const torch::nn::Module*> modules;
+  for (const auto& item : model.named_modules()) modules[item.key()] = item.value().get();
+  for (const std::string& u : units) {
+    m.units.push_back({u, {}, 0, {}});
+    const auto it = modules.find(u);
+    m.units.back().routed =
+        it != modules.end() && dynamic_cast<const RoutedUnit*>(it->second) != nullptr;
+  }
   m.units.push_back({"root", {}, 0, {}});
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {
     size_t at = units.size();  // the root

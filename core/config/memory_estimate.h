@@ -17,8 +17,10 @@
 // the parameter shards likewise (offload_param): on the device, in host memory (cpu), or on NVMe
 // past the first max_in_cpu elements, with offload_param.buffer_count buffers of at most
 // buffer_size elements in host memory (nvme; the master is then always separate). On a
-// CPU-only machine the device is host memory too. Padding (fewer than N elements per flat
-// buffer) and stage 3's gathered units in flight come on top.
+// CPU-only machine the device is host memory too, except that a CPU model keeps its gradient
+// slices in the NVMe optimizer files at stages 2-3 (core/zero/grad_spill.h), which this
+// estimate, made for any device, leaves on it; the memory plan (zt-plan) counts them. Padding
+// (fewer than N elements per flat buffer) and stage 3's gathered units in flight come on top.
 
 #include <cstdint>
 #include <string>

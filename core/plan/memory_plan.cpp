@@ -211,11 +211,14 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   const int64_t a = eb.grad;
   // Under sequence parallelism gradients travel in seq_parallel_communication_data_type (fp32
   // unless given: core/config/engine_config.cpp), as DeepSpeed's engine sets it.
-  const int64_t comm = sp > 1                      ? (c.seq_parallel_communication_data_type
-                                                          ? dtype_bytes(*c.seq_parallel_communication_data_type)
-                                                          : 4)
-                       : c.communication_data_type ? dtype_bytes(*c.communication_data_type)
-                                                   : a;
+  const auto comm_bytes = [&]() -> int64_t {
+    if (sp > 1) {
+      const auto& d = c.seq_parallel_communication_data_type;
+      return d ? dtype_bytes(*d) : 4;
+    }
+    return c.communication_data_type ? dtype_bytes(*c.communication_data_type) : a;
+  };
+  const int64_t comm = comm_bytes();
   const int64_t mb = eb.master;  // master bytes per element
   const int64_t s = eb.state;
   const char* master_name = bf16_master ? "bf16 master" : "fp32 master";
@@ -375,26 +378,47 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
       L.sub("stage-3 units gathered", dev, p * buckets[i].padded);
     }
   };
-  // ParamGather::prefetch_after: the units after `u` in `direction`, until the budget is spent.
+  // ParamGather::prefetch_after: the units after `u` in `direction`, until the budget is spent;
+  // routed units are left to their routing and spend none of it.
   const auto prefetch = [&](size_t u, int direction) {
     if (!gathers) return;
     int64_t budget = z.stage3_prefetch_bucket_size;
     for (int64_t v = static_cast<int64_t>(u) + direction;
          v >= 0 && v < static_cast<int64_t>(root) && budget > 0; v += direction) {
+      if (model.units[static_cast<size_t>(v)].routed) continue;
       for (const PlannedBucket& b : buckets)
         if (b.unit == static_cast<size_t>(v) && !b.gathered_always) budget -= b.padded;
       gather(static_cast<size_t>(v));
     }
   };
+  // A unit with the routed units that follow it (inside it: a layer's experts), which are
+  // gathered within its call; their activations are counted in its own.
+  const auto with_routed = [&](size_t u) {
+    std::vector<size_t> g{u};
+    for (size_t v = u + 1; v < root && model.units[v].routed; ++v) g.push_back(v);
+    return g;
+  };
+  const auto activations_of = [&](const std::vector<size_t>& g) {
+    UnitActivations act;
+    for (size_t v : g) {
+      act.saved += model.units[v].activations.saved;
+      act.forward_extra += model.units[v].activations.forward_extra;
+      act.backward_extra += model.units[v].activations.backward_extra;
+    }
+    return act;
+  };
   gather(root);  // the root stays gathered through forward and backward
   for (size_t u = 0; u < root; ++u) {
+    if (model.units[u].routed) continue;
+    const std::vector<size_t> g = with_routed(u);
     gather(u);
     prefetch(u, +1);
-    const UnitActivations& act = model.units[u].activations;
+    for (size_t v : g) gather(v);
+    const UnitActivations act = activations_of(g);
     L.check("forward of " + model.units[u].name, act.forward_extra, "activation transients", dev);
     L.add("activations", dev, act.saved);
     for (size_t i = 0; i < buckets.size(); ++i)
-      if (buckets[i].unit == u) release(i);
+      if (std::find(g.begin(), g.end(), buckets[i].unit) != g.end()) release(i);
   }
   const UnitActivations& head = model.units[root].activations;
   L.check("forward of the root (head, loss)", head.forward_extra, "activation transients", dev);
@@ -444,25 +468,33 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     while (static_cast<int64_t>(inflight.size()) > max_inflight) finish_oldest();
   };
   for (size_t u = root; u-- > 0;) {
+    if (model.units[u].routed) continue;
+    const std::vector<size_t> g = with_routed(u);
     gather(u);
     prefetch(u, -1);
-    const UnitActivations& act = model.units[u].activations;
+    for (size_t v : g) gather(v);
+    const UnitActivations act = activations_of(g);
     // The unit's buckets take gradients in flat order (its parameters in reverse), each staged
     // from its first gradient and reduced once complete; the unit's backward transients peak
-    // while the first is filling.
+    // while the first is filling. Its routed units' gradients come first (the experts' part of
+    // the forward ran last).
+    std::vector<size_t> order(g.begin() + 1, g.end());
+    order.push_back(u);
     bool first = true;
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      if (buckets[i].unit != u) continue;
-      if (staged) L.add("gradient staging", dev, a * buckets[i].padded);
-      if (first) {
-        L.check("backward of " + model.units[u].name, act.backward_extra, "activation transients",
-                dev);
-        first = false;
-      } else {
-        L.check("backward of " + model.units[u].name);
+    for (size_t w : order) {
+      for (size_t i = 0; i < buckets.size(); ++i) {
+        if (buckets[i].unit != w) continue;
+        if (staged) L.add("gradient staging", dev, a * buckets[i].padded);
+        if (first) {
+          L.check("backward of " + model.units[u].name, act.backward_extra, "activation transients",
+                  dev);
+          first = false;
+        } else {
+          L.check("backward of " + model.units[u].name);
+        }
+        launch(i);
+        release(i);
       }
-      launch(i);
-      release(i);
     }
     if (first) {
       L.check("backward of " + model.units[u].name, act.backward_extra, "activation transients",
@@ -502,8 +534,9 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   }
   if (ep > 1) {
     // ShardedStep::reduce_replicated_over_split: on the boundary the replicated parameters'
-    // owned gradient ranges are packed and summed over the expert group, the pack copied to the
-    // communicator's host and back beside a device. The rank with the most such elements.
+    // owned gradient ranges are packed and summed over the expert group, the pack staged through
+    // host memory beside a device with a host backend (parallel/staging_communicator.h). The rank
+    // with the most such elements.
     int64_t most = 0;
     for (int r = 0; r < n; ++r) {
       int64_t mine = 0;
@@ -521,7 +554,7 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     const bool host_copy = !host_model && host_backend;
     L.add("replicated gradients summed over the expert group (host copy)", Place::kHost,
           host_copy ? a * most : 0);
-    L.check("the expert groups' sum of the replicated gradients", (host_copy ? 2 : 1) * a * most,
+    L.check("the expert groups' sum of the replicated gradients", a * most,
             "replicated gradients summed over the expert group", dev);
     L.sub("replicated gradients summed over the expert group (host copy)", Place::kHost,
           host_copy ? a * most : 0);

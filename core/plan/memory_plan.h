@@ -72,6 +72,10 @@ struct PlannedUnit {
   std::vector<PlannedParam> params;  // trainable parameters, in the module's order
   int64_t frozen_bytes = 0;          // frozen parameters (kept whole)
   UnitActivations activations;
+  // A routed unit (zt::RoutedUnit, core/zero/call_unit.h: a layer's experts), declared right
+  // after the unit it is inside: gathered within that unit's call by its routing (the plan
+  // counts it whole), never prefetched.
+  bool routed = false;
 };
 
 // Under a tensor or expert split the model is the one rank holds (its slices, its experts), and

@@ -38,14 +38,21 @@ plan::MemoryPlan LlamaPlanner::operator()(const Config& c, int world_size,
     at::manual_seed(0);
     models::LlamaProbe probe = models::make_llama_probe(shape, batch, seq, split_, device_, dtype);
     Probed p;
-    if (probe.dense) p.dense = train::probe_activations(*probe.dense, probe.dense_forward, device_);
-    if (probe.routed) {
-      p.routed = train::probe_activations(*probe.routed, probe.routed_forward, device_);
+    for (const models::LlamaProbe::Layer& l : probe.layers) {
+      p.layers.emplace_back(l.kind, train::probe_activations(*l.module, l.forward, device_));
     }
     p.root = train::probe_activations(*probe.root, probe.root_forward, device_);
+    p.mask_bytes = probe.mask_bytes;
     it = probes_.emplace(key, p).first;
   }
   const Probed& p = it->second;
+  const auto layer_activations = [&](int64_t i) {
+    const models::LlamaProbe::Kind kind{shape.moe.routes(i), models::layer_window(shape, i, seq)};
+    for (const auto& [k, act] : p.layers) {
+      if (k == kind) return act;
+    }
+    ZT_THROW("llama plan: no probe of layer ", i, "'s kind");
+  };
   plan::ModelMemory mm = model_;
   const std::string layer = "model.layers.";
   bool head_unit = false;
@@ -53,18 +60,19 @@ plan::MemoryPlan LlamaPlanner::operator()(const Config& c, int world_size,
     u.activations = {};
     if (u.name.rfind(layer, 0) == 0 && u.name.find('.', layer.size()) == std::string::npos) {
       const int64_t i = std::stoll(u.name.substr(layer.size()));
-      u.activations = shape.moe.routes(i) ? p.routed : p.dense;
+      u.activations = layer_activations(i);
+      // The windows' masks are made before the first layer and kept to its backward, the last.
+      if (i == 0) u.activations.saved += p.mask_bytes;
     } else if (u.name == "lm_head") {
       u.activations = p.root;
       head_unit = true;
     }
   }
   if (!head_unit) mm.units.back().activations = p.root;
-  mm.activations_source =
-      detail::str("one layer", shape.is_moe() ? " of each kind" : "", " and the root probed on ",
-                  device_.str(), " at ", batch, " x ", seq, " tokens",
-                  sp > 1 ? detail::str(" (", seq / sp, " on this rank)") : std::string(),
-                  shape.activation_checkpointing ? ", checkpointed" : "");
+  mm.activations_source = detail::str(
+      "one layer of each kind and the root probed on ", device_.str(), " at ", batch, " x ", seq,
+      " tokens", sp > 1 ? detail::str(" (", seq / sp, " on this rank)") : std::string(),
+      shape.activation_checkpointing ? ", checkpointed" : "");
   return plan::plan_memory(c, world_size, mm, device_, backend);
 }
 

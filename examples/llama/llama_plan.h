@@ -10,12 +10,14 @@
 //
 // The activations go to the unit that computes them: each decoder layer its kind's (a routed
 // layer's experts, a unit inside it, run within it), the head's unit (an untied lm_head, gathered
-// around the loss) the root's probe, else the root.
+// around the loss) the root's probe, else the root; the first layer the windows' masks (made
+// before it, kept to its backward, the last).
 
 #include <map>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <c10/core/Device.h>
 
@@ -36,7 +38,9 @@ class LlamaPlanner {
 
  private:
   struct Probed {
-    plan::UnitActivations dense, routed, root;
+    std::vector<std::pair<models::LlamaProbe::Kind, plan::UnitActivations>> layers;
+    plan::UnitActivations root;
+    int64_t mask_bytes = 0;
   };
   using Key = std::tuple<bool, int, int64_t, int64_t>;
   models::LlamaShape shape_;

@@ -12,9 +12,9 @@
 // probed on --device (default cpu; a plan for a GPU made on a CPU uses the CPU's kernels, which
 // the plan says); or --params N trainable parameters as one unit without activations. Under the
 // config's sequence, tensor and expert splits the LLaMA plan is rank 0's, whose part is the
-// largest where a split is uneven. Prints the plan (device, host, pinned, NVMe per rank, with
-// the parts at each peak) and exits 0 when it fits this machine's limits (memory_plan block: the
-// limit keys, else MemAvailable shared by R ranks, the free space at the NVMe path; a CUDA
+// largest where a tensor split is uneven. Prints the plan (device, host, pinned, NVMe per rank,
+// with the parts at each peak) and exits 0 when it fits this machine's limits (memory_plan block:
+// the limit keys, else MemAvailable shared by R ranks, the free space at the NVMe path; a CUDA
 // device's free memory when --device is one), or prints the refusal line and exits 1.
 #include <algorithm>
 #include <cstdio>
@@ -105,14 +105,17 @@ int plan_main(const CliOptions& cli) {
     at::set_num_threads(std::max(1, at::get_num_threads() / env.local_world_size));
   }
   // The communicator a launch would make (dist::resolve_backend): the config's, or for `auto`
-  // NCCL on CUDA, else what ztrun starts: MPI on one node (its auto transport where OpenMPI is
-  // installed, as scripts/setup.sh installs it), gloo across nodes.
+  // NCCL on CUDA, else what ztrun starts: MPI for several ranks on one node (its auto transport
+  // where OpenMPI is installed, as scripts/setup.sh installs it), gloo across nodes and for one
+  // process started by itself.
   std::string backend = cli.get<std::string>("backend");
   if (backend.empty() && config.communication.backend != CommBackend::kAuto) {
     backend = to_string(config.communication.backend);
   }
   if (backend.empty()) {
-    backend = device.is_cuda() ? "nccl" : world <= env.local_world_size ? "mpi" : "gloo";
+    backend = device.is_cuda()                             ? "nccl"
+              : world > 1 && world <= env.local_world_size ? "mpi"
+                                                           : "gloo";
   }
   plan::MemoryPlan p;
   train::Replan replan;
@@ -189,7 +192,7 @@ int main(int argc, char** argv) {
         "ranks sharing this machine's host memory and disk (default: the world size)")(
         "backend", po::value<std::string>()->default_value(""),
         "the communicator: gloo, mpi or nccl (default: the config's; for auto nccl on CUDA, "
-        "else mpi on one node as ztrun starts it, gloo across nodes)");
+        "else mpi for several ranks on one node as ztrun starts them, else gloo)");
     cli.add_positional("file", 1);
     if (!cli.parse(argc, argv)) return 0;
     return zt::examples::plan_main(cli);

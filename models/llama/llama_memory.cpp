@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "models/causal_lm_loss.h"
 #include "models/llama/llama_layers.h"
+#include "models/llama/llama_model.h"
 #include "models/llama/llama_moe.h"
 #include "models/load_balancing_loss.h"
 #include "models/tiled_loss.h"
@@ -48,17 +49,16 @@ class RootProbeImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RootProbe);
 
-// The first layer of the kind (-1: none).
-int64_t first_layer(const LlamaShape& shape, bool routed) {
-  for (int64_t i = 0; i < shape.num_hidden_layers; ++i) {
-    if (shape.moe.routes(i) == routed) return i;
-  }
-  return -1;
-}
-
 }  // namespace
 
+int64_t layer_window(const LlamaShape& shape, int64_t layer, int64_t seq) {
+  const int64_t w = shape.window(layer);
+  return w > 0 && w < seq ? w : 0;
+}
+
 plan::ModelMemory llama_model_memory(const LlamaShape& s, const LlamaRankSplit& split) {
+  s.check_tensor_split(split.tensor);
+  s.check_expert_split(split.expert);
   const int64_t tp = split.tensor, r = split.tensor_rank;
   // This rank's extent of `size` dealt over the tensor group in `groups` (keep_part in
   // llama_layers.cpp).
@@ -97,6 +97,7 @@ plan::ModelMemory llama_model_memory(const LlamaShape& s, const LlamaRankSplit& 
       const int64_t local = e.num_experts / std::max(split.expert, 1);
       add(layer, "mlp.gate.weight", e.num_experts * c, false);
       experts = plan::PlannedUnit{prefix + "mlp.experts", {}, 0, {}};
+      experts->routed = true;  // MoeExpertsImpl is a zt::RoutedUnit
       add(*experts, "mlp.experts.gate_up_proj", local * 2 * e.intermediate_size * c,
           split.expert > 1);
       add(*experts, "mlp.experts.down_proj", local * c * e.intermediate_size, split.expert > 1);
@@ -156,10 +157,12 @@ LlamaProbe make_llama_probe(const LlamaShape& shape, int64_t batch, int64_t seq,
   auto stats = std::make_shared<RouterStats>();
   stats->set_recording(shape.moe.output_router_logits);
   LlamaProbe probe;
-  for (const bool routed : {false, true}) {
-    const int64_t index = first_layer(shape, routed);
-    if (index < 0) continue;
-    LlamaDecoderLayer layer(shape, index, stats);
+  for (int64_t i = 0; i < shape.num_hidden_layers; ++i) {
+    const LlamaProbe::Kind kind{shape.moe.routes(i), layer_window(shape, i, seq)};
+    bool seen = false;
+    for (const LlamaProbe::Layer& l : probe.layers) seen = seen || l.kind == kind;
+    if (seen) continue;
+    LlamaDecoderLayer layer(shape, i, stats);
     // Weights as the model draws them (N(0, 0.02); norms stay ones): the router's and experts'
     // are made empty, and the routing follows the router's values.
     for (auto& p : layer->named_parameters()) {
@@ -174,14 +177,18 @@ LlamaProbe make_llama_probe(const LlamaShape& shape, int64_t batch, int64_t seq,
     }
     if (expert && layer->moe) layer->moe->experts->set_expert_parallel(expert);
     if (sequence_split) layer->self_attn->set_sequence_split(sequence_split);
-    // Plain causal attention over every position (no padding, no window): the mask is undefined.
-    std::function<at::Tensor()> forward = [layer, x, cos, sin, stats]() mutable {
-      torch::AutoGradMode grad(true);
-      stats->begin_forward(at::Tensor());
-      return layer->forward(x, cos, sin, at::Tensor());
-    };
-    (routed ? probe.routed : probe.dense) = layer.ptr();
-    (routed ? probe.routed_forward : probe.dense_forward) = std::move(forward);
+    // Every position a token (no padding); a window's mask as the model makes it, over the whole
+    // sequence, made beforehand: the model's root holds it (LlamaProbe::mask_bytes).
+    const at::Tensor mask = LlamaForCausalLMImpl::attention_mask_for(
+        kind.window, at::Tensor(), seq, at::TensorOptions().device(device));
+    bool window_seen = false;  // the model makes one mask per window, whatever the layer kind
+    for (const LlamaProbe::Layer& l : probe.layers) window_seen |= l.kind.window == kind.window;
+    if (mask.defined() && !window_seen) probe.mask_bytes += mask.numel() * mask.element_size();
+    probe.layers.push_back({kind, layer.ptr(), [layer, x, cos, sin, mask, stats]() mutable {
+                              torch::AutoGradMode grad(true);
+                              stats->begin_forward(at::Tensor());
+                              return layer->forward(x, cos, sin, mask);
+                            }});
   }
   RootProbe root(shape);
   root->to(device, dtype);

@@ -2,10 +2,11 @@
 // The LLaMA family as the memory plan sees it: its units' parameter sizes at a rank's split, and
 // the pieces for an activation probe (train/activation_probe.h), the memory
 // plan's measure of one micro-batch's activations (core/plan/memory_plan.h): one decoder layer
-// of each kind the model has (dense, and routed for a mixture of experts) and the root (a model
-// without layers: embeddings, the final norm, the head and the loss), on the device in the compute
-// dtype, with inputs of `batch` sequences of `seq` tokens made beforehand. The root is its
-// computation without the model (a model has at least one layer).
+// of each kind the model has (dense or routed for a mixture of experts, and the window it
+// attends through) and the root (a model without layers: embeddings, the final norm, the head
+// and the loss), on the device in the compute dtype, with inputs of `batch` sequences of `seq`
+// tokens made beforehand. The root is its computation without the model (a model has at least one
+// layer).
 //
 // Under a split the pieces are one rank's part of it: its T / sp positions, its heads and MLP
 // features under a tensor split, its experts under an expert split, set by the same calls the
@@ -16,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -40,10 +42,28 @@ struct LlamaRankSplit {
 // without building it. No activations.
 plan::ModelMemory llama_model_memory(const LlamaShape& shape, const LlamaRankSplit& split);
 
+// The window a layer attends through at `seq` tokens: 0 where it sees every earlier position
+// (no window, or one at least as long as the sequence: the model makes no mask then).
+int64_t layer_window(const LlamaShape& shape, int64_t layer, int64_t seq);
+
 struct LlamaProbe {
-  // routed: null for a dense model.
-  std::shared_ptr<torch::nn::Module> dense, routed, root;
-  std::function<at::Tensor()> dense_forward, routed_forward, root_forward;
+  // What a layer's activations depend on besides the batch: routed or dense, and its window.
+  struct Kind {
+    bool routed = false;
+    int64_t window = 0;
+    bool operator==(const Kind& o) const { return routed == o.routed && window == o.window; }
+  };
+  struct Layer {
+    Kind kind;
+    std::shared_ptr<torch::nn::Module> module;
+    std::function<at::Tensor()> forward;
+  };
+  std::vector<Layer> layers;  // one of each kind the model has, in the order of its first layer
+  std::shared_ptr<torch::nn::Module> root;
+  std::function<at::Tensor()> root_forward;
+  // The windows' masks ((1, 1, T, T) bool each) the model keeps from its forward to the end of
+  // its backward; not in any probe.
+  int64_t mask_bytes = 0;
 };
 
 // seq: the whole sequence's tokens, a multiple of split.sequence.

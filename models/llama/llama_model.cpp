@@ -66,7 +66,7 @@ void LlamaForCausalLMImpl::init_weights(torch::nn::Module& module) {
 
 torch::Tensor LlamaForCausalLMImpl::attention_mask_for(int64_t window, const torch::Tensor& keys,
                                                        int64_t t,
-                                                       const torch::TensorOptions& options) const {
+                                                       const torch::TensorOptions& options) {
   const bool windowed = window > 0 && window < t;
   if (!keys.defined() && !windowed) return {};
   torch::Tensor q = torch::arange(t, options.dtype(torch::kLong)).view({t, 1});
@@ -91,8 +91,7 @@ void LlamaForCausalLMImpl::set_sequence_parallel(std::shared_ptr<dist::Communica
 void LlamaForCausalLMImpl::set_tensor_parallel(std::shared_ptr<dist::Communicator> group) {
   if (!group || group->size() == 1) return;
   ZT_CHECK(!split_, "llama: set_tensor_parallel goes before set_sequence_parallel");
-  ZT_CHECK(!shape_.is_moe(), "tensor_parallel.autotp_size ", group->size(), ": ", shape_.model_type,
-           "'s experts are not split over a tensor group");
+  shape_.check_tensor_split(group->size());
   auto split = std::make_shared<const TensorSplit>(TensorSplit{std::move(group)});
   for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
     auto& layer = *model->layers[i]->as<LlamaDecoderLayerImpl>();
@@ -118,8 +117,7 @@ void LlamaForCausalLMImpl::set_tensor_parallel(std::shared_ptr<dist::Communicato
 
 void LlamaForCausalLMImpl::set_expert_parallel(std::shared_ptr<dist::Communicator> group) {
   if (!group || group->size() == 1) return;
-  ZT_CHECK(shape_.is_moe(), "expert_parallel.autoep_size ", group->size(), ": ", shape_.model_type,
-           " has no experts (set it to 1)");
+  shape_.check_expert_split(group->size());
   for (int64_t i = 0; i < shape_.num_hidden_layers; ++i) {
     auto& layer = *model->layers[i]->as<LlamaDecoderLayerImpl>();
     if (!layer.moe) continue;

@@ -100,16 +100,18 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   LlamaTrunk model{nullptr};
   torch::nn::Linear lm_head{nullptr};  // null when tied
 
+  // (B or 1, 1, T, T) bool for a layer's window and the padding (keys (B, 1, 1, T) bool, or
+  // undefined for none); undefined when plain causal attention computes the same. The model
+  // makes one per distinct window each forward and the layers keep it to their backward.
+  static torch::Tensor attention_mask_for(int64_t window, const torch::Tensor& keys, int64_t t,
+                                          const torch::TensorOptions& options);
+
  private:
   // N(0, initializer_range 0.02) for linear and embedding weights, zero biases, RMSNorm ones:
   // transformers' LlamaPreTrainedModel._init_weights.
   static void init_weights(torch::nn::Module& module);
   // The trunk: the final norm's output (B, T, C) for forward's inputs.
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
-  // (B or 1, 1, T, T) bool for a layer's window and the padding; undefined when plain causal
-  // attention computes the same.
-  torch::Tensor attention_mask_for(int64_t window, const torch::Tensor& keys, int64_t t,
-                                   const torch::TensorOptions& options) const;
 
   LlamaShape shape_;
   std::shared_ptr<RouterStats> stats_;  // the routed layers' (null for a dense model)

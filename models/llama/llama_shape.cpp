@@ -74,4 +74,18 @@ void LlamaShape::validate(const std::string& source) const {
   }
 }
 
+void LlamaShape::check_tensor_split(int64_t parts) const {
+  if (parts <= 1) return;
+  ZT_CHECK(!is_moe(), "tensor_parallel.autotp_size ", parts, ": ", model_type,
+           "'s experts are not split over a tensor group");
+}
+
+void LlamaShape::check_expert_split(int64_t parts) const {
+  if (parts <= 1) return;
+  ZT_CHECK(is_moe(), "expert_parallel.autoep_size ", parts, ": ", model_type,
+           " has no experts (set it to 1)");
+  ZT_CHECK(moe.num_experts % parts == 0, "expert_parallel.autoep_size ", parts,
+           " does not divide the ", moe.num_experts, " experts of a layer");
+}
+
 }  // namespace zt::models

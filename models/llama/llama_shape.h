@@ -108,6 +108,11 @@ struct LlamaShape {
   }
   // Throws one zt::Error naming `source` for an inconsistent shape (heads not dividing, ...).
   void validate(const std::string& source) const;
+  // Throw the line naming a split of `parts` ranks the model cannot take: a tensor split of a
+  // mixture (its experts are not split over a tensor group); an expert split of a dense model or
+  // of experts it does not divide. One rank is always fine.
+  void check_tensor_split(int64_t parts) const;
+  void check_expert_split(int64_t parts) const;
 };
 
 }  // namespace zt::models

@@ -9,12 +9,16 @@ and the largest rank's measured peaks into summary.json; what is measured where 
 gpt_memory_plan.py (the test device's allocators; on the CPU the most CPU tensor bytes alive at
 once plus the NVMe swap buffers). Every sample is max_length tokens.
 
-The configurations, on 2 ranks (the CI machine's cores): a LLaMA with grouped-query attention at
-sequence parallelism 2 (stages 2 and 3) and tensor parallelism 2 (stages 1 and 3), a
-Mixtral-shaped mixture of experts at expert parallelism 2 (stages 2 and 3), with and without
-activation checkpointing, on the test device and on the CPU, and one LLaMA and one Mixtral
-without a split. The ones marked held out were run only once the plan was written. zt-plan,
-given the same configurations before launch, prints rank 0's plan of each.
+The configurations: on 2 ranks a LLaMA with grouped-query attention at sequence parallelism 2
+(stages 2 and 3) and tensor parallelism 2 (stages 1 and 3), a Mixtral-shaped mixture of experts
+at expert parallelism 2 (stages 2 and 3), with and without activation checkpointing, on the
+test device and on the CPU; on 4 ranks of the CPU (the test device has 2) tensor and expert
+splits beside data parallelism (a ZeRO world of 2 ranks under the split, stage-3 gathers and
+the routed experts' among them); on one,
+a LLaMA and a Mixtral without a split and a Mistral whose sliding window is shorter than the
+sequence (its mask and the masked attention). The ones marked
+held out are configurations the plan's rules were not tuned on. zt-plan, given the same
+configurations before launch, prints rank 0's plan of each.
 """
 import json
 import os
@@ -29,6 +33,7 @@ LLAMA = {"model_type": "llama", "vocab_size": 0, "hidden_size": 256, "intermedia
          "max_position_embeddings": 64, "tie_word_embeddings": False}
 MIXTRAL = dict(LLAMA, model_type="mixtral", num_local_experts=4, num_experts_per_tok=2,
                intermediate_size=256)
+MISTRAL = dict(LLAMA, model_type="mistral", sliding_window=16)
 
 
 def config(zero, model, split=None, ckpt=False, micro=4):
@@ -57,6 +62,9 @@ def main(bin_dir, work):
         ("cpu_llama_sp2_s2", config({"stage": 2}, LLAMA, sp2), "cpu", 2, True),
         ("cpu_llama_tp2_s3", config({"stage": 3}, LLAMA, tp2), "cpu", 2, False),
         ("cpu_mixtral_ep2_s3", config({"stage": 3}, MIXTRAL, ep2), "cpu", 2, False),
+        ("cpu_llama_tp2_dp2_s3", config({"stage": 3}, LLAMA, tp2), "cpu", 4, True),
+        ("cpu_mixtral_ep2_dp2_s3", config({"stage": 3}, MIXTRAL, ep2), "cpu", 4, True),
+        ("mistral_window16_s2", config({"stage": 2}, MISTRAL), "zttest", 1, True),
     ]
     common.check_plans(runs, lambda name, cfg, device, world: common.train(
         bin_dir, work, shard, name, cfg, device, world, program="train_llama"))

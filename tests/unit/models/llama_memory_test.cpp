@@ -1,7 +1,7 @@
 // models/llama/llama_memory.h: the units and parameter sizes computed from a LLaMA-family shape
 // at a rank's split are those of the model built and split (read by train/memory_check.h
-// model_memory, as train_llama plans it): every unit, every parameter's name, order, size and
-// split flag, for Llama with biases and a tied head, a tensor split that divides and one that
+// model_memory): every unit (routed or not), every parameter's name, order, size and split
+// flag, for Llama with biases and a tied head, a tensor split that divides and one that
 // does not (the first ranks keep one more head and feature), Mixtral, Qwen2-MoE's shared expert
 // and dense layers, and Qwen3-MoE's q/k norms, under an expert split.
 #include "models/llama/llama_memory.h"
@@ -63,6 +63,7 @@ void expect_same_as_built(const LlamaShape& shape, const LlamaRankSplit& split) 
   for (size_t u = 0; u < built.units.size(); ++u) {
     SCOPED_TRACE(built.units[u].name);
     EXPECT_EQ(computed.units[u].name, built.units[u].name);
+    EXPECT_EQ(computed.units[u].routed, built.units[u].routed);
     ASSERT_EQ(computed.units[u].params.size(), built.units[u].params.size());
     for (size_t i = 0; i < built.units[u].params.size(); ++i) {
       const plan::PlannedParam& a = computed.units[u].params[i];

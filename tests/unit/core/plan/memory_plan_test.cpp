@@ -148,13 +148,15 @@ TEST(MemoryPlan, TensorAndExpertSplitsShardOverTheRanksHoldingTheSamePart) {
       "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
       "zero_optimization: {stage: 3, stage3_prefetch_bucket_size: 1000, "
       "stage3_param_persistence_threshold: 0}\n";
+  ModelMemory m = four_units();
+  m.units[1].params[0].split = true;  // the slices or the experts
   for (const std::string split :
        {"tensor_parallel: {autotp_size: 2}", "expert_parallel: {enabled: true, autoep_size: 2}"}) {
     SCOPED_TRACE(split);
-    const MemoryPlan one = plan_memory(with(base, 1), 1, four_units(), kDevice, "nccl");
-    const MemoryPlan two = plan_memory(with(base), 2, four_units(), kDevice, "nccl");
-    const MemoryPlan split2 = plan_memory(with(base + split), 2, four_units(), kDevice, "nccl");
-    const MemoryPlan split4 = plan_memory(with(base + split, 4), 4, four_units(), kDevice, "nccl");
+    const MemoryPlan one = plan_memory(with(base, 1), 1, m, kDevice, "nccl");
+    const MemoryPlan two = plan_memory(with(base), 2, m, kDevice, "nccl");
+    const MemoryPlan split2 = plan_memory(with(base + split), 2, m, kDevice, "nccl");
+    const MemoryPlan split4 = plan_memory(with(base + split, 4), 4, m, kDevice, "nccl");
     EXPECT_EQ(split2.peak_at(Place::kDevice), one.peak_at(Place::kDevice));
     EXPECT_EQ(split4.peak_at(Place::kDevice), two.peak_at(Place::kDevice));
     EXPECT_EQ(part(split2, Place::kDevice, "parameter shards"), 4010 * 2);
@@ -164,12 +166,18 @@ TEST(MemoryPlan, TensorAndExpertSplitsShardOverTheRanksHoldingTheSamePart) {
 
 // Under expert parallelism the replicated parameters saw other tokens on each rank of the expert
 // group: at the step their owned gradient ranges are packed and summed over it
-// (ShardedStep::reduce_replicated_over_split). With u1 as the experts, the replicated are u0, u2,
-// u3 and the root: 3010 fp32 elements on one ZeRO rank, 12040 bytes on the device; beside a host
-// backend the pack goes to the host and a new one comes back. One reduction in flight keeps the
-// backward's staging below it, so the sum is the peak.
+// (ShardedStep::reduce_replicated_over_split). Eight units of 1000 and a root of 10, u1 the
+// experts: the replicated are 7010 fp32 elements on one ZeRO rank, 28040 bytes on the device;
+// beside a host backend the pack is staged through as many bytes of host memory. Persistent per
+// rank: bf16 parameters 2 x 8010, fp32 gradients and master 4 x 8010 each, Adam 8 x 8010: 144180.
+// One reduction in flight keeps the backward's staging (and its host copies, 2 x 12000 with
+// gloo) below the sum, so the sum is each place's peak.
 TEST(MemoryPlan, ExpertGroupsSumTheReplicatedGradientsAtTheStep) {
-  ModelMemory m = four_units();
+  ModelMemory m;
+  for (int i = 0; i < 8; ++i) {
+    m.units.push_back({"u" + std::to_string(i), {{"u" + std::to_string(i) + ".w", 1000}}, 0, {}});
+  }
+  m.units.push_back({"root", {{"emb.weight", 10}}, 0, {}});
   m.units[1].params[0].split = true;
   const std::string c =
       "bf16: {enabled: true}\noptimizer: {type: AdamW}\nzero_optimization: {stage: 2}\n"
@@ -178,18 +186,54 @@ TEST(MemoryPlan, ExpertGroupsSumTheReplicatedGradientsAtTheStep) {
   const std::string sum = "replicated gradients summed over the expert group";
   const MemoryPlan nccl = plan_memory(with(c), 2, m, kDevice, "nccl");
   EXPECT_EQ(nccl.device_peak_at, "the expert groups' sum of the replicated gradients");
-  EXPECT_EQ(part(nccl, Place::kDevice, sum), 4 * 3010);
+  EXPECT_EQ(part(nccl, Place::kDevice, sum), 4 * 7010);
+  EXPECT_EQ(nccl.peak_at(Place::kDevice), 144180 + 4 * 7010);
+  EXPECT_EQ(nccl.peak_at(Place::kHost), 0);
   const MemoryPlan gloo = plan_memory(with(c), 2, m, kDevice, "gloo");
-  EXPECT_EQ(part(gloo, Place::kDevice, sum), 2 * 4 * 3010);
-  EXPECT_EQ(nccl.peak_at(Place::kDevice) + 4 * 3010, gloo.peak_at(Place::kDevice));
+  EXPECT_EQ(gloo.peak_at(Place::kDevice), nccl.peak_at(Place::kDevice));
+  EXPECT_EQ(gloo.peak_at(Place::kHost), 4 * 7010);
+  EXPECT_EQ(part(gloo, Place::kHost, sum + " (host copy)"), 4 * 7010);
+  // On 4 ranks each ZeRO world has 2: a rank owns half of every unit (500 elements) and 5 of the
+  // root, 7 x 500 + 5 replicated.
+  const MemoryPlan four = plan_memory(with(c, 4), 4, m, kDevice, "nccl");
+  EXPECT_EQ(part(four, Place::kDevice, sum), 4 * 3505);
   // Without the split nothing is summed again.
   const MemoryPlan none = plan_memory(
       with("bf16: {enabled: true}\noptimizer: {type: AdamW}\nzero_optimization: {stage: 2}", 1), 1,
       m, kDevice, "nccl");
   EXPECT_EQ(part(none, Place::kDevice, sum), 0);
-  // Persistent per rank: bf16 parameters 2 x 4010, fp32 gradients and master 4 x 4010 each,
-  // Adam 8 x 4010: 72180; the sum adds its pack (above the step's Adam temporaries, 12000).
-  EXPECT_EQ(nccl.peak_at(Place::kDevice), 72180 + 4 * 3010);
+  EXPECT_LT(none.peak_at(Place::kDevice), nccl.peak_at(Place::kDevice));
+}
+
+// A routed unit (a layer's experts) is gathered within the layer it follows and never
+// prefetched: l0 (1000), its experts (2000), l1 (1000), its experts (2000), a root of 10; stage 3
+// on one rank, bf16, the optimizer on the host. Persistent on the device: 16-bit shards
+// 2 x 6010, fp32 gradients 4 x 6010: 36060. Without prefetch the peak is l0's backward: the root,
+// l0 and its experts gathered (2 x 3010 = 6020), the root's 16-bit gradients (20), the staging of
+// l0's experts and of l1's buckets still in flight (4 x 2000 + 4 x 1000). With a prefetch budget of
+// one unit, the forward of l0 (given transients that make it the peak) gathers l1 ahead, past
+// l0's experts, which spend none of the budget: 2 x 4010.
+TEST(MemoryPlan, RoutedUnitsAreGatheredInTheirLayerAndNeverPrefetched) {
+  ModelMemory m;
+  for (const std::string l : {"l0", "l1"}) {
+    m.units.push_back({l, {{l + ".w", 1000}}, 0, {}});
+    m.units.push_back({l + ".experts", {{l + ".experts.w", 2000}}, 0, {}});
+    m.units.back().routed = true;
+  }
+  m.units.push_back({"root", {{"emb.weight", 10}}, 0, {}});
+  const std::string base =
+      "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
+      "communication: {max_inflight_reductions: 1}\n"
+      "zero_optimization: {stage: 3, stage3_param_persistence_threshold: 0, "
+      "offload_optimizer: {device: cpu}, stage3_prefetch_bucket_size: ";
+  const MemoryPlan none = plan_memory(with(base + "0}", 1), 1, m, kDevice, "nccl");
+  EXPECT_EQ(none.device_peak_at, "backward of l0");
+  EXPECT_EQ(part(none, Place::kDevice, "stage-3 units gathered"), 6020);
+  EXPECT_EQ(none.peak_at(Place::kDevice), 36060 + 6020 + 20 + 4 * 3000);
+  m.units[0].activations.forward_extra = 100000;
+  const MemoryPlan ahead = plan_memory(with(base + "1000}", 1), 1, m, kDevice, "nccl");
+  EXPECT_EQ(ahead.device_peak_at, "forward of l0");
+  EXPECT_EQ(part(ahead, Place::kDevice, "stage-3 units gathered"), 2 * 4010);
 }
 
 // Under sequence parallelism gradients are reduced in seq_parallel_communication_data_type, fp32

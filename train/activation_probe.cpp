@@ -15,6 +15,16 @@
 #include "train/memory_peaks.h"
 
 namespace zt::train {
+
+ProbeBatch probe_batch(const Config& c, int64_t max_positions, int64_t seq_multiple) {
+  ProbeBatch b;
+  const int64_t seq = std::min<int64_t>(c.data.max_length, max_positions);
+  b.batch = c.data.max_tokens > 0 ? std::max<int64_t>(c.data.max_tokens / seq, 1)
+                                  : std::max<int64_t>(c.train_micro_batch_size_per_gpu, 1);
+  b.seq = (seq + seq_multiple - 1) / seq_multiple * seq_multiple;
+  b.dtype = c.bf16.enabled ? at::kBFloat16 : c.fp16.enabled ? at::kHalf : at::kFloat;
+  return b;
+}
 namespace {
 
 // Drops a parameter's gradient once accumulated, as the engine's bucket hook does.

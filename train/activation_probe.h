@@ -18,6 +18,7 @@
 #include <c10/core/Device.h>
 #include <torch/nn/module.h>
 
+#include "core/config/config.h"
 #include "core/plan/memory_plan.h"
 
 namespace zt::train {
@@ -36,6 +37,16 @@ class KeepRandomState {
   c10::Device device_;
   at::Tensor cpu_, other_;
 };
+
+// The micro-batch a plan probes: the largest the config makes (data.max_tokens / seq sequences
+// with a token budget, else train_micro_batch_size_per_gpu) of seq = data.max_length tokens,
+// capped by the model's `max_positions` and padded up to a multiple of `seq_multiple` (a
+// sequence split's, data/sequence_split.h), in the compute dtype.
+struct ProbeBatch {
+  int64_t batch = 1, seq = 1;
+  at::ScalarType dtype = at::kFloat;
+};
+ProbeBatch probe_batch(const Config& config, int64_t max_positions, int64_t seq_multiple = 1);
 
 // forward: runs the unit on inputs made beforehand (not counted) and returns its output; for
 // the root, the loss. The backward starts from a gradient of ones shaped like the output.

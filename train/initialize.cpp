@@ -164,8 +164,7 @@ Training initialize(Launch launch, std::shared_ptr<torch::nn::Module> model, Ini
       const auto replan = [&](const Config& c, bool) {
         return plan::plan_memory(c, world, mm, device, backend);
       };
-      t.memory_plan = replan(t.config, false);
-      train::check_memory_plan(t.memory_plan, t.config, t.device, launch.env, true, replan);
+      t.memory_plan = train::plan_and_check(t.config, t.device, launch.env, true, replan);
     }
   }
   EngineOptions engine_options = engine_options_from_config(t.config, std::move(options.units));

@@ -246,4 +246,11 @@ void check_memory_plan(const plan::MemoryPlan& p, const Config& config, const c1
   ZT_THROW(refusal);
 }
 
+plan::MemoryPlan plan_and_check(const Config& config, const c10::Device& device,
+                                const dist::Env& env, bool checkpointing, const Replan& replan) {
+  plan::MemoryPlan p = replan(config, false);
+  check_memory_plan(p, config, device, env, checkpointing, replan);
+  return p;
+}
+
 }  // namespace zt::train

@@ -63,4 +63,8 @@ void check_memory_plan(const plan::MemoryPlan& plan, const Config& config,
                        const c10::Device& device, const dist::Env& env, bool checkpointing,
                        const Replan& replan);
 
+// The run's plan, replan(config, false), checked by check_memory_plan with the same replan.
+plan::MemoryPlan plan_and_check(const Config& config, const c10::Device& device,
+                                const dist::Env& env, bool checkpointing, const Replan& replan);
+
 }  // namespace zt::train

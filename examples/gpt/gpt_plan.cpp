@@ -10,13 +10,9 @@ namespace zt::examples {
 
 plan::MemoryPlan GptPlanner::operator()(const Config& c, int world_size, const std::string& backend,
                                         bool checkpointing) {
-  const int64_t seq = std::min<int64_t>(c.data.max_length, shape_.max_seq_len);
-  const int64_t batch = c.data.max_tokens > 0
-                            ? std::max<int64_t>(c.data.max_tokens / seq, 1)
-                            : std::max<int64_t>(c.train_micro_batch_size_per_gpu, 1);
-  const at::ScalarType dtype = c.bf16.enabled   ? at::kBFloat16
-                               : c.fp16.enabled ? at::kHalf
-                                                : at::kFloat;
+  const train::ProbeBatch probed = train::probe_batch(c, shape_.max_seq_len);
+  const int64_t batch = probed.batch, seq = probed.seq;
+  const at::ScalarType dtype = probed.dtype;
   models::GptShape shape = shape_;
   shape.activation_checkpointing = shape.activation_checkpointing || checkpointing;
   const Key key{shape.activation_checkpointing, static_cast<int>(dtype), batch, seq};

@@ -19,14 +19,9 @@ LlamaPlanner::LlamaPlanner(models::LlamaShape shape, models::LlamaRankSplit spli
 plan::MemoryPlan LlamaPlanner::operator()(const Config& c, int world_size,
                                           const std::string& backend, bool checkpointing) {
   const int64_t sp = split_.sequence;
-  int64_t seq = std::min<int64_t>(c.data.max_length, shape_.max_position_embeddings);
-  const int64_t batch = c.data.max_tokens > 0
-                            ? std::max<int64_t>(c.data.max_tokens / seq, 1)
-                            : std::max<int64_t>(c.train_micro_batch_size_per_gpu, 1);
-  seq = (seq + sp - 1) / sp * sp;  // data/sequence_split.h pads to a multiple of the split
-  const at::ScalarType dtype = c.bf16.enabled   ? at::kBFloat16
-                               : c.fp16.enabled ? at::kHalf
-                                                : at::kFloat;
+  const train::ProbeBatch probed = train::probe_batch(c, shape_.max_position_embeddings, sp);
+  const int64_t batch = probed.batch, seq = probed.seq;
+  const at::ScalarType dtype = probed.dtype;
   models::LlamaShape shape = shape_;
   shape.activation_checkpointing = shape.activation_checkpointing || checkpointing;
   const Key key{shape.activation_checkpointing, static_cast<int>(dtype), batch, seq};

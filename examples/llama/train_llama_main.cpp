@@ -126,12 +126,10 @@ plan::MemoryPlan plan_run(const Launch& launch, const LlamaShape& shape) {
   LlamaPlanner planner(shape, ranks, launch.device);
   const int world = launch.comm->size();
   const std::string backend = launch.comm->backend();
-  const plan::MemoryPlan p = planner(launch.config, world, backend, false);
-  check_memory_plan(p, launch.config, launch.device, launch.env, planner.checkpointing(),
-                    [&](const Config& c, bool checkpointing) {
-                      return planner(c, world, backend, checkpointing);
-                    });
-  return p;
+  return plan_and_check(launch.config, launch.device, launch.env, planner.checkpointing(),
+                        [&](const Config& c, bool checkpointing) {
+                          return planner(c, world, backend, checkpointing);
+                        });
 }
 
 // The checkpoint directory gets the model's config.json (rank 0), which export reads.

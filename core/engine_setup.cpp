@@ -229,9 +229,13 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       m.nvme_bytes > 0 ? detail::str(" (+ ", m.nvme_bytes, " B on NVMe through ",
                                      m.nvme_buffer_bytes, " B of buffers)")
                        : std::string());
-  // What construction freed (a model cast or sent to NVMe shard by shard) is not a step's: kept,
-  // it would sit idle through the first steps, where a CPU model's memory peaks.
+  // What construction freed (a model cast or sent to NVMe shard by shard, the whole tensors a
+  // model built outside the engine held before its flat buffers and shards took them) is not a
+  // step's: kept, it would sit idle through the first steps, where a CPU model's memory peaks.
+  // The host cache lets go of its blocks, and the C library of its free heap pages
+  // (base/heap_trim.h).
   if (impl_->host_cache_.held) zero::empty_host_cache();
+  trim_heap();
 }
 
 // Stage 3 shards frozen parameters too, as DeepSpeed's does (a LoRA job's frozen base model is

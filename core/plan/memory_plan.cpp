@@ -226,8 +226,9 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   const OffloadDevice par_off = stage == 3 ? z.offload_param.device : OffloadDevice::kNone;
   // core/zero/master_store.cpp: the master is the parameters themselves where they have its
   // dtype and live where the optimizer steps.
-  const bool separate_master = (half && !bf16_master) || opt_off != OffloadDevice::kNone ||
-                               par_off == OffloadDevice::kNvme ||
+  const bool separate_master = (half && !bf16_master) ||
+                               (opt_off != OffloadDevice::kNone && !host_model) ||
+                               opt_off == OffloadDevice::kNvme || par_off == OffloadDevice::kNvme ||
                                (par_off == OffloadDevice::kCpu && !host_model);
   const int64_t max_inflight = std::max<int64_t>(1, c.communication.max_inflight_reductions);
   // core/engine_setup.cpp: a CPU model's reduced gradient slices wait in the NVMe optimizer

@@ -43,9 +43,10 @@ class ResidentMasters final : public MasterStore {
       at::Tensor src = buckets_[b]->param_target();
       // The master's place follows the optimizer, never the shard's. The parameters themselves
       // are the master only when they have its dtype (fp32, or bf16 with bf16 masters) and live
-      // there too; a shard offloaded to the host of a GPU model, or to a file, is not.
+      // there too: a CPU model's are in host memory already, offload_optimizer cpu or not; a
+      // shard offloaded to the host of a GPU model, or to a file, is not.
       const bool separate = options_.compute_dtype != master_dtype_ || src.device() != device_ ||
-                            options_.optimizer_offloaded() ||
+                            (options_.optimizer_offloaded() && !model.is_cpu()) ||
                             options_.offload_param.device == OffloadDevice::kNvme;
       const at::TensorOptions on_device = src.options().device(device_);
       states_[b].clear();

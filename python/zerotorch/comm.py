@@ -15,6 +15,16 @@ def launch_env():
     return _C.launch_env()
 
 
+def get_rank():
+    """This process's rank in the job (DeepSpeed's ``deepspeed.comm.get_rank``)."""
+    return _C.launch_env()["rank"]
+
+
+def get_world_size():
+    """The job's number of ranks (DeepSpeed's ``deepspeed.comm.get_world_size``)."""
+    return _C.launch_env()["world_size"]
+
+
 def init_distributed(dist_backend=None, auto_mpi_discovery=True, timeout=None,
                      init_method=None, dist_init_required=None, rank=-1, world_size=-1):
     """Creates torch.distributed's default process group, as DeepSpeed's does, so that

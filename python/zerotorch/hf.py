@@ -34,7 +34,8 @@ compiles the model in place (``zerotorch.initialize`` calls ``engine.compile`` w
 Trainer's backend and mode), as accelerate compiles DeepSpeed's engine.
 
 A script written for transformers 4 may pass ``tokenizer=``: it is taken as
-``processing_class=``, with a warning.
+``processing_class=``, with a warning. At ZeRO stage 3, models loaded with ``from_pretrained``
+after the arguments are made are built partitioned, as under DeepSpeed (``hf_zero3.py``).
 
 Refused in one line: a Trainer given its own optimizer or scheduler, FSDP beside the config,
 ``fp16_full_eval`` / ``bf16_full_eval``, an epoch whose batches do not divide into the
@@ -51,7 +52,7 @@ import warnings
 import torch
 import transformers
 
-from . import config_file
+from . import config_file, hf_zero3
 from .comm import init_distributed, launch_env
 from .engine import initialize
 
@@ -74,6 +75,9 @@ def _take_deepspeed(post_init):
             # Before accelerate's PartialState, which would otherwise rendezvous on its own, on
             # the port the job's store already holds.
             init_distributed()
+        if config is not None:
+            # At stage 3 the models loaded after this are built partitioned (hf_zero3.py).
+            hf_zero3.enable(self, config_file.read(config) or {})
         post_init(self, *args, **kwargs)
     wrapper._zt_takes_deepspeed = True
     return wrapper
@@ -193,6 +197,13 @@ class ZeroTrainerMixin:
 
         accelerator.unwrap_model = unwrap_model
         accelerator.backward = self._zerotorch_backward
+
+    def _move_model_to_device(self, model, device):
+        # The engine places the model (the local rank's device, as DeepSpeed's engine does), and
+        # the Trainer leaves placement to DeepSpeed's. Left to the Trainer, a CPU job's
+        # TrainingArguments.device (cpu:0 under a launcher) would copy every parameter once more
+        # before the engine takes them.
+        pass
 
     # -- the engine -------------------------------------------------------------------------
 

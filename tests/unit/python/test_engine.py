@@ -275,7 +275,9 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path, ranks):
     predict() gives the same loss within 1e-6. With load_best_model_at_end, the best
     checkpoint's model is back after training (its evaluation loss again). Seq2SeqTrainer
     generating at stage 3: the same tokens. One rank (both sides at once): the stage-3 config's
-    run alone, the same."""
+    run alone, the same. At stage 3 zerotorch's side loads its model with from_pretrained after
+    the TrainingArguments, built partitioned as DeepSpeed's zero.Init builds it (DeepSpeed's
+    own side cannot load so on its CPU accelerator and builds it whole)."""
     import json
     import torch
     import transformers
@@ -329,6 +331,11 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path, ranks):
             assert abs(a - b) <= 1e-6 * b, (name, got["grad_norm"], want["grad_norm"])
         assert abs(got["eval_loss"] - want["eval_loss"]) <= (0 if exact else 1e-6), name
         assert got["checkpoints"] == want["checkpoints"] == ["checkpoint-4", "checkpoint-6"]
+        # At stage 3 zerotorch's side loaded the model with from_pretrained after its
+        # TrainingArguments: every parameter partitioned, every value as saved; it then trained
+        # step for step as DeepSpeed's whole model (above).
+        if "zero3" in name:
+            assert got["loading"] == {"partitioned": True, "exact": True}, got["loading"]
         resumed = json.loads((zt / "resumed.json").read_text())["loss"]
         assert resumed[-2:] == got["loss"][-2:], (name, resumed, got["loss"])
         logits = [transformers.LlamaForCausalLM.from_pretrained(

@@ -4,7 +4,9 @@ only its import changed (``ztrun`` starts it, with the DeepSpeed virtualenv's py
 usage: trainer_script.py deepspeed|zerotorch OUT CONFIG [CONFIG ...]
 
 For each Hugging Face config CONFIG (every value the Trainer fills left "auto"), in OUT/<its
-name>: a tiny random ``LlamaForCausalLM`` (seed 0) trains on generated token rows (causal LM
+name>: a tiny random ``LlamaForCausalLM`` (seed 0; at stage 3 on zerotorch's side saved, then
+loaded with ``from_pretrained`` after the TrainingArguments, so built partitioned) trains on
+generated token rows (causal LM
 labels, a few positions masked with -100) for 6 optimizer steps: 2 rows per rank, 2 accumulation
 steps, weight decay, clipping, a warmup. It logs every step, saves a checkpoint every 2 steps
 (``save_total_limit`` 2), evaluates, and saves the model to final/; rank 0 writes result.json:
@@ -69,9 +71,40 @@ def logged(trainer, key):
     return [h[key] for h in trainer.state.log_history if key in h and "step" in h]
 
 
+def pretrained(args, out):
+    """model() saved as a from_pretrained directory and loaded after the TrainingArguments, as a
+    fine-tuning script loads its model: at ZeRO stage 3 zerotorch builds it partitioned
+    (transformers' is_deepspeed_zero3_enabled path). Returns the model and whether every
+    parameter came partitioned and every value as saved."""
+    path = os.path.join(out, "pretrained")
+    if args.process_index == 0:
+        model().save_pretrained(path)
+    torch.distributed.barrier()
+    loaded = transformers.LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
+    import zerotorch
+    params = dict(loaded.named_parameters())
+    partitioned = all(zerotorch.zero.is_partitioned(p) and p.numel() == 0
+                      for p in params.values())
+    want = dict(model().named_parameters())
+    with zerotorch.zero.GatheredParameters(list(params.values())):
+        exact = all(torch.equal(p, want[n]) for n, p in params.items())
+    return loaded, {"partitioned": partitioned, "exact": exact}
+
+
 def run(config, out):
     run_dir = os.path.join(out, "run")
-    trainer = Trainer(model=model(), args=arguments(run_dir, config), train_dataset=Rows(64, 1),
+    args = arguments(run_dir, config)
+    with open(config) as f:
+        stage = json.load(f)["zero_optimization"]["stage"]
+    # DeepSpeed 0.19 cannot load at stage 3 here (its zero.Init checks the config's batch
+    # against a world of 1 on its CPU accelerator and asserts): its side builds the model whole,
+    # with the same values.
+    loading = None
+    if stage == 3 and framework == "zerotorch":
+        built, loading = pretrained(args, out)
+    else:
+        built = model()
+    trainer = Trainer(model=built, args=args, train_dataset=Rows(64, 1),
                       eval_dataset=Rows(8, 2))
     trainer.train()
     metrics = trainer.evaluate()
@@ -84,7 +117,8 @@ def run(config, out):
                        "grad_norm": logged(trainer, "grad_norm"),
                        "eval_loss": metrics["eval_loss"],
                        "checkpoints": sorted(d for d in os.listdir(run_dir)
-                                             if d.startswith("checkpoint"))}, f)
+                                             if d.startswith("checkpoint")),
+                       "loading": loading}, f)
     again = Trainer(model=model(), args=arguments(run_dir, config), train_dataset=Rows(64, 1))
     again.train(resume_from_checkpoint=os.path.join(run_dir, "checkpoint-4"))
     if rank == 0:

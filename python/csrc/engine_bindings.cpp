@@ -20,6 +20,7 @@
 
 #include <torch/python.h>
 
+#include "base/env_vars.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "core/checkpoint/async_checkpoint.h"
@@ -29,6 +30,7 @@
 #include "core/engine.h"
 #include "core/profile/flops_profiler.h"
 #include "core/zero/call_unit.h"
+#include "core/zero/host_caching_allocator.h"
 #include "python/csrc/bindings.h"
 #include "python/csrc/model_parallel.h"
 #include "train/initialize.h"
@@ -96,6 +98,11 @@ ProgramValues program_values(const py::dict& d) {
 // core/zero/partitioned_init.h), so the model is never whole on any rank. A unit nested in
 // another (a routed experts unit in its layer) is cut first, as PartitionedInit requires; the
 // root takes what is left.
+bool model_on_cpu(torch::nn::Module& model) {
+  for (const at::Tensor& p : model.parameters()) return p.is_cpu();
+  return true;
+}
+
 void adopt_parts(zero::PartitionedInit& parts, torch::nn::Module& model,
                  const std::vector<std::string>& units, const py::object& materialise) {
   std::vector<std::string> order = units;
@@ -210,10 +217,25 @@ class PyEngine {
       init.units = units_or_policy.cast<std::vector<std::string>>();
     }
     units_ = init.units;
-    if (built_partitioned && launch.partitioned) {
-      adopt_parts(*launch.partitioned, *model, init.units, materialise);
+    {
+      // The shards cut from the parts are made before the engine exists. A CPU model's engine
+      // serves its host tensors from the host cache (core/zero/host_caching_allocator.h); so do
+      // these, held here until the engine holds the cache, rather than glibc's heap, whose
+      // holes between them the step's tensors would then fill and grow.
+      const bool cache = built_partitioned && launch.partitioned && model_on_cpu(*model) &&
+                         env::choice(env::kHostCache, "1", {"0", "1"}) == "1";
+      if (cache) zero::acquire_host_cache();
+      try {
+        if (built_partitioned && launch.partitioned) {
+          adopt_parts(*launch.partitioned, *model, init.units, materialise);
+        }
+        training_ = zt::initialize(std::move(launch), model, init);
+      } catch (...) {
+        if (cache) zero::release_host_cache();
+        throw;
+      }
+      if (cache) zero::release_host_cache();
     }
-    training_ = zt::initialize(std::move(launch), model, init);
     // Stage 3 registered hooks for every unit; below it none, and the unit calls are no-ops.
     for (const std::string& name : units_) {
       hooks_.push_back(UnitRegistry::instance().find(model->named_modules()[name].get()));

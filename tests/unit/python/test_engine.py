@@ -331,6 +331,8 @@ def test_hf_trainer_script_trains_as_under_deepspeed(tmp_path, ranks):
             assert abs(a - b) <= 1e-6 * b, (name, got["grad_norm"], want["grad_norm"])
         assert abs(got["eval_loss"] - want["eval_loss"]) <= (0 if exact else 1e-6), name
         assert got["checkpoints"] == want["checkpoints"] == ["checkpoint-4", "checkpoint-6"]
+        # Neither Trainer copied the model before its engine took it.
+        assert got["kept_storage"] and want["kept_storage"], name
         # At stage 3 zerotorch's side loaded the model with from_pretrained after its
         # TrainingArguments: every parameter partitioned, every value as saved; it then trained
         # step for step as DeepSpeed's whole model (above).

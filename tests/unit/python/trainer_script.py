@@ -104,8 +104,12 @@ def run(config, out):
         built, loading = pretrained(args, out)
     else:
         built = model()
+    storage = {n: p.data_ptr() for n, p in built.named_parameters()}
     trainer = Trainer(model=built, args=args, train_dataset=Rows(64, 1),
                       eval_dataset=Rows(8, 2))
+    # The Trainer leaves placement to the engine (as to DeepSpeed's): no copy of the model to
+    # TrainingArguments.device (cpu:0 under a launcher) before the engine takes it.
+    kept = all(p.data_ptr() == storage[n] for n, p in built.named_parameters())
     trainer.train()
     metrics = trainer.evaluate()
     trainer.save_model(os.path.join(out, "final"))
@@ -118,7 +122,7 @@ def run(config, out):
                        "eval_loss": metrics["eval_loss"],
                        "checkpoints": sorted(d for d in os.listdir(run_dir)
                                              if d.startswith("checkpoint")),
-                       "loading": loading}, f)
+                       "loading": loading, "kept_storage": kept}, f)
     again = Trainer(model=model(), args=arguments(run_dir, config), train_dataset=Rows(64, 1))
     again.train(resume_from_checkpoint=os.path.join(run_dir, "checkpoint-4"))
     if rank == 0:

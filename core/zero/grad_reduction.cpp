@@ -1,5 +1,8 @@
 #include "core/zero/grad_reduction.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <ATen/ATen.h>
 
 #include "base/error.h"
@@ -85,13 +88,27 @@ class MicroStepGrads : public GradReduction {
         release_shard_ ? empty_released(spec.shard, spec.grad) : at::empty({spec.shard}, spec.grad);
   }
 
+  // Each parameter's gradient comes once per backward (more than once only under reentrant
+  // checkpointing, for a parameter used in several segments): the first is copied into the
+  // staging buffer, a later one added, and start() zeroes what none wrote (padding, parameters
+  // without a gradient). Zeroing the whole buffer first and adding every gradient would pass
+  // over it once more each micro-step.
   void add(dist::Range range, const at::Tensor& grad) override {
-    if (!staging_.defined()) staging_ = at::zeros({spec_.padded}, spec_.grad);
-    staging_.narrow(0, range.begin, range.size()).add_(grad);
+    if (!staging_.defined()) staging_ = at::empty({spec_.padded}, spec_.grad);
+    at::Tensor into = staging_.narrow(0, range.begin, range.size());
+    const bool first = std::none_of(written_.begin(), written_.end(),
+                                    [&](const dist::Range& r) { return r.begin == range.begin; });
+    if (first) {
+      into.copy_(grad);
+      written_.push_back(range);
+    } else {
+      into.add_(grad);
+    }
   }
   void start(dist::Communicator& comm) override {
     // No parameter of this bucket got a gradient: it still takes part in the collective.
-    if (!staging_.defined()) staging_ = at::zeros({spec_.padded}, spec_.grad);
+    if (!staging_.defined()) staging_ = at::empty({spec_.padded}, spec_.grad);
+    zero_unwritten();
     comm_in_ = reduction_input(spec_, staging_);
     at::Tensor out;
     if (!has_grad_ && comm_in_.scalar_type() == shard_.scalar_type()) {
@@ -117,6 +134,7 @@ class MicroStepGrads : public GradReduction {
     has_grad_ = true;
     comm_in_ = at::Tensor();
     staging_ = at::Tensor();  // transient: freed as soon as it is reduced
+    written_.clear();
     if (spill_) {
       // The norm's read of this slice happens now, while it is in memory: the last micro-step's
       // value stands for the window.
@@ -131,6 +149,7 @@ class MicroStepGrads : public GradReduction {
     has_grad_ = false;  // the next reduction overwrites shard_ (no zeroing pass)
     if (release_shard_ && shard_.storage().nbytes() > 0) release_storage(shard_);
     staging_ = at::Tensor();
+    written_.clear();
   }
   int64_t bytes() const override { return spill_ ? 0 : grad_nbytes(shard_); }
 
@@ -153,6 +172,19 @@ class MicroStepGrads : public GradReduction {
   }
 
  private:
+  // Zeroes the staging buffer outside the ranges add() wrote.
+  void zero_unwritten() {
+    std::sort(written_.begin(), written_.end(),
+              [](const dist::Range& a, const dist::Range& b) { return a.begin < b.begin; });
+    int64_t at = 0;
+    for (const dist::Range& r : written_) {
+      if (r.begin > at) staging_.narrow(0, at, r.begin - at).zero_();
+      at = std::max(at, r.begin + r.size());
+    }
+    if (at < spec_.padded) staging_.narrow(0, at, spec_.padded - at).zero_();
+    written_.clear();
+  }
+
   // release_shard: gives shard_ its bytes if it holds none (zero() released them).
   void hold() {
     if (release_shard_ && shard_.storage().nbytes() == 0) {
@@ -163,7 +195,8 @@ class MicroStepGrads : public GradReduction {
   GradReductionSpec spec_;
   bool release_shard_;
   at::Tensor shard_, staging_, comm_in_;
-  bool has_grad_ = false;  // shard_ (or the spill) holds gradients of this window
+  std::vector<dist::Range> written_;  // the ranges of staging_ add() has written
+  bool has_grad_ = false;             // shard_ (or the spill) holds gradients of this window
   std::unique_ptr<ReductionInFlight> in_flight_;
   GradSpill* spill_ = nullptr;
   size_t slot_ = 0;

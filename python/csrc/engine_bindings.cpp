@@ -93,16 +93,17 @@ ProgramValues program_values(const py::dict& d) {
   return v;
 }
 
-// Partitioned construction of a model built under zerotorch.zero.Init: one unit at a time is
-// made whole from the ranks' parts and cut into this rank's engine shards (PartitionedInit,
-// core/zero/partitioned_init.h), so the model is never whole on any rank. A unit nested in
-// another (a routed experts unit in its layer) is cut first, as PartitionedInit requires; the
-// root takes what is left.
+// Whether the model's parameters are on the CPU (a model without any: yes).
 bool model_on_cpu(torch::nn::Module& model) {
   for (const at::Tensor& p : model.parameters()) return p.is_cpu();
   return true;
 }
 
+// Partitioned construction of a model built under zerotorch.zero.Init: one unit at a time is
+// made whole from the ranks' parts and cut into this rank's engine shards (PartitionedInit,
+// core/zero/partitioned_init.h), so the model is never whole on any rank. A unit nested in
+// another (a routed experts unit in its layer) is cut first, as PartitionedInit requires; the
+// root takes what is left.
 void adopt_parts(zero::PartitionedInit& parts, torch::nn::Module& model,
                  const std::vector<std::string>& units, const py::object& materialise) {
   std::vector<std::string> order = units;

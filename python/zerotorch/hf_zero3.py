@@ -39,11 +39,6 @@ class ZeroThreeConfig:
     def is_zero3(self):
         return (self.config.get("zero_optimization") or {}).get("stage") == 3
 
-    def is_offload(self):
-        z = self.config.get("zero_optimization") or {}
-        return any((z.get(k) or {}).get("device", "none") not in ("none", None)
-                   for k in ("offload_optimizer", "offload_param"))
-
 
 def _facade():
     ds = types.ModuleType("deepspeed")

@@ -6,10 +6,10 @@ usage: trainer_script.py deepspeed|zerotorch OUT CONFIG [CONFIG ...]
 For each Hugging Face config CONFIG (every value the Trainer fills left "auto"), in OUT/<its
 name>: a tiny random ``LlamaForCausalLM`` (seed 0; at stage 3 on zerotorch's side saved, then
 loaded with ``from_pretrained`` after the TrainingArguments, so built partitioned) trains on
-generated token rows (causal LM
-labels, a few positions masked with -100) for 6 optimizer steps: 2 rows per rank, 2 accumulation
-steps, weight decay, clipping, a warmup. It logs every step, saves a checkpoint every 2 steps
-(``save_total_limit`` 2), evaluates, and saves the model to final/; rank 0 writes result.json:
+generated token rows (causal LM labels, a few positions masked with -100) for 6 optimizer
+steps: 2 rows per rank, 2 accumulation steps, weight decay, clipping, a warmup. It logs every
+step, saves a checkpoint every 2 steps (``save_total_limit`` 2), evaluates, and saves the model
+to final/; rank 0 writes result.json:
 the logged losses, learning rates and gradient norms, the evaluation loss, the checkpoints
 kept. Then a second Trainer resumes from checkpoint-4 and trains to step 6, and rank 0 writes
 its logged losses to resumed.json. Last, with the last CONFIG, a run with only the attention's

@@ -415,8 +415,7 @@ void Engine::move_param_shards_to_nvme() {
     if (numels[b] > 0) all[b]->move_shard_to(impl_->param_swapper_.get(), b);
   }
   impl_->param_swapper_->wait_writes();
-  // The host shards just written to files are free; their pages go back (base/heap_trim.h).
-  trim_heap();
+  // The host shards just written to files are free; the constructor's end gives their pages back.
 }
 
 // fp16/bf16: the flat buffers (and with them the parameters) become 16-bit copies of the fp32

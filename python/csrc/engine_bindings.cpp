@@ -223,19 +223,21 @@ class PyEngine {
       // serves its host tensors from the host cache (core/zero/host_caching_allocator.h); so do
       // these, held here until the engine holds the cache, rather than glibc's heap, whose
       // holes between them the step's tensors would then fill and grow.
-      const bool cache = built_partitioned && launch.partitioned && model_on_cpu(*model) &&
-                         env::choice(env::kHostCache, "1", {"0", "1"}) == "1";
-      if (cache) zero::acquire_host_cache();
-      try {
-        if (built_partitioned && launch.partitioned) {
-          adopt_parts(*launch.partitioned, *model, init.units, materialise);
+      struct CacheHold {
+        bool held = false;
+        ~CacheHold() {
+          if (held) zero::release_host_cache();
         }
-        training_ = zt::initialize(std::move(launch), model, init);
-      } catch (...) {
-        if (cache) zero::release_host_cache();
-        throw;
+      } hold;
+      if (built_partitioned && launch.partitioned && model_on_cpu(*model) &&
+          env::choice(env::kHostCache, "1", {"0", "1"}) == "1") {
+        zero::acquire_host_cache();
+        hold.held = true;
       }
-      if (cache) zero::release_host_cache();
+      if (built_partitioned && launch.partitioned) {
+        adopt_parts(*launch.partitioned, *model, init.units, materialise);
+      }
+      training_ = zt::initialize(std::move(launch), model, init);
     }
     // Stage 3 registered hooks for every unit; below it none, and the unit calls are no-ops.
     for (const std::string& name : units_) {

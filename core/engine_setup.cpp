@@ -195,7 +195,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->gather_ = std::make_unique<zero::ParamGather>(
       impl_->plan_, impl_->buckets_, impl_->frozen_buckets_, *impl_->shard_comm_,
       impl_->hpz_comm_.get(), impl_->clock_, impl_->options_.stage == 3,
-      impl_->options_.stage3_prefetch_bucket_size);
+      impl_->options_.stage3_prefetch_bucket_size, impl_->options_.stage3_max_reuse_distance);
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
       impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
       [this](size_t b) { on_bucket_complete(b); }, impl_->plan_.units.size() - 1);

@@ -138,13 +138,24 @@ class Runtime {
   MPI_Op bf16_ops_[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
  private:
+  // Drops what an operation's steps hold (its tensors) before it is reported done. Its waiter
+  // still holds its own references then, so this thread never drops the last reference to a
+  // tensor owned by a Python object: freeing that takes the GIL, which the waiter may hold
+  // (a communicator's destructor run by Python waits here in run_sync with it held).
+  static void report(Operation& op, const std::string& error) {
+    op.start = nullptr;
+    op.finish = nullptr;
+    op.done(error);
+  }
+
   static void finish(Operation& op) {
+    std::string error;
     try {
       if (op.finish) op.finish();
-      op.done("");
     } catch (const std::exception& e) {
-      op.done(e.what());
+      error = e.what();
     }
+    report(op, error);
   }
 
   void loop() {
@@ -182,7 +193,7 @@ class Runtime {
         try {
           request = t.op.start();
         } catch (const std::exception& e) {
-          t.op.done(e.what());
+          report(t.op, e.what());
           continue;
         }
         if (request == MPI_REQUEST_NULL) {
@@ -199,7 +210,7 @@ class Runtime {
                             indices.data(), MPI_STATUSES_IGNORE);
       if (rc != MPI_SUCCESS) {
         // MPI_ERR_IN_STATUS would need statuses to tell which failed: fail them all.
-        for (Operation& op : ops) op.done("MPI_Testsome: " + error_string(rc));
+        for (Operation& op : ops) report(op, "MPI_Testsome: " + error_string(rc));
         requests.clear();
         ops.clear();
         continue;

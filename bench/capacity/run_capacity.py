@@ -167,6 +167,7 @@ zero_optimization:
   reduce_bucket_size: {a.bucket}
   stage3_prefetch_bucket_size: {a.bucket}
   stage3_param_persistence_threshold: 0
+  stage3_max_reuse_distance: 0  # every layer released after its forward: no memory spent on reuse
   sub_group_size: {a.bucket}
   offload_optimizer: {{nvme_path: {a.nvme_path}, buffer_count: 4, pipeline_read: true, pipeline_write: true}}
   offload_param: {{nvme_path: {a.nvme_path}, buffer_count: 5, buffer_size: {a.bucket}}}

@@ -3,11 +3,13 @@ README.md): tokens/s and peak RSS per rank, 2 ranks, each ZeRO stage's Hugging F
 
     python bench/hf_trainer/trainer_bench.py [--repeats 3] [--steps 16] [--out DIR]
 
-The driver (this file without --worker) runs, per config and repeat, the worker under ztrun twice,
-DeepSpeed (transformers.Trainer, DeepSpeed's virtualenv) and zerotorch (zerotorch.hf.Trainer,
-the project's virtualenv, without DeepSpeed) alternately, and writes DIR/summary.md. A worker
-trains a random LlamaForCausalLM on random token rows of a fixed length; a callback times the
-optimizer steps after the warm-up ones, and each rank reports its peak RSS (ru_maxrss).
+The driver (this file without --worker) runs, per config and repeat, the worker under ztrun three
+times in turn: DeepSpeed (transformers.Trainer, DeepSpeed's virtualenv), zerotorch
+(zerotorch.hf.Trainer, the project's virtualenv, without DeepSpeed) and the model alone (its
+forward and backward in a plain loop, no optimizer and no communication: the ceiling any engine
+running this model's own arithmetic stays under), and writes DIR/summary.md. A worker trains a
+random LlamaForCausalLM on random token rows of a fixed length; the steps after the warm-up ones
+are timed, and each rank reports its peak RSS (ru_maxrss).
 """
 
 import argparse
@@ -20,6 +22,20 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def model_alone(args, model, rows):
+    """The ceiling: this rank's forward and backward of the same model on the same rows, without
+    an optimizer step, a gradient reduction or a gather, so what no engine can take off."""
+    import torch
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    times = []
+    for step in range(args.steps):
+        batch = rows.ids[step * args.micro:(step + 1) * args.micro]
+        model(input_ids=batch, labels=batch).loss.backward()
+        model.zero_grad(set_to_none=True)
+        times.append(time.perf_counter())
+    return times, int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def worker(args):
@@ -54,6 +70,14 @@ def worker(args):
         num_hidden_layers=args.layers, num_attention_heads=args.hidden // 64,
         num_key_value_heads=args.hidden // 64, max_position_embeddings=args.seq))
     params = sum(p.numel() for p in model.parameters())
+    if args.framework == "model":
+        times, rank, world = model_alone(args, model, Rows(args.micro * args.steps))
+        timed = times[args.warmup:]
+        seconds = (timed[-1] - timed[0]) / (len(timed) - 1)
+        print("RESULT " + json.dumps({
+            "rank": rank, "params": params, "tokens_per_s": args.micro * args.seq * world / seconds,
+            "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}), flush=True)
+        return
     training = TrainingArguments(
         output_dir=os.path.join(args.out, "run"), per_device_train_batch_size=args.micro,
         gradient_accumulation_steps=1, max_steps=args.steps, learning_rate=1e-4,
@@ -120,9 +144,9 @@ def main():
     load = os.getloadavg()[0]
     for name in args.configs.split(","):
         config = os.path.join(data, f"hf-transformers-tests-{name}.json")
-        runs = {"deepspeed": [], "zerotorch": []}
+        runs = {"deepspeed": [], "zerotorch": [], "model": []}
         for r in range(args.repeats):
-            for framework in ("deepspeed", "zerotorch"):
+            for framework in runs:
                 out = os.path.join(args.out, f"{name}-{framework}-{r}")
                 runs[framework].append(run_one(args, framework, config, out))
                 print(framework, name, r, runs[framework][-1], flush=True)
@@ -134,6 +158,10 @@ def main():
                          + f" | {max(x['rss_gib'] for x in rows):.2f} |")
         lines.append(f"| {name} | zerotorch / DeepSpeed | "
                      f"{med['zerotorch'] / med['deepspeed']:.2f}x | | |")
+        lines.append(f"| {name} | model alone / DeepSpeed (the ceiling) | "
+                     f"{med['model'] / med['deepspeed']:.2f}x | | |")
+        lines.append(f"| {name} | zerotorch / model alone | "
+                     f"{med['zerotorch'] / med['model']:.2f} | | |")
     lines.append("")
     lines.append(f"{runs['zerotorch'][0]['params'] / 1e6:.1f}M parameters; load average "
                  f"{load:.2f} before, {os.getloadavg()[0]:.2f} after")

@@ -18,7 +18,7 @@ namespace zt {
 // wall_clock_breakdown and steps_per_print. `freeze` is applied to the model by zt::initialize
 // (train/freeze.h) before the engine is built. `units` are the model's stage-3 units.
 // Keys the engine does not act on (overlap_comm: always on; contiguous_gradients: always;
-// sub_group_size, stage3_max_live_parameters / max_reuse_distance) are warned about by
+// sub_group_size, stage3_max_live_parameters) are warned about by
 // check_config; offload_param is an error there and here. offload_optimizer.device nvme fills
 // EngineOptions::nvme_optimizer (with sub_group_size, pipeline_read/write and the aio block).
 // Throws while

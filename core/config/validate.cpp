@@ -438,9 +438,6 @@ void warn_inert_keys(const Config& c, ReadState& st) {
       warn(p + "stage3_max_live_parameters",
            "stage 3 gathers one unit ahead, bounded by stage3_prefetch_bucket_size");
     }
-    if (z.stage3_max_reuse_distance != d.stage3_max_reuse_distance) {
-      warn(p + "stage3_max_reuse_distance", "a unit's parameters are released after its use");
-    }
     if (z.sub_group_size != d.sub_group_size &&
         z.offload_optimizer.device != OffloadDevice::kNvme) {
       warn(p + "sub_group_size",

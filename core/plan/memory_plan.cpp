@@ -408,6 +408,20 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     }
     return act;
   };
+  // Units used again within stage3_max_reuse_distance stay gathered from forward to backward
+  // (zero::kept_for_backward, as ParamGather decides it); frozen parameters count by their bytes.
+  std::vector<bool> kept;
+  {
+    std::vector<int64_t> numel;
+    std::vector<bool> routed;
+    for (const PlannedUnit& unit : model.units) {
+      int64_t n = unit.frozen_bytes / p;
+      for (const PlannedParam& q : unit.params) n += q.numel;
+      numel.push_back(n);
+      routed.push_back(unit.routed);
+    }
+    kept = zero::kept_for_backward(numel, routed, z.stage3_max_reuse_distance);
+  }
   gather(root);  // the root stays gathered through forward and backward
   for (size_t u = 0; u < root; ++u) {
     if (model.units[u].routed) continue;
@@ -418,8 +432,10 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
     const UnitActivations act = activations_of(g);
     L.check("forward of " + model.units[u].name, act.forward_extra, "activation transients", dev);
     L.add("activations", dev, act.saved);
-    for (size_t i = 0; i < buckets.size(); ++i)
-      if (std::find(g.begin(), g.end(), buckets[i].unit) != g.end()) release(i);
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const size_t v = buckets[i].unit;
+      if (std::find(g.begin(), g.end(), v) != g.end() && !kept[v]) release(i);
+    }
   }
   const UnitActivations& head = model.units[root].activations;
   L.check("forward of the root (head, loss)", head.forward_extra, "activation transients", dev);
@@ -592,8 +608,7 @@ MemoryPlan plan_memory(const Config& c, int world_size, const ModelMemory& model
   }
   if (stage == 3) {
     plan.notes.push_back(
-        "stage3_max_live_parameters and stage3_max_reuse_distance do not act (gathers follow "
-        "stage3_prefetch_bucket_size)");
+        "stage3_max_live_parameters does not act (prefetch follows stage3_prefetch_bucket_size)");
   }
   // What the config turns on that the plan does not count yet.
   std::vector<std::string> missing;

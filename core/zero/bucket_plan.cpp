@@ -110,4 +110,18 @@ bool stays_gathered(int stage, int64_t numel, int64_t persistence_threshold) {
   return stage == 3 && numel < persistence_threshold;
 }
 
+std::vector<bool> kept_for_backward(const std::vector<int64_t>& unit_numel,
+                                    const std::vector<bool>& routed, int64_t max_reuse_distance) {
+  ZT_CHECK(!unit_numel.empty() && routed.size() == unit_numel.size(),
+           "kept_for_backward: one element count and one routed flag per unit, the root last");
+  const size_t root = unit_numel.size() - 1;
+  std::vector<bool> kept(unit_numel.size(), false);
+  int64_t after = unit_numel[root];  // the units after u, and the root
+  for (size_t u = root; u-- > 0;) {
+    kept[u] = !routed[u] && 2 * after < max_reuse_distance;
+    after += unit_numel[u];
+  }
+  return kept;
+}
+
 }  // namespace zt::zero

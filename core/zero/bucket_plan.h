@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -58,5 +59,17 @@ BucketParts plan_bucket(const BucketOptions& o, const dist::FlatLayout& layout,
 // stage3_param_persistence_threshold elements. The engine's buckets and partitioned construction
 // both ask here.
 bool stays_gathered(int stage, int64_t numel, int64_t persistence_threshold);
+
+// DeepSpeed's stage3_max_reuse_distance (PartitionedParameterCoordinator.__params_to_release):
+// after a module's forward its parameters stay gathered when they are used again before that
+// many parameter elements have been fetched, counting from the module after it. Here the units
+// are the modules: from unit u's forward to its backward come the units after it, the root
+// (its head), the root again and those units once more in backward, so u is kept when twice the
+// elements of the units after it and of the root are below max_reuse_distance (0: every unit is
+// released after its forward). unit_numel: every parameter of each unit, frozen ones included,
+// the root last. A routed unit (a layer's experts, gathered by its routing) is never kept. The
+// engine (ParamGather) and the memory plan (core/plan/memory_plan.cpp) both ask here.
+std::vector<bool> kept_for_backward(const std::vector<int64_t>& unit_numel,
+                                    const std::vector<bool>& routed, int64_t max_reuse_distance);
 
 }  // namespace zt::zero

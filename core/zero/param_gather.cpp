@@ -6,6 +6,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "base/error.h"
+#include "core/zero/bucket_plan.h"
 
 namespace zt::zero {
 
@@ -32,8 +33,10 @@ class ParamGather::Hooks : public UnitHooks {
     // A routed call's backward needs the experts its forward gathered, and no others.
     const std::vector<bool> routed = std::move(routed_);
     routed_.clear();
+    bool backward_follows = false;
     for (const at::Tensor& output : outputs) {
       if (!(output.defined() && at::GradMode::is_enabled() && output.requires_grad())) continue;
+      backward_follows = true;
       // Fires when the gradient w.r.t. this output is known, i.e. just before the unit's own
       // backward: gather its parameters again and prefetch the unit before it (a no-op for the
       // second output of a unit already gathered).
@@ -48,7 +51,10 @@ class ParamGather::Hooks : public UnitHooks {
         return grad;
       });
     }
-    if (!gather->in_scope() && !gather->in_backward()) gather->release_unit(unit);
+    // Kept only where a backward will come for it; Engine::finish_backward releases what its
+    // gradients did not, and Engine::forward everything after an evaluation forward.
+    const bool keep = backward_follows && gather->kept_for_backward(unit);
+    if (!gather->in_scope() && !gather->in_backward() && !keep) gather->release_unit(unit);
   }
 
  private:
@@ -60,7 +66,7 @@ class ParamGather::Hooks : public UnitHooks {
 ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
                          std::vector<std::unique_ptr<Bucket>>& frozen, dist::Communicator& comm,
                          dist::Communicator* secondary, WaitClock& clock, bool active,
-                         int64_t prefetch_numel)
+                         int64_t prefetch_numel, int64_t max_reuse_distance)
     : plan_(plan),
       buckets_(buckets),
       frozen_(frozen),
@@ -69,6 +75,16 @@ ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& b
       clock_(clock),
       active_(active),
       prefetch_numel_(prefetch_numel) {
+  std::vector<int64_t> numel;
+  std::vector<bool> routed;
+  for (size_t u = 0; u < plan_.units.size(); ++u) {
+    int64_t n = 0;
+    for (Bucket* b : unit_buckets(u)) n += b->layout().numel();
+    numel.push_back(n);
+    routed.push_back(plan_.units[u]->routed);
+  }
+  kept_ = numel.empty() ? std::vector<bool>{}
+                        : zero::kept_for_backward(numel, routed, max_reuse_distance);
   if (!active_) return;
   for (size_t u = 0; u < root(); ++u) {
     plan_.units[u]->hooks = std::make_unique<Hooks>(this, u);

@@ -2,9 +2,14 @@
 // Stage-3 parameter gathering: only shards are resident; a unit's full parameters exist from just
 // before its forward (or backward) until just after it.
 //
-//   forward   gather unit i (wait) | prefetch units i+1.. | run unit i | release unit i
+//   forward   gather unit i (wait) | prefetch units i+1.. | run unit i | release unit i (unless
+//             kept for its backward)
 //   backward  (hook on unit i's output) gather unit i (wait) | prefetch units i-1.. | unit i's
 //             backward | release each bucket as its last gradient arrives (GradSync)
+//
+// A unit whose backward comes within stage3_max_reuse_distance elements of gathering after its
+// forward is not released there but kept for its backward (kept_for_backward below); backward's
+// gather of it is then a no-op.
 //
 // Prefetch starts the all-gathers of the following units, up to stage3_prefetch_bucket_size
 // elements, so they overlap the current unit's compute. The root unit (parameters outside every
@@ -38,7 +43,8 @@ class ParamGather {
   // (unit_buckets.h: make_frozen_buckets), indexed by Unit::frozen_buckets.
   ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& buckets,
               std::vector<std::unique_ptr<Bucket>>& frozen, dist::Communicator& comm,
-              dist::Communicator* secondary, WaitClock& clock, bool active, int64_t prefetch_numel);
+              dist::Communicator* secondary, WaitClock& clock, bool active, int64_t prefetch_numel,
+              int64_t max_reuse_distance);
   // Unregisters the unit hooks.
   ~ParamGather();
   ParamGather(const ParamGather&) = delete;
@@ -59,6 +65,8 @@ class ParamGather {
   // to the prefetch budget. The root unit is never prefetched.
   void prefetch_after(size_t unit, int direction);
   void release_unit(size_t unit);
+  // Whether unit's parameters stay gathered from its forward to its backward.
+  bool kept_for_backward(size_t unit) const { return kept_[unit]; }
   void release_bucket(size_t bucket);
   // Backward has reached `unit`: the frozen buckets of the declared units after it are released.
   void release_frozen_after(size_t unit);
@@ -100,6 +108,7 @@ class ParamGather {
   WaitClock& clock_;
   bool active_;
   int64_t prefetch_numel_;
+  std::vector<bool> kept_;  // per unit: kept_for_backward
   int scopes_ = 0;
   bool in_backward_ = false;
   int64_t gathered_bytes_ = 0;

@@ -230,28 +230,36 @@ std::string scratch(const std::string& name) {
 TEST(FrozenShards, TrainLikeSingleProcessAdamW) {
   const Trace want = reference();
   const auto frozen = frozen_at_start();
-  for (int accumulation : {1, 3}) {
-    for (zt::OffloadDevice offload :
-         {zt::OffloadDevice::kNone, zt::OffloadDevice::kCpu, zt::OffloadDevice::kNvme}) {
-      zt::EngineOptions o = options();
-      o.gradient_accumulation_steps = accumulation;
-      o.offload_param.device = offload;
-      if (offload == zt::OffloadDevice::kNvme) {
-        o.offload_param.nvme_path = scratch("nvme" + std::to_string(accumulation));
-        o.offload_param.max_in_cpu = 0;  // every shard in a file, the frozen ones included
-      }
-      const std::string what = "x" + std::to_string(accumulation) +
-                               (offload == zt::OffloadDevice::kCpu    ? " offload_param cpu"
-                                : offload == zt::OffloadDevice::kNvme ? " offload_param nvme"
-                                                                      : "") +
-                               " at " + std::to_string(g_comm->size()) + " ranks";
-      const Trace got = run(o);
-      expect_close(got, want, kRtol, kAtol, what);
-      for (const auto& [name, before] : frozen)
-        EXPECT_TRUE(torch::equal(got.params.at(name), before)) << what << ": " << name << " moved";
-      if (offload == zt::OffloadDevice::kNvme) {
-        EXPECT_EQ(got.memory.frozen_param_bytes, 0) << what << ": frozen shards left in memory";
-        EXPECT_GE(got.memory.nvme_bytes, frozen_fp32_bytes() / g_comm->size()) << what;
+  // Blocks kept gathered from forward to backward (the default reuse distance), and released
+  // after their forward (0).
+  for (int64_t reuse : {int64_t{1'000'000'000}, int64_t{0}}) {
+    for (int accumulation : {1, 3}) {
+      for (zt::OffloadDevice offload :
+           {zt::OffloadDevice::kNone, zt::OffloadDevice::kCpu, zt::OffloadDevice::kNvme}) {
+        zt::EngineOptions o = options();
+        o.stage3_max_reuse_distance = reuse;
+        o.gradient_accumulation_steps = accumulation;
+        o.offload_param.device = offload;
+        if (offload == zt::OffloadDevice::kNvme) {
+          o.offload_param.nvme_path =
+              scratch("nvme" + std::to_string(accumulation) + "r" + std::to_string(reuse));
+          o.offload_param.max_in_cpu = 0;  // every shard in a file, the frozen ones included
+        }
+        const std::string what = "reuse " + std::to_string(reuse) + " x" +
+                                 std::to_string(accumulation) +
+                                 (offload == zt::OffloadDevice::kCpu    ? " offload_param cpu"
+                                  : offload == zt::OffloadDevice::kNvme ? " offload_param nvme"
+                                                                        : "") +
+                                 " at " + std::to_string(g_comm->size()) + " ranks";
+        const Trace got = run(o);
+        expect_close(got, want, kRtol, kAtol, what);
+        for (const auto& [name, before] : frozen)
+          EXPECT_TRUE(torch::equal(got.params.at(name), before))
+              << what << ": " << name << " moved";
+        if (offload == zt::OffloadDevice::kNvme) {
+          EXPECT_EQ(got.memory.frozen_param_bytes, 0) << what << ": frozen shards left in memory";
+          EXPECT_GE(got.memory.nvme_bytes, frozen_fp32_bytes() / g_comm->size()) << what;
+        }
       }
     }
   }
@@ -266,12 +274,16 @@ TEST(FrozenShards, Bf16TrainsLikeStageZero) {
 }
 
 // About 1/N of the frozen bytes per rank (each buffer padded to a multiple of N elements), and at
-// most the root and one block gathered at any time with prefetching off: in backward a block's
-// frozen buffer goes when backward reaches the block before it.
+// most the root and one block gathered at any time with prefetching off and every block released
+// after its forward (stage3_max_reuse_distance 0): in backward a block's frozen buffer goes when
+// backward reaches the block before it. At DeepSpeed's default reuse distance (1e9 elements) every
+// block is used again well within it, so all of them stay gathered from forward to backward, and
+// backward releases them all.
 TEST(FrozenShards, ShardedAndReleasedInBackward) {
   const int world = g_comm->size();
   zt::EngineOptions o = options();
   o.stage3_prefetch_bucket_size = 0;
+  o.stage3_max_reuse_distance = 0;
   const Trace t = run(o);
   const int64_t whole = frozen_fp32_bytes();
   const int64_t slack = 4 * world * (LoraStackImpl::kBlocks + 1);  // padding: one buffer per unit
@@ -290,6 +302,13 @@ TEST(FrozenShards, ShardedAndReleasedInBackward) {
   EXPECT_LE(t.memory.peak_gathered_param_bytes, bound)
       << "more than the root and one block gathered at once";
   EXPECT_GE(t.memory.peak_gathered_param_bytes, 4 * (root + block));
+
+  o.stage3_max_reuse_distance = zt::EngineOptions().stage3_max_reuse_distance;
+  const Trace kept = run(o);
+  const int64_t all = root + LoraStackImpl::kBlocks * block;
+  EXPECT_GE(kept.memory.peak_gathered_param_bytes, 4 * all) << "a block released before backward";
+  EXPECT_LE(kept.memory.peak_gathered_param_bytes, 4 * all + slack * 2);
+  EXPECT_EQ(kept.memory.gathered_param_bytes, 0) << "backward left blocks gathered";
 }
 
 TEST(FrozenShards, CheckpointResumesBitForBit) {

@@ -38,17 +38,17 @@ int64_t part(const MemoryPlan& p, Place place, const std::string& name) {
 const c10::Device kDevice(c10::DeviceType::PrivateUse1, 0);
 
 // Stage 3, 2 ranks, bf16, AdamW, everything sharded, prefetch one unit ahead, one reduction
-// left in flight. Persistent per rank: 16-bit shards 4 x 2 x 500 + 2 x 5 = 4010, fp32 gradient
-// slices, master 4 x 2005 = 8020 each, Adam 16040: 36090. The peak is the backward of u2: u2
-// and the prefetched u1 gathered (2 x 2 x 1000) with the root (20), the activations of u0-u2
-// (300), the root's 16-bit gradients (20), u2's staging and u3's still in flight (2 x 4000):
-// 12340 more.
+// left in flight, each unit released after its forward (stage3_max_reuse_distance 0). Persistent
+// per rank: 16-bit shards 4 x 2 x 500 + 2 x 5 = 4010, fp32 gradient slices, master 4 x 2005 = 8020
+// each, Adam 16040: 36090. The peak is the backward of u2: u2 and the prefetched u1 gathered (2 x 2
+// x 1000) with the root (20), the activations of u0-u2 (300), the root's 16-bit gradients (20),
+// u2's staging and u3's still in flight (2 x 4000): 12340 more.
 TEST(MemoryPlan, Stage3PeaksInTheBackwardWithWhatIsGatheredAndInFlight) {
   const Config c = with(
       "bf16: {enabled: true}\noptimizer: {type: AdamW}\n"
       "communication: {max_inflight_reductions: 1}\n"
       "zero_optimization: {stage: 3, stage3_prefetch_bucket_size: 1000, "
-      "stage3_param_persistence_threshold: 0}");
+      "stage3_param_persistence_threshold: 0, stage3_max_reuse_distance: 0}");
   const MemoryPlan p = plan_memory(c, 2, four_units(), kDevice, "nccl");
   EXPECT_EQ(p.peak_at(Place::kDevice), 36090 + 12340) << p.device_peak_at;
   EXPECT_EQ(p.device_peak_at, "backward of u2");
@@ -69,6 +69,19 @@ TEST(MemoryPlan, Stage3PeaksInTheBackwardWithWhatIsGatheredAndInFlight) {
   none.zero_optimization.stage3_prefetch_bucket_size = 0;
   EXPECT_EQ(plan_memory(none, 2, four_units(), kDevice, "nccl").peak_at(Place::kDevice),
             36090 + 2020 + 300 + 20 + 8000);
+  // DeepSpeed's default reuse distance (1e9 elements) keeps every unit from its forward to its
+  // backward: at the backward of u2, u0-u2 are still gathered (3 x 2000) with the root.
+  Config kept = c;
+  kept.zero_optimization.stage3_max_reuse_distance = ZeroConfig().stage3_max_reuse_distance;
+  const MemoryPlan k = plan_memory(kept, 2, four_units(), kDevice, "nccl");
+  EXPECT_EQ(k.peak_at(Place::kDevice), 36090 + 6020 + 300 + 20 + 8000) << k.device_peak_at;
+  EXPECT_EQ(k.device_peak_at, "backward of u2");
+  EXPECT_EQ(part(k, Place::kDevice, "stage-3 units gathered"), 6020);
+  // A distance that only the last unit's reuse fits in (2 x 10 elements of the root before it,
+  // 2 x 1010 before u2's): u3 stays, and the peak is where releasing each unit puts it.
+  kept.zero_optimization.stage3_max_reuse_distance = 2000;
+  EXPECT_EQ(plan_memory(kept, 2, four_units(), kDevice, "nccl").peak_at(Place::kDevice),
+            36090 + 12340);
   // A host backend stages each reduction in host memory: input, slice, and gloo's copy.
   EXPECT_EQ(plan_memory(c, 2, four_units(), kDevice, "gloo").peak_at(Place::kHost),
             4 * (1000 + 500) + 4 * 1000);

@@ -1,11 +1,13 @@
-// Stage-3 units chosen by class (zero::units_of_types) instead of by name, and units declared
-// inside others (zero::plan_units).
+// Stage-3 units chosen by class (zero::units_of_types) instead of by name, units declared
+// inside others (zero::plan_units), and which units stay gathered from forward to backward
+// (zero::kept_for_backward).
 #include "core/zero/units.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "base/error.h"
+#include "core/zero/bucket_plan.h"
 
 namespace zt::zero {
 namespace {
@@ -107,6 +109,39 @@ TEST(UnitsOfTypes, ATypeMatchingNothingIsAnErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find("'DecoderLayer' matches no submodule"), std::string::npos)
         << e.what();
   }
+}
+
+// Cases run on DeepSpeed 0.19.8 (stage 3, one rank, a Sequential of four bias-free
+// Linear(10, 10), stage3_param_persistence_threshold 0, prefetch off): after the third step's
+// forward, the layers whose parameters were still AVAILABLE, per stage3_max_reuse_distance.
+// The Sequential holds no parameters of its own: the root is empty.
+TEST(KeptForBackward, AsDeepSpeedKeepsLayersByReuseDistance) {
+  const std::vector<int64_t> numel = {100, 100, 100, 100, 0};
+  const std::vector<bool> routed(5, false);
+  const std::vector<std::pair<int64_t, std::vector<bool>>> deepspeed = {
+      {0, {false, false, false, false}},        {150, {false, false, false, true}},
+      {201, {false, false, true, true}},        {399, {false, false, true, true}},
+      {401, {false, true, true, true}},         {599, {false, true, true, true}},
+      {601, {true, true, true, true}},          {1000, {true, true, true, true}},
+      {1'000'000'000, {true, true, true, true}}};
+  for (const auto& [distance, layers] : deepspeed) {
+    std::vector<bool> want = layers;
+    want.push_back(false);  // the root is gathered throughout, never "kept"
+    EXPECT_EQ(kept_for_backward(numel, routed, distance), want) << "distance " << distance;
+  }
+}
+
+// The root (embeddings, head) counts on both sides of the turn; a routed unit (a layer's
+// experts) is gathered by its routing and never kept, though its elements count for the others.
+TEST(KeptForBackward, TheRootCountsTwiceAndRoutedUnitsAreNeverKept) {
+  // Units: a layer of 100, its experts (routed, 300), a layer of 100; the root 50.
+  const std::vector<int64_t> numel = {100, 300, 100, 50};
+  const std::vector<bool> routed = {false, true, false, false};
+  // The last layer: 2 * 50 = 100 elements to its backward; the first: 2 * (300 + 100 + 50).
+  EXPECT_EQ(kept_for_backward(numel, routed, 100), (std::vector<bool>{false, false, false, false}));
+  EXPECT_EQ(kept_for_backward(numel, routed, 101), (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ(kept_for_backward(numel, routed, 901), (std::vector<bool>{true, false, true, false}));
+  EXPECT_THROW(kept_for_backward({}, {}, 10), Error);
 }
 
 }  // namespace

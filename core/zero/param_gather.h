@@ -1,6 +1,6 @@
 #pragma once
 // Stage-3 parameter gathering: only shards are resident; a unit's full parameters exist from just
-// before its forward (or backward) until just after it.
+// before its forward (or backward) until just after it, or until its backward where it is kept.
 //
 //   forward   gather unit i (wait) | prefetch units i+1.. | run unit i | release unit i (unless
 //             kept for its backward)

@@ -61,7 +61,11 @@ std::string unit_of(const dist::FlatLayout& layout) {
   return "";
 }
 
-Totals expected(Engine& engine, int stage, int n) {
+// reuse: stage3_max_reuse_distance. At DeepSpeed's default every unit of this small model is used
+// again well within it, so each is gathered once, for its forward, and kept for its backward; at
+// 0 each is released after its forward and gathered again for its backward. The root (no unit)
+// stays gathered through both.
+Totals expected(Engine& engine, int stage, int64_t reuse, int n) {
   Totals t;
   for (const Engine::ShardState& s : engine.shard_states()) {
     const int64_t full = 4 * s.layout->padded_numel(), shard = full / n;
@@ -74,17 +78,23 @@ Totals expected(Engine& engine, int stage, int n) {
         break;
       default:
         t["reduce_scatter"] += full;
-        t["all_gather"] += (unit_of(*s.layout).empty() ? 1 : 2) * shard;
+        t["all_gather"] += (unit_of(*s.layout).empty() || reuse > 0 ? 1 : 2) * shard;
     }
   }
   if (stage > 0) t["all_reduce"] += 8;
   return t;
 }
 
-class CommsLoggerBytes : public ::testing::TestWithParam<int> {};
+struct Case {
+  int stage;
+  int64_t reuse;  // stage3_max_reuse_distance
+};
+
+class CommsLoggerBytes : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CommsLoggerBytes, OneStepMovesWhatTheLayoutPredicts) {
-  const int stage = GetParam();
+  const int stage = GetParam().stage;
+  const int64_t reuse = GetParam().reuse;
   auto world = testing::mpi_world();
   dist::CommsLoggerOptions on;
   on.enabled = true;
@@ -97,6 +107,7 @@ TEST_P(CommsLoggerBytes, OneStepMovesWhatTheLayoutPredicts) {
   o.reduce_bucket_size = 100;  // several buckets, some parameters alone in theirs
   o.stage3_prefetch_bucket_size = 0;
   o.stage3_param_persistence_threshold = 0;
+  o.stage3_max_reuse_distance = reuse;
   o.units = {"u0", "u1"};
   o.optimizer.type = optim::OptimizerKind::kAdamW;
   auto model = TwoUnits();
@@ -111,12 +122,18 @@ TEST_P(CommsLoggerBytes, OneStepMovesWhatTheLayoutPredicts) {
   step();
   log.reset();
   step();
-  const Totals want = expected(engine, stage, comm->size());
-  EXPECT_EQ(logged(log), want) << "stage " << stage << "\n" << log.table();
+  const Totals want = expected(engine, stage, reuse, comm->size());
+  EXPECT_EQ(logged(log), want) << "stage " << stage << ", stage3_max_reuse_distance " << reuse
+                               << "\n"
+                               << log.table();
   if (comm->rank() == 0 && stage == 3) std::cout << log.table();
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, CommsLoggerBytes, ::testing::Values(0, 1, 2, 3));
+constexpr int64_t kDefaultReuse = 1'000'000'000;
+INSTANTIATE_TEST_SUITE_P(Stages, CommsLoggerBytes,
+                         ::testing::Values(Case{0, kDefaultReuse}, Case{1, kDefaultReuse},
+                                           Case{2, kDefaultReuse}, Case{3, kDefaultReuse},
+                                           Case{3, 0}));
 
 }  // namespace
 }  // namespace zt

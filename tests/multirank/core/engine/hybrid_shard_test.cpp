@@ -314,11 +314,15 @@ struct HpzRun {
   int64_t secondary_bytes_before_step = 0;  // param_bytes after backward minus at the end
 };
 
-HpzRun run_hpz(int hpz, int mics) {
+HpzRun run_hpz(int hpz, int mics, int64_t reuse = 0) {
   auto counting = std::make_shared<CountingCommunicator>(g_comm);
   auto m = make_model();
   zt::EngineOptions o = options(mics, 1);
   o.zero_hpz_partition_size = hpz;
+  // 0: every block released after its forward, so that backward gathers it again (from the hpz
+  // group's secondary copy); at the default reuse distance this small model's blocks stay
+  // gathered from forward to backward and backward gathers nothing.
+  o.stage3_max_reuse_distance = reuse;
   zt::Engine engine(m, o, counting);
   HpzRun r;
   const int before = counting->all_gathers;
@@ -342,9 +346,9 @@ void expect_bit_identical(const Trace& got, const Trace& want, const std::string
   }
 }
 
-// hpZ groups of 2 at 4 ranks: bit for bit plain stage 3, with half the shard-group gathers (the
-// backward's moved to the pairs) and a secondary copy of 1/2 of every sharded buffer held from
-// forward to step. Also under hybrid sharding over all 4 ranks.
+// hpZ groups of 2 at 4 ranks, blocks released after their forward: bit for bit plain stage 3,
+// with half the shard-group gathers (the backward's moved to the pairs) and a secondary copy of 1/2
+// of every sharded buffer held from forward to step. Also under hybrid sharding over all 4 ranks.
 TEST(Hpz, SecondaryPartitionTrainsBitForBitLikePlainStage3) {
   const int world = g_comm->size();
   ASSERT_EQ(world, 4) << "registered for 4 ranks";
@@ -373,6 +377,9 @@ TEST(Hpz, SecondaryPartitionTrainsBitForBitLikePlainStage3) {
     // twice the primary shards' bytes.
     EXPECT_EQ(hpz.secondary_bytes_before_step, 2 * plain.trace.memory.param_bytes) << what;
   }
+  // Blocks kept from forward to backward (the default reuse distance) train the same bits.
+  expect_bit_identical(run_hpz(2, -1, zt::EngineOptions().stage3_max_reuse_distance).trace,
+                       plain.trace, "hpz 2, blocks kept for backward");
 }
 
 TEST(Hpz, SizeThatDoesNotDivideTheShardGroupIsAnError) {

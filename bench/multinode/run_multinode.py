@@ -31,19 +31,23 @@ import run_peers  # noqa: E402  (bench/peers/run_peers.py: shard, export, sizes)
 NODES, PER_NODE = 2, 2
 SUBNET = "10.231.9"
 
-# name -> (implementation, arguments); ENV: what a row sets in its ranks' environment.
+# name -> (implementation, arguments); ENV: what a row sets in its ranks' environment. Stage-3
+# rows release each layer after its forward (stage3_max_reuse_distance 0), so its backward gathers
+# it again as in a model too large to keep gathered: at DeepSpeed's default distance this small
+# model would keep every layer for its backward, and the backward's gathers that README's
+# formulas count would not happen.
+S3 = ["--stage", "3", "--stage3-max-reuse-distance", "0"]
 CONFIGS = {
-    "zt stage 3": ("zt", ["--stage", "3"]),
-    "zt stage 3 mics 2": ("zt", ["--stage", "3", "--mics-shard-size", "2"]),
-    "zt stage 3 mics 4 hierarchical": ("zt", ["--stage", "3", "--mics-shard-size", "4",
-                                              "--mics-hierarchical-gather"]),
-    "zt stage 3 hpz 2": ("zt", ["--stage", "3", "--hpz-partition-size", "2"]),
-    "zt stage 3 qwz": ("zt", ["--stage", "3", "--quantized-weights"]),
-    "zt stage 3 hpz 2 qwz": ("zt", ["--stage", "3", "--hpz-partition-size", "2",
-                                    "--quantized-weights"]),
-    "zt stage 3 qgz": ("zt", ["--stage", "3", "--quantized-gradients"]),
-    "zt stage 3 hpz 2 qwz qgz": ("zt", ["--stage", "3", "--hpz-partition-size", "2",
-                                        "--quantized-weights", "--quantized-gradients"]),
+    "zt stage 3": ("zt", list(S3)),
+    "zt stage 3 mics 2": ("zt", S3 + ["--mics-shard-size", "2"]),
+    "zt stage 3 mics 4 hierarchical": ("zt", S3 + ["--mics-shard-size", "4",
+                                                   "--mics-hierarchical-gather"]),
+    "zt stage 3 hpz 2": ("zt", S3 + ["--hpz-partition-size", "2"]),
+    "zt stage 3 qwz": ("zt", S3 + ["--quantized-weights"]),
+    "zt stage 3 hpz 2 qwz": ("zt", S3 + ["--hpz-partition-size", "2", "--quantized-weights"]),
+    "zt stage 3 qgz": ("zt", S3 + ["--quantized-gradients"]),
+    "zt stage 3 hpz 2 qwz qgz": ("zt", S3 + ["--hpz-partition-size", "2", "--quantized-weights",
+                                             "--quantized-gradients"]),
     "zt stage 2 flat": ("zt", ["--stage", "2"]),
     "zt stage 2 hierarchical": ("zt", ["--stage", "2"]),
     "fsdp2": ("torch", ["--mode", "fsdp2"]),

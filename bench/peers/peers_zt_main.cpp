@@ -65,6 +65,7 @@ struct Args {
   int stage = 0;
   int mics_shard_size = -1;
   int hpz = 1;
+  int64_t reuse_distance = EngineOptions().stage3_max_reuse_distance;
   bool quantized_weights = false;
   bool quantized_gradients = false;
   bool mics_hierarchical_gather = false;
@@ -145,6 +146,7 @@ EngineOptions engine_options(const Args& a, const models::Gpt& model) {
   o.stage = a.stage;
   o.mics_shard_size = a.mics_shard_size;
   o.zero_hpz_partition_size = a.hpz;
+  o.stage3_max_reuse_distance = a.reuse_distance;
   o.zero_quantized_weights = a.quantized_weights;
   o.zero_quantized_gradients = a.quantized_gradients;
   o.mics_hierarchical_params_gather = a.mics_hierarchical_gather;
@@ -491,6 +493,10 @@ int run(int argc, char** argv) {
       "(zero_optimization.mics_hierarchical_params_gather)")(
       "hpz-partition-size", po::value(&a.hpz)->default_value(1),
       "--run: stage 3 ZeRO++ hpZ group size (zero_optimization.zero_hpz_partition_size)")(
+      "stage3-max-reuse-distance", po::value(&a.reuse_distance)->default_value(a.reuse_distance),
+      "--run: stage 3 keeps a layer gathered for its backward when it is used again within this "
+      "many elements (zero_optimization.stage3_max_reuse_distance; 0: released after its "
+      "forward)")(
       "quantized-weights", po::bool_switch(&a.quantized_weights),
       "--run: stage 3 ZeRO++ qwZ, int8 weight gathers (zero_optimization.zero_quantized_weights)")(
       "quantized-gradients", po::bool_switch(&a.quantized_gradients),

@@ -75,6 +75,7 @@ ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& b
       clock_(clock),
       active_(active),
       prefetch_numel_(prefetch_numel) {
+  if (!active_) return;  // below stage 3 nothing is gathered, so nothing is kept
   std::vector<int64_t> numel;
   std::vector<bool> routed;
   for (size_t u = 0; u < plan_.units.size(); ++u) {
@@ -83,9 +84,7 @@ ParamGather::ParamGather(UnitPlan& plan, std::vector<std::unique_ptr<Bucket>>& b
     numel.push_back(n);
     routed.push_back(plan_.units[u]->routed);
   }
-  kept_ = numel.empty() ? std::vector<bool>{}
-                        : zero::kept_for_backward(numel, routed, max_reuse_distance);
-  if (!active_) return;
+  kept_ = zero::kept_for_backward(numel, routed, max_reuse_distance);
   for (size_t u = 0; u < root(); ++u) {
     plan_.units[u]->hooks = std::make_unique<Hooks>(this, u);
     UnitRegistry::instance().add(plan_.units[u]->module, plan_.units[u]->hooks.get());

@@ -1,6 +1,7 @@
 #include "parallel/mpi_communicator.h"
 
 #include <climits>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -29,6 +30,24 @@ void check_mpi_reduce(ReduceOp op, const at::Tensor& t, const char* name) {
 // Raises on an MPI error code from a start function (runs on the progress thread).
 void check_rc(int rc, const char* call) {
   if (rc != MPI_SUCCESS) ZT_THROW_KIND(ErrorKind::kComm, call, ": ", mpi::error_string(rc));
+}
+
+// Returns once every rank of `comm` has reached this point, sleeping between tests of an
+// MPI_Ibarrier, before a large blocking collective (MpiCommunicator::kSleepWhilePeersArriveBytes).
+// Inside a blocking call OpenMPI polls until the last peer arrives, yielding only: a thread that
+// yields stays runnable and keeps a fair share of a core, so with a rank's cores all computing,
+// the progress thread took up to half of one from its compute thread for as long as a peer was
+// late. A sleeping thread takes nothing; the cost is up to one sleep of latency when this rank
+// was the early one.
+void await_peers(MPI_Comm comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_rc(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  int done = 0;
+  for (int tests = 0;; ++tests) {
+    check_rc(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    if (tests >= 2) std::this_thread::sleep_for(MpiCommunicator::kPeerPollInterval);
+  }
 }
 
 }  // namespace
@@ -121,12 +140,15 @@ WorkPtr MpiCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
   if (t.numel() == 0 || size_ == 1) {
     return launch(work, [] { return MPI_REQUEST_NULL; });
   }
-  const bool block = blocking("all_reduce", t.numel() * static_cast<int64_t>(t.element_size()));
+  const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
+  const bool block = blocking("all_reduce", bytes);
+  const bool sleep_first = block && bytes >= kSleepWhilePeersArriveBytes;
   return launch(
       work,
-      [tensor, type, mpi_op, comm, block]() mutable {
+      [tensor, type, mpi_op, comm, block, sleep_first]() mutable {
         MPI_Request r = MPI_REQUEST_NULL;
         const int n = static_cast<int>(tensor.numel());
+        if (sleep_first) await_peers(comm);
         if (block) {
           check_rc(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), n, type, mpi_op, comm),
                    "MPI_Allreduce");
@@ -163,9 +185,9 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
   const bool aliased =
       out_begin < in_begin + shard_bytes * size_ && in_begin < out_begin + shard_bytes;
   // ZeRO reduces a flat gradient buffer into this rank's own slice of it. MPI forbids aliased
-  // send/receive buffers, so that case runs with MPI_IN_PLACE over the whole input (the result
-  // lands in its first shard) and the shard is copied to its place afterwards; the rest of the
-  // input then holds partial sums.
+  // send/receive buffers, so MPI_Reduce_scatter_block runs that case with MPI_IN_PLACE over the
+  // whole input (the result lands in its first shard) and the shard is copied to its place
+  // afterwards; the rest of the input then holds partial sums.
   ZT_CHECK(!aliased || out_begin == in_begin + shard_bytes * rank_,
            "mpi reduce_scatter: output overlaps input but is not this rank's shard of it");
   if (output.numel() == 0) return launch(work, [] { return MPI_REQUEST_NULL; });
@@ -176,13 +198,37 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
     });
   }
   const bool block = blocking("reduce_scatter", shard_bytes * size_);
+  // A reduce to each shard's owner instead, as DeepSpeed's stage 1-2 reduces a bucket's slices
+  // (stage_1_and_2.py, average_tensor): the owner reduces into its shard in place and every other
+  // rank only sends, so a rank copies no whole buffer. OpenMPI's reduce-scatter algorithms all
+  // copy the whole input into a scratch buffer first (and in place, the shard out of it again).
+  // Each rank still sends (n - 1) / n of the input in all, as in a ring; the owners take turns, so
+  // large worlds, where a ring keeps every link busy at once, keep the reduce-scatter
+  // (kPerOwnerReduceMaxRanks).
+  const bool per_owner = block && size_ <= kPerOwnerReduceMaxRanks;
+  const bool sleep_first = block && shard_bytes * size_ >= kSleepWhilePeersArriveBytes;
+  const int rank = rank_;
   return launch(
       work,
-      [in, out, type, mpi_op, comm, aliased, block]() mutable {
+      [in, out, type, mpi_op, comm, aliased, block, per_owner, sleep_first, size, rank,
+       shard_bytes]() mutable {
         MPI_Request r = MPI_REQUEST_NULL;
+        const int n = static_cast<int>(out.numel());
+        if (sleep_first) await_peers(comm);
+        if (per_owner) {
+          char* base = static_cast<char*>(in.data_ptr());
+          for (int owner = 0; owner < size; ++owner) {
+            char* slice = base + shard_bytes * owner;
+            const bool mine = owner == rank;
+            const void* send = mine && aliased ? MPI_IN_PLACE : slice;
+            check_rc(
+                MPI_Reduce(send, mine ? out.data_ptr() : nullptr, n, type, mpi_op, owner, comm),
+                "MPI_Reduce");
+          }
+          return r;
+        }
         const void* send = aliased ? MPI_IN_PLACE : in.data_ptr();
         void* recv = aliased ? in.data_ptr() : out.data_ptr();
-        const int n = static_cast<int>(out.numel());
         if (block) {
           check_rc(MPI_Reduce_scatter_block(send, recv, n, type, mpi_op, comm),
                    "MPI_Reduce_scatter_block");
@@ -192,8 +238,8 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
         }
         return r;
       },
-      [in, out, op, size, aliased]() mutable {
-        if (aliased && out.data_ptr() != in.data_ptr()) {
+      [in, out, op, size, aliased, per_owner]() mutable {
+        if (aliased && !per_owner && out.data_ptr() != in.data_ptr()) {
           out.copy_(in.view({-1}).narrow(0, 0, out.numel()).view_as(out));
         }
         if (op == ReduceOp::kAvg) out.div_(size);
@@ -220,9 +266,10 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, at::Tensor& output)
       return MPI_REQUEST_NULL;
     });
   }
-  const bool block =
-      blocking("all_gather", output.numel() * static_cast<int64_t>(output.element_size()));
-  return launch(work, [in, out, type, comm, rank, block]() mutable {
+  const int64_t bytes = output.numel() * static_cast<int64_t>(output.element_size());
+  const bool block = blocking("all_gather", bytes);
+  const bool sleep_first = block && bytes >= kSleepWhilePeersArriveBytes;
+  return launch(work, [in, out, type, comm, rank, block, sleep_first]() mutable {
     MPI_Request r = MPI_REQUEST_NULL;
     int n = static_cast<int>(in.numel());
     // In place when the caller passes its own shard of the output (ZeRO's usual layout).
@@ -230,6 +277,7 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, at::Tensor& output)
                                                static_cast<int64_t>(rank) * n *
                                                    static_cast<int64_t>(in.element_size());
     const void* send = in_place ? MPI_IN_PLACE : in.data_ptr();
+    if (sleep_first) await_peers(comm);
     if (block) {
       check_rc(MPI_Allgather(send, n, type, out.data_ptr(), n, type, comm), "MPI_Allgather");
     } else {
@@ -255,11 +303,13 @@ WorkPtr MpiCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output)
       return MPI_REQUEST_NULL;
     });
   }
-  const bool block =
-      blocking("all_to_all", input.numel() * static_cast<int64_t>(input.element_size()));
+  const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
+  const bool block = blocking("all_to_all", bytes);
+  const bool sleep_first = block && bytes >= kSleepWhilePeersArriveBytes;
   const int n = static_cast<int>(input.numel() / size_);
-  return launch(work, [in, out, type, comm, n, block]() mutable {
+  return launch(work, [in, out, type, comm, n, block, sleep_first]() mutable {
     MPI_Request r = MPI_REQUEST_NULL;
+    if (sleep_first) await_peers(comm);
     if (block) {
       check_rc(MPI_Alltoall(in.data_ptr(), n, type, out.data_ptr(), n, type, comm), "MPI_Alltoall");
     } else {

@@ -2,9 +2,9 @@
 // MpiCommunicator: the Communicator over OpenMPI's non-blocking collectives (CPU tensors).
 //
 //   all_reduce      MPI_Iallreduce(MPI_IN_PLACE)             avg = sum, then t /= size()
-//   reduce_scatter  MPI_Ireduce_scatter_block                avg likewise on the shard; output
-//                   may be this rank's own shard of input (then input's other shards are
-//                   clobbered)
+//   reduce_scatter  MPI_Ireduce_scatter_block, or one MPI_Reduce per shard to its owner (below);
+//                   avg likewise on the shard; output may be this rank's own shard of input
+//                   (then input's other shards may be clobbered)
 //   all_gather      MPI_Iallgather
 //   all_to_all      MPI_Alltoall / MPI_Ialltoall (equal chunks)
 //   broadcast       MPI_Ibcast
@@ -47,6 +47,20 @@ MpiMode parse_mpi_mode(const std::string& name);
 
 class MpiCommunicator : public Communicator {
  public:
+  // Worlds up to this size issue a blocking reduce_scatter as one MPI_Reduce per shard, to the
+  // shard's owner (in place there), rather than MPI_Reduce_scatter_block, whose algorithms in
+  // OpenMPI 4.1 first copy the whole input into scratch memory. The reduces cost each rank less
+  // work (2 ranks: it receives and adds its half and copies nothing), which on a CPU rank is
+  // taken from its computation; larger worlds keep the reduce-scatter, whose ring or halving
+  // keeps every link busy at once where the owners' reduces would take turns.
+  static constexpr int kPerOwnerReduceMaxRanks = 4;
+  // Blocking collectives of at least this many bytes first wait for every peer to arrive while
+  // sleeping (an MPI_Ibarrier tested every kPeerPollInterval), rather than in OpenMPI's polling
+  // loop: mpi_communicator.cpp, await_peers. Smaller ones, whose whole time is near the
+  // barrier's, go straight in.
+  static constexpr int64_t kSleepWhilePeersArriveBytes = 1 << 20;
+  static constexpr std::chrono::microseconds kPeerPollInterval{50};
+
   // Takes ownership of `comm` (a communicator private to zerotorch). store: the desync side
   // channel (may be null).
   MpiCommunicator(MPI_Comm comm, c10::intrusive_ptr<c10d::Store> store,

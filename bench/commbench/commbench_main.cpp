@@ -2,7 +2,8 @@
 // in the same run (like nccl-tests). Run under mpirun:
 //
 //   mpirun -np 2 build/bin/zt_commbench [--backends mpi,gloo] [--ops all_reduce,reduce_scatter,
-//       all_gather] [--min-bytes 1024] [--max-bytes 268435456] [--reps 5] [--json FILE]
+//       reduce_scatter_in_place,all_gather] [--min-bytes 1024] [--max-bytes 268435456] [--reps 5]
+//       [--json FILE]
 //
 // For each collective and size (x4 steps), the implementations ("mpi-direct": blocking
 // MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather on MPI_COMM_WORLD with no zerotorch
@@ -10,7 +11,8 @@
 // after rep, so machine noise hits all alike; each rep times `iters` back-to-back collectives
 // (slowest rank's time), and the table reports the median rep.
 //   bytes: the full buffer (all_reduce: the tensor; reduce_scatter: the input; all_gather: the
-//   output), fp32.
+//   output), fp32. reduce_scatter_in_place is ZeRO's layout: the output is this rank's own slice
+//   of the input (directly: MPI_IN_PLACE, then the shard copied from the front to its slice).
 //   algbw = bytes / time; busbw = algbw * 2(n-1)/n for all_reduce, * (n-1)/n for the others
 //   (nccl-tests' convention: what each link carries).
 #include <algorithm>
@@ -42,7 +44,8 @@ struct Options {
   // mpi (mode auto), mpi-nb (non-blocking MPI calls), mpi-b (blocking calls on the progress
   // thread), gloo.
   std::vector<std::string> backends = {"mpi", "mpi-nb", "mpi-b", "gloo"};
-  std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather"};
+  std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "reduce_scatter_in_place",
+                                  "all_gather"};
   int64_t min_bytes = 1024;
   int64_t max_bytes = 256LL << 20;
   int reps = 5;
@@ -92,8 +95,11 @@ Options parse(int argc, char** argv) {
     }
   }
   for (const std::string& op : o.ops) {
-    ZT_CHECK(op == "all_reduce" || op == "reduce_scatter" || op == "all_gather",
-             "commbench: --ops takes all_reduce, reduce_scatter, all_gather; got '", op, "'");
+    ZT_CHECK(op == "all_reduce" || op == "reduce_scatter" || op == "reduce_scatter_in_place" ||
+                 op == "all_gather",
+             "commbench: --ops takes all_reduce, reduce_scatter, reduce_scatter_in_place, "
+             "all_gather; got '",
+             op, "'");
   }
   ZT_CHECK(o.min_bytes >= 4 && o.min_bytes <= o.max_bytes, "commbench: bad byte range");
   ZT_CHECK(o.reps >= 1, "commbench: --reps must be >= 1");
@@ -132,6 +138,10 @@ std::vector<Impl> make_impls(const std::string& op, int64_t count, int world,
   float* pb = b.data_ptr<float>();
   const int n = static_cast<int>(count);
   const int shard = static_cast<int>(count / world);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // In place, a rank's own slice is summed into again on every iteration: zeros stay finite.
+  if (op == "reduce_scatter_in_place") a.zero_();
   if (op == "all_reduce") {
     impls.push_back({"mpi-direct", [=](int iters) {
                        for (int i = 0; i < iters; ++i) {
@@ -143,6 +153,17 @@ std::vector<Impl> make_impls(const std::string& op, int64_t count, int world,
                        for (int i = 0; i < iters; ++i) {
                          MPI_Reduce_scatter_block(pa, pb, shard, MPI_FLOAT, MPI_SUM,
                                                   MPI_COMM_WORLD);
+                       }
+                     }});
+  } else if (op == "reduce_scatter_in_place") {
+    impls.push_back({"mpi-direct", [=](int iters) {
+                       for (int i = 0; i < iters; ++i) {
+                         MPI_Reduce_scatter_block(MPI_IN_PLACE, pa, shard, MPI_FLOAT, MPI_SUM,
+                                                  MPI_COMM_WORLD);
+                         if (rank != 0) {
+                           std::memcpy(pa + static_cast<int64_t>(rank) * shard, pa,
+                                       static_cast<size_t>(shard) * sizeof(float));
+                         }
                        }
                      }});
   } else {
@@ -161,6 +182,11 @@ std::vector<Impl> make_impls(const std::string& op, int64_t count, int world,
     } else if (op == "reduce_scatter") {
       impls.push_back({"zt-" + name, [c, &a, &b](int iters) {
                          for (int i = 0; i < iters; ++i) c->reduce_scatter(a, b)->wait();
+                       }});
+    } else if (op == "reduce_scatter_in_place") {
+      at::Tensor own = a.narrow(0, static_cast<int64_t>(rank) * shard, shard);
+      impls.push_back({"zt-" + name, [c, &a, own](int iters) mutable {
+                         for (int i = 0; i < iters; ++i) c->reduce_scatter(a, own)->wait();
                        }});
     } else {
       impls.push_back({"zt-" + name, [c, &a, &b](int iters) {

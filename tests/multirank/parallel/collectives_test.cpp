@@ -101,16 +101,24 @@ TEST_P(Collectives, ReduceScatterIntoShard) {
   }
 }
 
-// ZeRO's layout: the output is this rank's own slice of the flat input.
+// ZeRO's layout: the output is this rank's own slice of the flat input (the mpi backend reduces
+// each slice to its owner in place there, or reduce-scatters the whole buffer in place).
 TEST_P(Collectives, ReduceScatterIntoOwnSliceOfInput) {
   const auto [type, n] = GetParam();
   const int w = comm().size();
   const int r = comm().rank();
-  at::Tensor flat = contribution(r, n * w, type);
-  at::Tensor shard = flat.narrow(0, r * n, n);
-  comm().reduce_scatter(flat, shard)->wait();
-  expect_equal(shard, (pattern(n, at::kDouble, r * n) * (w * (w + 1) / 2.0)).to(type),
-               "aliased reduce_scatter");
+  std::vector<ReduceOp> ops = {ReduceOp::kSum, ReduceOp::kMax};
+  if (at::isFloatingType(type)) ops.push_back(ReduceOp::kAvg);
+  for (ReduceOp op : ops) {
+    at::Tensor flat = contribution(r, n * w, type);
+    at::Tensor shard = flat.narrow(0, r * n, n);
+    comm().reduce_scatter(flat, shard, op)->wait();
+    double factor = op == ReduceOp::kSum   ? w * (w + 1) / 2.0
+                    : op == ReduceOp::kMax ? w
+                                           : (w + 1) / 2.0;
+    expect_equal(shard, (pattern(n, at::kDouble, r * n) * factor).to(type),
+                 std::string("aliased reduce_scatter ") + to_string(op));
+  }
 }
 
 TEST_P(Collectives, AllGatherShards) {

@@ -104,7 +104,9 @@ class Runtime {
   // and a commutative op (every op here is): zt_commbench, 2 ranks, 1-4 MiB inputs (ZeRO-1/2's
   // gradient buckets), 181 -> 105 us and 874 -> 523 us (2026-12-01). Other world sizes need an
   // extra exchange for it and keep the fixed rules. The switch is OpenMPI's documented MCA pair;
-  // a user who set either parameter keeps theirs.
+  // a user who set either parameter keeps theirs. zerotorch's own blocking reduce-scatter issues
+  // per-owner reduces up to MpiCommunicator::kPerOwnerReduceMaxRanks, so there it acts from 8
+  // ranks; a program's direct MPI calls get it at 2 and 4 too.
   static void prefer_recursive_halving() {
     const char* world = ::zt::env::get(env::kOmpiSize);
     const long n = world != nullptr ? std::strtol(world, nullptr, 10) : 0;

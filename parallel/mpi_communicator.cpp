@@ -39,6 +39,10 @@ void check_rc(int rc, const char* call) {
 // the progress thread took up to half of one from its compute thread for as long as a peer was
 // late. A sleeping thread takes nothing; the cost is up to one sleep of latency when this rank
 // was the early one.
+bool sleeps_first(bool blocking_call, int64_t bytes) {
+  return blocking_call && bytes >= MpiCommunicator::kSleepWhilePeersArriveBytes;
+}
+
 void await_peers(MPI_Comm comm) {
   MPI_Request request = MPI_REQUEST_NULL;
   check_rc(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
@@ -142,7 +146,7 @@ WorkPtr MpiCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
   }
   const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
   const bool block = blocking("all_reduce", bytes);
-  const bool sleep_first = block && bytes >= kSleepWhilePeersArriveBytes;
+  const bool sleep_first = sleeps_first(block, bytes);
   return launch(
       work,
       [tensor, type, mpi_op, comm, block, sleep_first]() mutable {
@@ -206,7 +210,7 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, at::Tensor& out
   // large worlds, where a ring keeps every link busy at once, keep the reduce-scatter
   // (kPerOwnerReduceMaxRanks).
   const bool per_owner = block && size_ <= kPerOwnerReduceMaxRanks;
-  const bool sleep_first = block && shard_bytes * size_ >= kSleepWhilePeersArriveBytes;
+  const bool sleep_first = sleeps_first(block, shard_bytes * size_);
   const int rank = rank_;
   return launch(
       work,
@@ -268,7 +272,7 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, at::Tensor& output)
   }
   const int64_t bytes = output.numel() * static_cast<int64_t>(output.element_size());
   const bool block = blocking("all_gather", bytes);
-  const bool sleep_first = block && bytes >= kSleepWhilePeersArriveBytes;
+  const bool sleep_first = sleeps_first(block, bytes);
   return launch(work, [in, out, type, comm, rank, block, sleep_first]() mutable {
     MPI_Request r = MPI_REQUEST_NULL;
     int n = static_cast<int>(in.numel());
@@ -305,7 +309,7 @@ WorkPtr MpiCommunicator::all_to_all(const at::Tensor& input, at::Tensor& output)
   }
   const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
   const bool block = blocking("all_to_all", bytes);
-  const bool sleep_first = block && bytes >= kSleepWhilePeersArriveBytes;
+  const bool sleep_first = sleeps_first(block, bytes);
   const int n = static_cast<int>(input.numel() / size_);
   return launch(work, [in, out, type, comm, n, block, sleep_first]() mutable {
     MPI_Request r = MPI_REQUEST_NULL;

@@ -5,8 +5,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fcntl.h>
+#include <fstream>
 #include <netinet/in.h>
+#include <random>
+#include <string>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -34,7 +40,61 @@ int bind_any(int port) {
   return fd;
 }
 
+// Opens and locks the port's file in `dir` without blocking; -1 when another holder has it or the
+// file cannot be opened.
+int lock_port_file(const std::string& dir, int port) {
+  const std::string path = dir + "/" + std::to_string(port) + ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
+
+int ephemeral_port_start() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && low > 0) return low;
+  return 32768;
+}
+
+PortReservation PortReservation::draw() {
+  const int high = std::min(kStandalonePortHigh, ephemeral_port_start());
+  const std::string dir = "/tmp/zerotorch-ports-" + std::to_string(::getuid());
+  ::mkdir(dir.c_str(), 0700);  // exists already but for the first launcher; checked below
+  struct stat st {};
+  const bool usable = high - kStandalonePortLow >= 100 && ::stat(dir.c_str(), &st) == 0 &&
+                      S_ISDIR(st.st_mode) && st.st_uid == ::getuid();
+  if (usable) {
+    std::mt19937 gen(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kStandalonePortLow, high - 1);
+    for (int tries = 0; tries < 500; ++tries) {
+      const int port = pick(gen);
+      const int lock = lock_port_file(dir, port);
+      if (lock < 0) continue;  // another launcher holds it
+      const int fd = bind_any(port);
+      if (fd >= 0) {
+        ::close(fd);
+        return PortReservation(port, lock);
+      }
+      ::close(lock);
+    }
+  }
+  return PortReservation(find_free_port(), -1);
+}
+
+PortReservation::PortReservation(PortReservation&& other) noexcept
+    : port_(other.port_), lock_fd_(other.lock_fd_) {
+  other.lock_fd_ = -1;
+}
+
+PortReservation::~PortReservation() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // closing the file releases its lock
+}
 
 int find_free_port() {
   const int fd = bind_any(0);

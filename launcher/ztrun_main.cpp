@@ -1,6 +1,7 @@
 // ztrun: starts PROGRAM as N ranks on this node (or on every node of a hostfile), gives each the
 // launch environment, relays their output and stops them all when one fails.
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,9 +48,12 @@ int ztrun(const std::vector<std::string>& args) {
       o.env.push_back("CUDA_VISIBLE_DEVICES=" + list);
     }
   }
+  // Held until the job ends, so that no other launcher on this host draws the port meanwhile.
+  std::optional<PortReservation> standalone_port;
   if (o.standalone) {
+    standalone_port.emplace(PortReservation::draw());
     o.master_addr = "127.0.0.1";
-    o.master_port = find_free_port();
+    o.master_port = standalone_port->port();
   }
   if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
   if (o.elastic) return launch_elastic(o);

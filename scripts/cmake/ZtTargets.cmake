@@ -152,16 +152,22 @@ function(zt_mpi_test name)
   endforeach()
 endfunction()
 
-# zt_command_test(<test-name> AREA <area> KIND unit|multirank COMMAND ...): any other test,
-# e.g. a script that launches ranks through ztrun. Fails on a non-zero exit.
+# zt_command_test(<test-name> AREA <area> KIND unit|multirank [SHARES_CORES] COMMAND ...): any
+# other test, e.g. a script that launches ranks through ztrun. Fails on a non-zero exit.
+# SHARES_CORES marks a multirank test that keeps about one core busy on average (measured: at most
+# ~1.7 CPU seconds per second, most of them far less: mostly one process at a time, or waiting),
+# checks no tight time bound and starts its ranks only through `ztrun --standalone` or fixed ports
+# outside [20000, 29000): it runs beside other such tests and unit tests instead of alone.
+# --standalone ports are drawn below the kernel's ephemeral range and locked per launcher
+# (launcher/port.h), so jobs side by side never meet on one port.
 function(zt_command_test name)
-  cmake_parse_arguments(A "" "AREA;KIND;TIMEOUT" "COMMAND" ${ARGN})
+  cmake_parse_arguments(A "SHARES_CORES" "AREA;KIND;TIMEOUT" "COMMAND" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
   add_test(NAME ${A_AREA}.${name} COMMAND ${A_COMMAND})
   set_tests_properties(${A_AREA}.${name} PROPERTIES LABELS "${A_KIND};${A_AREA}" TIMEOUT ${A_TIMEOUT})
-  if(A_KIND STREQUAL "multirank")
+  if(A_KIND STREQUAL "multirank" AND NOT A_SHARES_CORES)
     set_tests_properties(${A_AREA}.${name} PROPERTIES RUN_SERIAL TRUE)  # see zt_mpi_test
   endif()
 endfunction()

@@ -9,6 +9,7 @@
 
 #include "testdevice/device_guard.h"
 #include "testdevice/host_blocks.h"
+#include "testdevice/stream_order.h"
 #include "testdevice/test_device.h"
 
 namespace zt::testdevice {
@@ -30,6 +31,11 @@ std::mutex stats_mutex;
 std::array<DeviceMemoryStats, kDeviceCount> device_stats;
 
 void free_device_memory(void* ptr) {
+  // Copies still queued on it run first, as a caching allocator keeps memory for a stream's
+  // pending work (recordStream).
+  if (const std::optional<HostBlock> live = device_blocks().find(ptr)) {
+    complete_touching(ptr, live->nbytes);
+  }
   const HostBlock block = device_blocks().release(ptr);
   std::lock_guard<std::mutex> lock(stats_mutex);
   device_stats[block.owner].allocated -= static_cast<int64_t>(block.nbytes);

@@ -8,6 +8,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include "testdevice/stream_order.h"
 #include "testdevice/test_device.h"
 
 namespace zt::testdevice {
@@ -23,12 +24,26 @@ std::atomic<c10::StreamId> next_new_stream{kStreamPoolSize + 1};
 std::array<std::atomic<uint32_t>, kDeviceCount> pool_counters{};
 
 // What a recorded event points to (void* in the interface): its device, whether it times, and
-// when it was last recorded.
+// when it was last recorded: the time, the stream, and that stream's queue position then (the
+// copies queued before it are what waiting for the event waits for, stream_order.h).
 struct GuardEvent {
   c10::DeviceIndex device;
   c10::EventFlag flag;
   std::chrono::steady_clock::time_point recorded_at;
+  c10::StreamId stream = 0;
+  uint64_t position = 0;
 };
+
+c10::Stream stream_of(const GuardEvent& event) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, event.device), event.stream);
+}
+
+// Runs the copies an event waits for; an event never recorded is a null pointer: nothing.
+void complete_event(void* event) {
+  if (event == nullptr) return;
+  const auto* state = static_cast<const GuardEvent*>(event);
+  complete(stream_of(*state), state->position);
+}
 
 c10::Device device_of(c10::DeviceIndex index) {
   return c10::Device(kDeviceType, index);
@@ -83,12 +98,13 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     tls_current_streams[index] = stream.id();
     return c10::Stream(c10::Stream::UNSAFE, device_of(index), previous);
   }
+  // Queued copies run when their stream is asked about or waited for: it is then idle.
   bool queryStream(const c10::Stream& stream) const override {
-    check_stream(stream);
-    return true;  // work ran when it was issued
+    complete(stream);
+    return true;
   }
-  void synchronizeStream(const c10::Stream& stream) const override { check_stream(stream); }
-  void synchronizeDevice(c10::DeviceIndex index) const override { check_device_index(index); }
+  void synchronizeStream(const c10::Stream& stream) const override { complete(stream); }
+  void synchronizeDevice(c10::DeviceIndex index) const override { complete_device(index); }
   // No caching allocator to tell: memory is freed when its last tensor goes.
   void recordDataPtrOnStream(const c10::DataPtr& /*data*/,
                              const c10::Stream& stream) const override {
@@ -111,13 +127,18 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 static_cast<int>(state->device), " recorded on a stream of device ",
                 static_cast<int>(stream.device_index()));
     state->recorded_at = std::chrono::steady_clock::now();
+    state->stream = stream.id();
+    state->position = queue_position(stream);
   }
   void block(void* event, const c10::Stream& stream) const override {
-    check_stream(stream);  // an event never recorded is a null pointer here: nothing to wait for
-    (void)event;
+    check_stream(stream);
+    complete_event(event);
   }
-  bool queryEvent(void* /*event*/) const override { return true; }
-  void synchronizeEvent(void* /*event*/) const override {}
+  bool queryEvent(void* event) const override {
+    complete_event(event);
+    return true;
+  }
+  void synchronizeEvent(void* event) const override { complete_event(event); }
   void destroyEvent(void* event, c10::DeviceIndex /*device_index*/) const noexcept override {
     delete static_cast<GuardEvent*>(event);
   }
@@ -150,6 +171,11 @@ c10::DeviceIndex current_device() {
 void set_current_device(c10::DeviceIndex index) {
   check_device_index(index);
   tls_current_device = index;
+}
+
+c10::Stream current_stream(c10::DeviceIndex device) {
+  check_device_index(device);
+  return c10::Stream(c10::Stream::UNSAFE, device_of(device), tls_current_streams[device]);
 }
 
 void check_device_index(c10::DeviceIndex index) {

@@ -12,9 +12,10 @@
 //     device is allowed, as cudaStreamWaitEvent allows it; elapsedTime needs two events recorded
 //     on one device with timing enabled (EventFlag::BACKEND_DEFAULT).
 //
-// Work runs synchronously, so a stream is only a name: it is always idle, an event is complete
-// once recorded, and synchronizing waits for nothing. What is checked is the arguments: device
-// type and index, stream ids that were handed out.
+// Kernels run synchronously; the copies a GPU runs asynchronously wait in their stream's queue
+// (stream_order.h) until an event recorded after them is waited for (block, synchronize, query),
+// their stream is synchronized or queried, or the device is synchronized. The arguments are
+// checked: device type and index, stream ids that were handed out.
 
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
@@ -28,6 +29,8 @@ constexpr c10::StreamId kStreamPoolSize = 32;
 c10::DeviceIndex current_device();
 // Sets it; throws c10::Error for an index that is not 0..kDeviceCount-1.
 void set_current_device(c10::DeviceIndex index);
+// The calling thread's current stream of zttest:`device`.
+c10::Stream current_stream(c10::DeviceIndex device);
 // Throws c10::Error unless 0 <= index < kDeviceCount.
 void check_device_index(c10::DeviceIndex index);
 // Throws c10::Error unless `stream` is a zttest stream that exists.

@@ -11,7 +11,8 @@
 //   3. it hands the CPU kernel the device's generator: a DeviceGenerator's host generator, or the
 //      device's default one when none was passed; it refuses a CPU generator for a device op and
 //      a device generator for a host op (generator.h).
-//   4. after the call, it moves results that cpu_fallback left on the host to the op's device
+//   4. it runs the copies queued on the op's stream first (stream_order.h): streams keep order.
+//   5. after the call, it moves results that cpu_fallback left on the host to the op's device
 //      (cpu_fallback takes the device of the first tensor argument, which may be a 0-dim host
 //      scalar).
 //
@@ -29,7 +30,9 @@
 #include <torch/library.h>
 
 #include "testdevice/device_check.h"
+#include "testdevice/device_guard.h"
 #include "testdevice/generator.h"
+#include "testdevice/stream_order.h"
 #include "testdevice/test_device.h"
 
 namespace zt::testdevice {
@@ -132,6 +135,7 @@ void zttest_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::OptionalDeviceGuard guard;
   if (on_device) {
     guard.reset_device(*device);
+    complete(current_stream(device->index()));
   }
   at::native::cpu_fallback(op, stack);
   if (move) {

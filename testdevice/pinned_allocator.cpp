@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "testdevice/host_blocks.h"
+#include "testdevice/stream_order.h"
 
 namespace zt::testdevice {
 namespace {
@@ -28,6 +29,11 @@ PinnedStats& pinned_stats() {
 }
 
 void free_pinned_memory(void* ptr) {
+  // Copies still queued from or into it run first (CUDA's pinned allocator keeps a block until
+  // the streams that use it are done).
+  if (const std::optional<HostBlock> live = pinned_blocks().find(ptr)) {
+    complete_touching(ptr, live->nbytes);
+  }
   {
     PinnedStats& s = pinned_stats();
     const std::lock_guard<std::mutex> lock(s.mu);

@@ -23,6 +23,7 @@
 
 #include "testdevice/allocator.h"
 #include "testdevice/device_guard.h"
+#include "testdevice/stream_order.h"
 #include "testdevice/test_device.h"
 
 namespace zt::testdevice {
@@ -31,6 +32,7 @@ namespace {
 const at::Tensor& resize_kernel(const at::Tensor& self, c10::SymIntArrayRef size,
                                 std::optional<c10::MemoryFormat> memory_format) {
   const c10::DeviceGuard guard(self.device());
+  complete(current_stream(self.device().index()));  // growing copies the old contents
   return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
 }
 

@@ -37,10 +37,13 @@
 // memory (at::empty(..., pin_memory=true), Tensor::pin_memory(), is_pinned()) comes from a host
 // allocator that records its blocks.
 //
-// What it cannot show: work runs synchronously on the calling thread, streams are names and
-// events are complete as soon as they are recorded, so a missing stream wait, an early reuse of
-// memory still in use on another stream, or a race between copies and kernels goes unnoticed.
-// Only a GPU run shows those. Its speed says nothing about a GPU's.
+// Streams: kernels run synchronously on the calling thread, but the copies a GPU runs
+// asynchronously to the host (non_blocking, to or from pinned memory) are queued on their stream
+// with poison in their destination until an event, a stream wait or a synchronization orders
+// them before the reader (stream_order.h), so a missing wait between an offload copy and its
+// reader fails here as it would on a GPU. A kernel racing a kernel or a device-to-device copy of
+// another stream goes unnoticed; only a GPU run shows those. Its speed says nothing about a
+// GPU's.
 //
 // Loading: no zerotorch library links it. A program (or test) that wants the device loads it once
 // with load_test_device() before naming "zttest"; nothing can unload it (LibTorch keeps pointers

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <ATen/Context.h>
+#include <ATen/DeviceAccelerator.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -63,14 +64,16 @@ TEST_F(Copy, ConvertingCopiesMatchTheHostsConversion) {
   }
 }
 
-TEST_F(Copy, NonBlockingCopiesAreDoneOnReturn) {
+TEST_F(Copy, NonBlockingCopiesLandOnceTheirStreamIsSynchronized) {
   const at::Tensor host = torch::randn({1000});
   const at::Tensor pinned = host.pin_memory();
-  const at::Tensor a = host.to(dev(), /*non_blocking=*/true);
+  const at::Tensor a = host.to(dev(), /*non_blocking=*/true);  // pageable: done on return
   const at::Tensor b = pinned.to(dev(1), /*non_blocking=*/true);
   at::Tensor back = torch::empty({1000}).pin_memory();
-  back.copy_(b, /*non_blocking=*/true);
+  back.copy_(b, /*non_blocking=*/true);  // queued behind b's copy on zttest:1's stream
   EXPECT_TRUE(same_bits(a.cpu(), host));
+  EXPECT_TRUE(back.isnan().all().item<bool>());
+  at::accelerator::synchronizeDevice(1);
   EXPECT_TRUE(same_bits(back, host));
 }
 

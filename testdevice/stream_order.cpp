@@ -85,9 +85,8 @@ void poison(const at::Tensor& t) {
 
 }  // namespace
 
-void enqueue_copy(const c10::Stream& stream, const at::Tensor& host_dst,
-                  const at::Tensor& host_src, const at::Tensor& keep_dst,
-                  const at::Tensor& keep_src) {
+void enqueue_copy(const c10::Stream& stream, const at::Tensor& host_dst, const at::Tensor& host_src,
+                  const at::Tensor& keep_dst, const at::Tensor& keep_src) {
   const Key key = key_of(stream);
   const std::lock_guard<std::recursive_mutex> lock(queues_mutex());
   Queue& queue = queues()[key];

@@ -41,9 +41,8 @@ namespace zt::testdevice {
 // Queues host_dst.copy_(host_src) on `stream` and poisons host_dst now. host_dst and host_src
 // are host tensors (a zttest tensor's host alias, or a pinned host tensor); keep_dst and keep_src
 // are the tensors the caller copies between, kept alive until the copy runs.
-void enqueue_copy(const c10::Stream& stream, const at::Tensor& host_dst,
-                  const at::Tensor& host_src, const at::Tensor& keep_dst,
-                  const at::Tensor& keep_src);
+void enqueue_copy(const c10::Stream& stream, const at::Tensor& host_dst, const at::Tensor& host_src,
+                  const at::Tensor& keep_dst, const at::Tensor& keep_src);
 
 // Runs every copy queued on `stream` before position `upto` (all of them by default), in order.
 void complete(const c10::Stream& stream, uint64_t upto = UINT64_MAX);

@@ -68,7 +68,6 @@ if(ZT_BUILD_TESTS)
   find_package(GTest ${_zt_req})
   if(GTest_FOUND)
     set(ZT_HAVE_GTEST ON)
-    include(GoogleTest)
   endif()
 endif()
 

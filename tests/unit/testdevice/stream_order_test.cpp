@@ -80,7 +80,7 @@ TEST_F(StreamOrder, AHostThatRewritesAPinnedSourceEarlySendsTheNewValues) {
   at::Tensor staging = torch::full({16}, 1.0f).pin_memory();
   at::Tensor params = torch::zeros({16}, dev());
   params.copy_(staging, /*non_blocking=*/true);  // on the default stream
-  staging.fill_(2.0f);                            // before the copy ran: a race on a GPU
+  staging.fill_(2.0f);                           // before the copy ran: a race on a GPU
   EXPECT_TRUE(torch::equal(params.cpu(), torch::full({16}, 2.0f)));
 }
 

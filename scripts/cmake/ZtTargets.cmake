@@ -100,10 +100,9 @@ endfunction()
 
 # zt_unit_test(<name> AREA <area> SOURCES ... [LIBS ...]): one GoogleTest binary, one ctest test
 # named <area>.<PREFIX><name> and labelled "unit-<area>" (`ctest -L` takes a regex, so -L unit
-# and -L <area> both select it). Its cases run in one process: starting a process per case
-# (loading LibTorch each time) cost more than the cases themselves, about 0.27 s each for 629 cases
-# that take 17 s in all; a failing case is named in the output. --gtest_filter picks cases when
-# the binary runs by hand. PREFIX puts a word before the name (PREFIX flight. ->
+# and -L <area> both select it). Its cases run in one process: a process per case loads LibTorch
+# each time, which costs more than most cases themselves (bench/ci/README.md); a failing case is
+# named in the output. --gtest_filter picks cases when the binary runs by hand. PREFIX puts a word before the name (PREFIX flight. ->
 # parallel.flight.zt_flight_unit_test), so `ctest -R flight` selects it.
 function(zt_unit_test name)
   cmake_parse_arguments(A "" "AREA;TIMEOUT;PREFIX" "SOURCES;LIBS" ${ARGN})

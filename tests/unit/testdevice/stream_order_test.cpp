@@ -22,6 +22,11 @@ class StreamOrder : public DeviceTest {
     return c10::impl::VirtualGuardImpl(kDeviceType).getDefaultStream(dev(0));
   }
   static bool all_nan(const at::Tensor& t) { return t.isnan().all().item<bool>(); }
+  // dst.copy_(src, non_blocking) issued on `stream`.
+  static void copy_on(const c10::Stream& stream, at::Tensor& dst, const at::Tensor& src) {
+    const c10::StreamGuard on(stream);
+    dst.copy_(src, /*non_blocking=*/true);
+  }
 };
 
 TEST_F(StreamOrder, AnUploadOnASideStreamNeedsAWaitBeforeTheDefaultStreamReadsIt) {
@@ -29,11 +34,8 @@ TEST_F(StreamOrder, AnUploadOnASideStreamNeedsAWaitBeforeTheDefaultStreamReadsIt
   at::Tensor params = torch::zeros({64}, dev());
   const c10::Stream copy_stream = side();
   c10::Event uploaded(kDeviceType);
-  {
-    const c10::StreamGuard on_side(copy_stream);
-    params.copy_(values, /*non_blocking=*/true);
-    uploaded.record(copy_stream);
-  }
+  copy_on(copy_stream, params, values);
+  uploaded.record(copy_stream);
   // No wait: a kernel on the default stream reads what the copy has not written yet.
   EXPECT_TRUE(all_nan(params.cpu()));
   uploaded.block(default_stream());
@@ -47,14 +49,11 @@ TEST_F(StreamOrder, ADownloadIsPoisonUntilItsEventIsSynchronized) {
   at::Tensor later = torch::empty({8}).pin_memory();
   const c10::Stream copy_stream = side();
   c10::Event landed(kDeviceType);
-  {
-    const c10::StreamGuard on_side(copy_stream);
-    staging.copy_(grad, /*non_blocking=*/true);
-    landed.record(copy_stream);
-    // Queued after the event: waiting for the event does not wait for it. (A kernel issued on
-    // this stream here, such as torch::zeros, would run the queue first.)
-    later.copy_(zeros, /*non_blocking=*/true);
-  }
+  copy_on(copy_stream, staging, grad);
+  landed.record(copy_stream);
+  // Queued after the event: waiting for the event does not wait for it. (A kernel issued on this
+  // stream here, such as torch::zeros, would run the queue first.)
+  copy_on(copy_stream, later, zeros);
   EXPECT_TRUE(all_nan(staging));  // the host reads before synchronizing
   landed.synchronize();
   EXPECT_TRUE(torch::equal(staging, grad.cpu()));
@@ -103,11 +102,8 @@ TEST_F(StreamOrder, ALaterCopyOnTheStreamDoesNotPoisonAnEarlierOnesSource) {
   at::Tensor y = torch::empty({16}).pin_memory();
   const at::Tensor second = torch::randn({16}).pin_memory();
   const c10::Stream copy_stream = side();
-  {
-    const c10::StreamGuard on_side(copy_stream);
-    y.copy_(x, /*non_blocking=*/true);       // reads x ...
-    x.copy_(second, /*non_blocking=*/true);  // ... before this overwrites it, in stream order
-  }
+  copy_on(copy_stream, y, x);       // reads x ...
+  copy_on(copy_stream, x, second);  // ... before this overwrites it, in stream order
   c10::impl::VirtualGuardImpl(kDeviceType).synchronizeStream(copy_stream);
   EXPECT_TRUE(torch::equal(y, first));
   EXPECT_TRUE(torch::equal(x.cpu(), second));
@@ -118,11 +114,8 @@ TEST_F(StreamOrder, QueryingAnEventOrAStreamCompletesIt) {
   at::Tensor staging = torch::empty({8}).pin_memory();
   const c10::Stream copy_stream = side();
   c10::Event landed(kDeviceType);
-  {
-    const c10::StreamGuard on_side(copy_stream);
-    staging.copy_(values, /*non_blocking=*/true);
-    landed.record(copy_stream);
-  }
+  copy_on(copy_stream, staging, values);
+  landed.record(copy_stream);
   EXPECT_TRUE(landed.query());
   EXPECT_TRUE(torch::equal(staging, values.cpu()));
 }

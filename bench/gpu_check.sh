@@ -5,7 +5,10 @@
 #   1. configures a reduced CUDA build against that python's torch (ZT_REQUIRE_ALL_DEPS=OFF:
 #      MPI, gloo, yaml-cpp, Boost, spdlog, SentencePiece and GTest may all be missing; ZT_WERROR
 #      off, as that compiler is not CI's) and builds only the CUDA plugin, zt-gpu-checks and
-#      zt-gpu-bench (Release, ninja -j $ZT_JOBS);
+#      zt-gpu-bench (Release, ninja -j $ZT_JOBS). When .gpu-deps/ holds yaml-cpp and Boost as
+#      Debian packages (bench/gpu/fetch_config_deps.sh fetches them where apt works; the clone
+#      carries them), they are unpacked into the build folder (dpkg -x) and the Python package
+#      zerotorch is built too, on its own, so that its failure costs only the front-door rows;
 #   2. runs the GPU checks (tests/gpu), each in a process of its own, so that a CUDA fault (a
 #      sticky error, a segfault) ends only its check: the names come from `zt-gpu-checks --list`,
 #      then `zt-gpu-checks NAME --json FILE` runs once per check under its own time limit. Each
@@ -15,20 +18,24 @@
 #      did not fit in the budget a FAIL line saying so;
 #   3. trains GPT-2 124M: zerotorch bf16 and fp16 at ZeRO stage 0, 2, 3 and 2 + optimizer
 #      offload (bf16 also stage 3 + optimizer offload with the parameter shards in pinned host
-#      memory and on NVMe, offload_param cpu/nvme), and the plain PyTorch eager baseline
-#      (autocast, fused AdamW) in each dtype. A run with a non-finite loss or no optimizer step
-#      fails (zt-gpu-bench exits 1, its row says FAIL); one that died before printing a row gets a
-#      FAIL row written here;
+#      memory and on NVMe, offload_param cpu/nvme), the plain PyTorch eager baseline (autocast,
+#      fused AdamW) in each dtype, the same step with the model under torch.compile (bf16), and
+#      the Python front door: a torch.compile'd transformers GPT-2 through zerotorch.initialize at
+#      bf16 stage 2 and 3 (bench/gpu/gpt2_front_door.py; skipped, and said why, without the
+#      Python package). A run with a non-finite loss or no optimizer step fails (its row says
+#      FAIL); one that died before printing a row gets a FAIL row written here;
 #   4. prints one table (bench/gpu/gpu_report.py): every step's status, the checks with each
 #      failing case, then tokens/s, MFU (6 * params * tokens/s over 989 TFLOPS, the H100/H200 SXM
-#      dense bf16 peak; ZT_PEAK_TFLOPS overrides) and peak memory.
+#      dense bf16 peak; ZT_PEAK_TFLOPS overrides), peak memory and the ratios to eager and to
+#      torch.compile, then the speed targets.
 #
-# Fits one short GPU window: everything runs against one deadline (ZT_GPU_CHECK_BUDGET_S, 450 s
-# from the start, build included); each step gets its own limit, cut to what is left, and steps
-# that no longer fit are skipped and reported, most important first. It fails fast: NCCL and the
-# benchmarks use 30-60 s communicator timeouts (not the library's 30 minutes), and when the
-# one-rank NCCL check hangs (times out), the engine checks and the zerotorch rows are skipped
-# (each would hang until its own limit); any other NCCL failure skips nothing.
+# Fits one short GPU window: everything runs against one deadline (ZT_GPU_CHECK_BUDGET_S from the
+# start, build included: 570 s in full mode, 450 s otherwise); each step gets its own limit, cut
+# to what is left, and steps that no longer fit are skipped and reported, most important first.
+# It fails fast: NCCL and the benchmarks use 30-60 s communicator timeouts (not the library's 30
+# minutes), and when the one-rank NCCL check hangs (times out), the engine checks and the
+# zerotorch rows are skipped (each would hang until its own limit); any other NCCL failure skips
+# nothing.
 # Output: every file goes to one folder ($build/gpu_check: build.log, checks.jsonl, one log and
 # JSON file per check, bench.jsonl, runs.tsv, one log per run, table.txt), packed at the end,
 # whatever happened, into ONE archive: $OUT/gpu_check.tar.gz (else $build/gpu_check.tar.gz). The
@@ -47,7 +54,7 @@
 #        deadline (a slow machine); the checks have the budget from the build's end. Without
 #        --dry-run, a machine without a GPU stops after the build (exit 3).
 # Environment: PYTHON (python3), ZT_GPU_BUILD_DIR (build-gpu), ZT_JOBS (16), ZT_BENCH_STEPS (10),
-# ZT_BENCH_BATCH (16), ZT_GPU_CHECK_BUDGET_S (450), ZT_WERROR (OFF), ZT_GPU_CHECK_CMAKE_ARGS
+# ZT_BENCH_BATCH (16), ZT_GPU_CHECK_BUDGET_S (570 / 450), ZT_WERROR (OFF), ZT_GPU_CHECK_CMAKE_ARGS
 # (extra configure arguments).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,7 +66,7 @@ jobs="${ZT_JOBS:-16}"
 steps="${ZT_BENCH_STEPS:-10}"
 batch="${ZT_BENCH_BATCH:-16}"
 peak="${ZT_PEAK_TFLOPS:-989}"
-budget="${ZT_GPU_CHECK_BUDGET_S:-450}"
+budget="${ZT_GPU_CHECK_BUDGET_S:-}"
 mode=full
 for arg in "$@"; do
   case "$arg" in
@@ -68,10 +75,13 @@ for arg in "$@"; do
     *) echo "usage: $0 [--quick | --dry-run]" >&2; exit 2 ;;
   esac
 done
+# The full mode's rows take about two minutes more than --quick's (two of them compile).
+[ -n "$budget" ] || { [ "$mode" = full ] && budget=570 || budget=450; }
 rm -rf "$res"
 mkdir -p "$res" "$(dirname "$archive")"
 t0=$(date +%s)
 deadline=$((t0 + budget))
+failures=0
 log() { echo "[gpu_check +$(( $(date +%s) - t0 ))s] $*"; }
 left() { echo $((deadline - $(date +%s))); }
 # limit CAP: CAP seconds, or less when the deadline is nearer (never below 1).
@@ -117,26 +127,87 @@ log "nvcc: $("$nvcc" --version | tail -1); NCCL from ${nccl_root:-the CUDA toolk
 log "$(g++ --version | head -1)"
 command -v ninja >/dev/null || fail "ninja not found" setup
 build_limit() { if [ "$mode" = dry ]; then echo 7200; else limit "$budget"; fi; }
-log "configuring $build"
+# yaml-cpp and Boost.Program_options carried as Debian packages (bench/gpu/fetch_config_deps.sh
+# put them in .gpu-deps/): unpacked here, nothing installed, for the config reader and the Python
+# package. Without them the build has neither, and the front-door rows are skipped.
+deps_args=()
+if compgen -G "$root/.gpu-deps/*.deb" >/dev/null; then
+  if command -v dpkg >/dev/null; then
+    rm -rf "$build/deps" && mkdir -p "$build/deps"
+    for deb in "$root"/.gpu-deps/*.deb; do dpkg -x "$deb" "$build/deps"; done
+    cmake_dir="$(dirname "$(find "$build/deps" -path '*/cmake/yaml-cpp' -type d | head -1)")"
+    deps_args=(-Dyaml-cpp_DIR="$cmake_dir/yaml-cpp"
+               -DBoost_DIR="$(find "$cmake_dir" -maxdepth 1 -name 'Boost-*' | head -1)")
+    log "yaml-cpp and Boost from .gpu-deps/ (unpacked into $build/deps)"
+  else
+    log "warning: .gpu-deps/ holds packages but dpkg is missing: no config reader, no Python"
+  fi
+fi
 # A dry run also builds the test device (ZT_BUILD_TESTS) that its checks run on.
 dry_tests=OFF dry_targets=()
 [ "$mode" = dry ] && dry_tests=ON dry_targets=(zt_testdevice)
-# shellcheck disable=SC2086
-timeout -k 5 "$(build_limit)" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DTorch_DIR="$torch_prefix/Torch" -DZT_WITH_CUDA=ON -DZT_REQUIRE_ALL_DEPS=OFF \
-  -DZT_BUILD_TESTS="$dry_tests" -DZT_WERROR="${ZT_WERROR:-OFF}" -DCMAKE_CUDA_COMPILER="$nvcc" \
-  ${nccl_root:+-DZT_NCCL_ROOT="$nccl_root"} ${ZT_GPU_CHECK_CMAKE_ARGS:-} >"$res/build.log" 2>&1 ||
-  { tail -40 "$res/build.log"; fail "CMake configure failed (build.log)" build; }
-grep -E "zerotorch:" "$res/build.log" | sed 's/^-- /  /'
-log "building zt_cuda zt-gpu-checks zt-gpu-bench ${dry_targets[*]} with $jobs jobs" \
-  "(limit $(build_limit)s)"
+# configure_and_build: the reduced build of the GPU programs; its output goes to build.log.
+configure_and_build() {
+  log "configuring $build"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$(build_limit)" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DTorch_DIR="$torch_prefix/Torch" -DZT_WITH_CUDA=ON -DZT_REQUIRE_ALL_DEPS=OFF \
+    -DZT_PYTHON="$(command -v "$py")" "${deps_args[@]}" \
+    -DZT_BUILD_TESTS="$dry_tests" -DZT_WERROR="${ZT_WERROR:-OFF}" -DCMAKE_CUDA_COMPILER="$nvcc" \
+    ${nccl_root:+-DZT_NCCL_ROOT="$nccl_root"} ${ZT_GPU_CHECK_CMAKE_ARGS:-} >>"$res/build.log" 2>&1 ||
+    { tail -40 "$res/build.log"; log "CMake configure failed (build.log)"; return 1; }
+  grep -E "zerotorch:" "$res/build.log" | sed 's/^-- /  /'
+  log "building zt_cuda zt-gpu-checks zt-gpu-bench ${dry_targets[*]} with $jobs jobs" \
+    "(limit $(build_limit)s)"
+  timeout -k 5 "$(build_limit)" cmake --build "$build" --target zt_cuda zt-gpu-checks \
+    zt-gpu-bench "${dry_targets[@]}" -j "$jobs" >>"$res/build.log" 2>&1 ||
+    { grep -E "error|Error" "$res/build.log" | head -30; log "build failed or timed out"; return 1; }
+}
 b0=$(date +%s)
-timeout -k 5 "$(build_limit)" cmake --build "$build" --target zt_cuda zt-gpu-checks zt-gpu-bench \
-  "${dry_targets[@]}" -j "$jobs" >>"$res/build.log" 2>&1 ||
-  { grep -E "error|Error" "$res/build.log" | head -30
-    fail "build failed or timed out (build.log)" build; }
+config_deps_failed=0
+: >"$res/build.log"
+if ! configure_and_build; then
+  [ "${#deps_args[@]}" -gt 0 ] || fail "build failed or timed out (build.log)" build
+  # With yaml-cpp and Boost more of the libraries compile (the config reader, checkpoints, the
+  # training run), with a compiler CI does not use: when that fails, the GPU programs are built
+  # without them rather than not at all.
+  log "retrying the build without yaml-cpp and Boost (the Python rows will be skipped)"
+  mv "$res/build.log" "$res/build_with_config_deps.log"
+  deps_args=(-Uyaml-cpp_DIR -UBoost_DIR -Uboost_program_options_DIR
+             -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
+  configure_and_build || fail "build failed or timed out (build.log)" build
+  status build_with_config_deps "failed: build_with_config_deps.log"
+  failures=$((failures + 1))
+  config_deps_failed=1
+fi
 status build ok $(( $(date +%s) - b0 ))
 log "build done in $(( $(date +%s) - b0 )) s"
+# The Python package, for the front-door rows (not in a dry run, which stops before the rows): a
+# build of its own, so that its failure costs those rows only. python_why says why there are none.
+python_why=""
+if [ "$mode" = dry ]; then
+  python_why="dry run"
+elif [ "$config_deps_failed" = 1 ]; then
+  python_why="the build with yaml-cpp and Boost failed (build_with_config_deps.log)"
+  status python "skipped: build with yaml-cpp and Boost failed"
+elif ! grep -q "^build zt_python:" "$build/build.ninja"; then
+  python_why="no Python package in this build (yaml-cpp/Boost: run bench/gpu/fetch_config_deps.sh"
+  python_why+=" and carry .gpu-deps/; or no Python headers)"
+  log "$python_why"
+  status python "skipped: not configured"
+else
+  b0=$(date +%s)
+  log "building zt_python (limit $(build_limit)s)"
+  if timeout -k 5 "$(build_limit)" cmake --build "$build" --target zt_python -j "$jobs" \
+      >"$res/build_python.log" 2>&1; then
+    status python ok $(( $(date +%s) - b0 ))
+  else
+    grep -E "error|Error" "$res/build_python.log" | head -10
+    python_why="the Python package failed to build (build_python.log)"
+    status python "failed: build"
+    failures=$((failures + 1))
+  fi
+fi
 
 # ---- 2. the check names (no GPU needed), then the first GPU call --------------------------------
 checks_bin="$build/bin/zt-gpu-checks"
@@ -296,7 +367,6 @@ check() {
 }
 
 log "GPU checks"
-failures=0
 nccl_hung=0
 : >"$res/checks.jsonl"
 if list_checks; then
@@ -338,8 +408,10 @@ bench() {
       error "$run_why$(last_output "$name")" >>"$res/bench.jsonl"
   fi
 }
-zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]]
-  local name="zt_$1_stage$2${3:+_offload}${4:+_param_$4}"
+zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-tile N]
+  local tile=()
+  [ "${*: -2:1}" = --loss-tile ] && tile=(--loss-tile "${*: -1}") && set -- "${@:1:$#-2}"
+  local name="zt_$1_stage$2${3:+_offload}${4:+_param_$4}${tile[1]:+_loss_tile_${tile[1]}}"
   if [ "$nccl_hung" = 1 ]; then
     log "skip $name: the one-rank NCCL check timed out"
     status "$name" "skipped: NCCL check timed out"
@@ -347,10 +419,26 @@ zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]]
     return
   fi
   bench "$name" zerotorch "$1" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" \
-    ${3:+--offload} ${4:+--offload-param "$4"} --comm-timeout-s 60 "${common[@]}"
+    ${3:+--offload} ${4:+--offload-param "$4"} "${tile[@]}" --comm-timeout-s 60 "${common[@]}"
 }
-eager_row() {  # dtype
-  bench "eager_$1" pytorch-eager "$1" 90 "$py" "$root/bench/gpu/gpt2_eager.py" --dtype "$1" \
+eager_row() {  # dtype [--compile]
+  local name="eager_$1" impl=pytorch-eager cap=90
+  [ "${2:-}" = --compile ] && name="compile_$1" impl=pytorch-compile cap=240
+  bench "$name" "$impl" "$1" "$cap" "$py" "$root/bench/gpu/gpt2_eager.py" --dtype "$1" ${2:-} \
+    "${common[@]}"
+}
+# The Python front door: a torch.compile'd transformers GPT-2 through zerotorch.initialize.
+front_row() {  # dtype stage [offload]
+  local name="python_$1_stage$2${3:+_offload}"
+  if [ -n "$python_why" ] || [ "$nccl_hung" = 1 ]; then
+    local why="${python_why:-the one-rank NCCL check timed out}"
+    log "skip $name: $why"
+    status "$name" "skipped: ${why%% (*}"
+    failures=$((failures + 1))
+    return
+  fi
+  PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" bench "$name" zerotorch-python "$1" 240 \
+    "$py" "$root/bench/gpu/gpt2_front_door.py" --dtype "$1" --stage "$2" ${3:+--offload} \
     "${common[@]}"
 }
 if [ "$mode" = quick ]; then
@@ -361,8 +449,13 @@ if [ "$mode" = quick ]; then
 else
   # Most telling first: when time runs short, the tail is what gets skipped.
   eager_row bf16
+  eager_row bf16 --compile
   zt_row bf16 0
   zt_row bf16 3
+  front_row bf16 2
+  front_row bf16 3
+  # The head and the loss 256 positions of each row at a time: the logits never whole.
+  zt_row bf16 0 --loss-tile 256
   zt_row bf16 2
   zt_row bf16 2 offload
   zt_row bf16 3 offload cpu

@@ -1,7 +1,10 @@
-"""The plain PyTorch baseline of bench/gpu_check.sh: GPT-2 124M, the same architecture as
+"""The plain PyTorch baselines of bench/gpu_check.sh: GPT-2 124M, the same architecture as
 models/gpt (pre-LayerNorm blocks, one qkv projection, exact GELU, tied head, causal SDPA), the
 same shapes and random tokens, trained by eager PyTorch with torch.optim.AdamW(fused=True) and
-autocast (bf16, or fp16 with a GradScaler): what a user writes without a framework.
+autocast (bf16, or fp16 with a GradScaler): what a user writes without a framework. With
+--compile the model is wrapped in torch.compile (inductor, default mode), the step otherwise the
+same: what a user who wants speed writes. Its warm-up steps include the compilation.
+--tiny --device cpu runs a 2-layer model on the host, to try the script without a GPU.
 
 Prints one JSON line with the fields of zt-gpu-bench (and appends it to --json FILE).
 """
@@ -70,11 +73,16 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--peak-tflops", type=float, default=989.0)
     ap.add_argument("--json", default="")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--tiny", action="store_true", help="2 layers of width 64, vocabulary 512")
     a = ap.parse_args()
 
     torch.manual_seed(0)
-    dev = torch.device("cuda", 0)
-    model = Gpt().to(dev)
+    cuda = a.device == "cuda"
+    dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    vocab = 512 if a.tiny else 50257
+    model = (Gpt(layers=2, heads=2, d=64, vocab=vocab, ctx=a.seq) if a.tiny else Gpt()).to(dev)
     params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if "bias" not in n and "ln" not in n]
     plain = [p for n, p in model.named_parameters() if "bias" in n or "ln" in n]
@@ -82,13 +90,14 @@ def main():
                              {"params": plain, "weight_decay": 0.0}],
                             lr=3e-4, betas=(0.9, 0.95), fused=True)
     amp_dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=a.dtype == "fp16", init_scale=2.0**16)
-    tokens = torch.randint(0, 50257, (a.batch, a.seq + 1), device=dev)
+    scaler = torch.amp.GradScaler(a.device, enabled=a.dtype == "fp16", init_scale=2.0**16)
+    tokens = torch.randint(0, vocab, (a.batch, a.seq + 1), device=dev)
     inp, labels = tokens[:, :-1], tokens[:, 1:]
+    forward = torch.compile(model) if a.compile else model
 
     def step():
-        with torch.autocast("cuda", dtype=amp_dtype):
-            logits = model(inp)
+        with torch.autocast(a.device, dtype=amp_dtype):
+            logits = forward(inp)
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
         scaler.scale(loss).backward()
         scaler.step(opt)
@@ -96,25 +105,30 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
-    torch.cuda.reset_peak_memory_stats(dev)
+    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
     for _ in range(a.warmup):
         step()
-    torch.cuda.synchronize(dev)
+    sync()
     start = time.perf_counter()
     for _ in range(a.steps):
         loss = step()
-    torch.cuda.synchronize(dev)
+    sync()
     seconds = time.perf_counter() - start
     tokens_per_s = a.batch * a.seq * a.steps / seconds
+    kind = "compile" if a.compile else "eager"
     row = {
-        "name": f"eager {a.dtype} (autocast, fused AdamW)", "impl": "pytorch-eager",
+        "name": f"{kind} {a.dtype} (autocast, fused AdamW{', torch.compile' if a.compile else ''})",
+        "impl": f"pytorch-{kind}",
         "dtype": a.dtype, "stage": None, "offload": False, "params": params, "batch": a.batch,
         "seq": a.seq, "steps": a.steps, "step_s": seconds / a.steps,
         "tokens_per_s": tokens_per_s,
         "mfu": 6.0 * params * tokens_per_s / (a.peak_tflops * 1e12),
-        "peak_tflops": a.peak_tflops, "peak_mem_bytes": torch.cuda.max_memory_allocated(dev),
+        "peak_tflops": a.peak_tflops,
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(dev) if cuda else 0,
         "final_loss": loss.item(), "torch": torch.__version__,
-        "device_name": torch.cuda.get_device_name(dev),
+        "device_name": torch.cuda.get_device_name(dev) if cuda else "cpu",
     }
     line = json.dumps(row)
     print(line, flush=True)

@@ -4,7 +4,10 @@
 //
 //   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--offload-param cpu|nvme] [--batch 16]
 //                [--seq 1024] [--steps 10] [--warmup 3] [--peak-tflops 989]
-//                [--comm-timeout-s 60] [--json FILE]
+//                [--loss-tile N] [--comm-timeout-s 60] [--json FILE]
+//
+// --loss-tile N: the head and the loss N positions at a time (the model's loss_tile_tokens,
+// models/tiled_loss.h), so that the logits are never held whole.
 //
 // --offload-param (stage 3): the 16-bit shards in pinned host memory (cpu) or in files under the
 // system's temp directory (nvme, every shard: max_in_cpu 0), copied to the GPU per unit.
@@ -53,6 +56,7 @@ struct Args {
   int warmup = 3;
   double peak_tflops = 989.0;
   int comm_timeout_s = 60;
+  int64_t loss_tile = 0;
   std::string json;
 };
 
@@ -84,6 +88,8 @@ Args parse(int argc, char** argv) {
       a.peak_tflops = std::stod(value());
     else if (k == "--comm-timeout-s")
       a.comm_timeout_s = std::stoi(value());
+    else if (k == "--loss-tile")
+      a.loss_tile = std::stoll(value());
     else if (k == "--json")
       a.json = value();
     else
@@ -95,6 +101,7 @@ Args parse(int argc, char** argv) {
            "--offload-param must be cpu or nvme, got ", a.offload_param);
   ZT_CHECK(a.offload_param.empty() || a.stage == 3, "--offload-param needs --stage 3");
   ZT_CHECK(a.steps >= 1 && a.warmup >= 1, "--steps and --warmup must be >= 1");
+  ZT_CHECK(a.loss_tile >= 0, "--loss-tile must be >= 0, got ", a.loss_tile);
   ZT_CHECK(a.comm_timeout_s >= 1, "--comm-timeout-s must be >= 1, got ", a.comm_timeout_s);
   return a;
 }
@@ -109,6 +116,7 @@ int run(int argc, char** argv) {
   shape.d_model = 768;
   shape.vocab_size = 50257;
   shape.max_seq_len = 1024;
+  shape.loss_tile_tokens = a.loss_tile;
   ZT_CHECK(a.seq <= shape.max_seq_len, "--seq must be <= ", shape.max_seq_len);
   torch::manual_seed(0);
   zt::models::Gpt model(shape);
@@ -149,8 +157,8 @@ int run(int argc, char** argv) {
   // Non-finite losses are counted on the device, so the timed steps keep no host synchronisation.
   torch::Tensor nonfinite = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt).device(gpu));
   auto step = [&]() {
-    torch::Tensor loss = engine.forward(
-        [&] { return zt::models::GptImpl::loss(model->forward(input, torch::Tensor()), labels); });
+    torch::Tensor loss =
+        engine.forward([&] { return model->causal_lm_loss(input, torch::Tensor(), labels); });
     engine.backward(loss);
     engine.step();
     nonfinite.add_(torch::isfinite(loss.detach()).logical_not().to(torch::kInt));
@@ -186,24 +194,25 @@ int run(int argc, char** argv) {
   const double mfu = 6.0 * static_cast<double>(params) * tokens_per_s / (a.peak_tflops * 1e12);
   const std::string name = "zt " + a.dtype + " stage " + std::to_string(a.stage) +
                            (a.offload ? " + offload" : "") +
-                           (a.offload_param.empty() ? "" : " + param " + a.offload_param);
+                           (a.offload_param.empty() ? "" : " + param " + a.offload_param) +
+                           (a.loss_tile > 0 ? " + loss tile " + std::to_string(a.loss_tile) : "");
   // JSON has no NaN: a non-finite loss is written as null.
   char loss_text[32] = "null";
   if (std::isfinite(final_loss)) std::snprintf(loss_text, sizeof loss_text, "%.4f", final_loss);
   char line[1536];
-  std::snprintf(line, sizeof line,
-                "{\"name\":\"%s\",\"impl\":\"zerotorch\",\"dtype\":\"%s\",\"stage\":%d,"
-                "\"offload\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,\"steps\":%d,"
-                "\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"peak_tflops\":%.1f,"
-                "\"peak_mem_bytes\":%lld,\"final_loss\":%s,\"skipped_steps\":%lld,"
-                "\"optimizer_steps\":%lld,\"comm_wait_s\":%.4f,\"ok\":%s,\"error\":\"%s\"}",
-                name.c_str(), a.dtype.c_str(), a.stage, a.offload ? "true" : "false",
-                static_cast<long long>(params), static_cast<long long>(a.batch),
-                static_cast<long long>(a.seq), a.steps, seconds / a.steps, tokens_per_s, mfu,
-                a.peak_tflops, static_cast<long long>(peak), loss_text,
-                static_cast<long long>(engine.skipped_steps()),
-                static_cast<long long>(optimizer_steps), engine.comm_wait_seconds(),
-                error.empty() ? "true" : "false", error.c_str());
+  std::snprintf(
+      line, sizeof line,
+      "{\"name\":\"%s\",\"impl\":\"zerotorch\",\"dtype\":\"%s\",\"stage\":%d,"
+      "\"offload\":%s,\"loss_tile\":%lld,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,\"steps\":%d,"
+      "\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"peak_tflops\":%.1f,"
+      "\"peak_mem_bytes\":%lld,\"final_loss\":%s,\"skipped_steps\":%lld,"
+      "\"optimizer_steps\":%lld,\"comm_wait_s\":%.4f,\"ok\":%s,\"error\":\"%s\"}",
+      name.c_str(), a.dtype.c_str(), a.stage, a.offload ? "true" : "false",
+      static_cast<long long>(a.loss_tile), static_cast<long long>(params),
+      static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.steps, seconds / a.steps,
+      tokens_per_s, mfu, a.peak_tflops, static_cast<long long>(peak), loss_text,
+      static_cast<long long>(engine.skipped_steps()), static_cast<long long>(optimizer_steps),
+      engine.comm_wait_seconds(), error.empty() ? "true" : "false", error.c_str());
   std::printf("%s\n", line);
   if (!a.json.empty()) {
     std::ofstream(a.json, std::ios::app) << line << "\n";

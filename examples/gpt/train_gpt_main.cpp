@@ -237,7 +237,7 @@ int train(int argc, char** argv) {
     for (int m = 0; m < t.config.gradient_accumulation_steps; ++m) {
       data::Batch b = *t.loader->next();
       torch::Tensor loss = t.engine->forward(
-          [&] { return GptImpl::loss(model->forward(b.input_ids, b.attention_mask), b.labels); });
+          [&] { return model->causal_lm_loss(b.input_ids, b.attention_mask, b.labels); });
       t.engine->backward(loss);
       t.engine->step();
       run.add(loss, &b);

@@ -23,6 +23,9 @@ struct GptShape {
   // The MLP's activation: "gelu" (exact, erf) or "gelu_new" (GPT-2's tanh approximation,
   // Hugging Face's activation_function "gelu_new"); hf_gpt2.h maps both to GPT-2's config.
   std::string activation = "gelu";
+  // The head and the loss a tile of positions at a time (models/tiled_loss.h): positions per
+  // tile, 0 = the whole logits at once. A training switch: GptImpl::causal_lm_loss reads it.
+  int64_t loss_tile_tokens = 0;
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {

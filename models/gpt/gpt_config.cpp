@@ -25,10 +25,12 @@ GptShape gpt_shape_from_config(const ProgramBlock& model, int64_t shard_vocab_si
   r.field("dropout", s.dropout);
   r.field("activation_checkpointing", s.activation_checkpointing);
   r.field("activation", s.activation);
+  r.field("loss_tile_tokens", s.loss_tile_tokens);
   r.at_least("n_layer", s.n_layer, 1);
   r.at_least("n_head", s.n_head, 1);
   r.at_least("d_model", s.d_model, 1);
   r.at_least("max_seq_len", s.max_seq_len, 1);
+  r.at_least("loss_tile_tokens", s.loss_tile_tokens, 0);
   // 0: the program takes the vocabulary of its data (the token shard's tokenizer).
   r.at_least("vocab_size", s.vocab_size, 0);
   r.check(s.n_head < 1 || s.d_model % s.n_head == 0, "d_model", "must be divisible by ",

@@ -59,7 +59,7 @@ GptProbe make_gpt_probe(const GptShape& shape, int64_t batch, int64_t seq,
   probe.root = root.ptr();
   probe.root_forward = [root, ids, attention]() mutable {
     torch::AutoGradMode grad(true);
-    return GptImpl::loss(root->forward(ids, attention), ids);
+    return root->causal_lm_loss(ids, attention, ids);
   };
   return probe;
 }

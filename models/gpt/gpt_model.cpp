@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "core/zero/call_unit.h"
 #include "models/causal_lm_loss.h"
+#include "models/tiled_loss.h"
 
 namespace zt::models {
 
@@ -80,7 +81,19 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& input_ids, const torch::Tenso
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return causal_lm_loss(logits, labels);
+  return models::causal_lm_loss(logits, labels);
+}
+
+torch::Tensor GptImpl::causal_lm_loss(const torch::Tensor& input_ids,
+                                      const torch::Tensor& attention_mask,
+                                      const torch::Tensor& labels) {
+  const int64_t tile = shape_.loss_tile_tokens;
+  if (tile <= 0) return loss(forward(input_ids, attention_mask), labels);
+  // The count stays on the device (no host synchronisation); no token at all gives NaN, as the
+  // untiled mean does.
+  const torch::Tensor tokens = labels.ne(-100).sum().to(torch::kFloat);
+  return tiled_causal_lm_loss_total(hidden(input_ids, attention_mask), wte->weight, labels, tile) /
+         tokens;
 }
 
 std::pair<double, int64_t> GptImpl::loss_sum(const torch::Tensor& logits,

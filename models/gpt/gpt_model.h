@@ -37,6 +37,11 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor hidden(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   // Mean cross-entropy (fp32) over labels != -100; logits (B, T, V), labels (B, T).
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& labels);
+  // loss(forward(input_ids, attention_mask), labels), or with the shape's loss_tile_tokens the
+  // same mean with the head and loss computed a tile of positions at a time, so that the (B, T,
+  // V) logits are never held (models/tiled_loss.h; equal up to the order of the sums).
+  torch::Tensor causal_lm_loss(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                               const torch::Tensor& labels);
   // Sum of the token losses and the number of tokens counted (for perplexity).
   static std::pair<double, int64_t> loss_sum(const torch::Tensor& logits,
                                              const torch::Tensor& labels);

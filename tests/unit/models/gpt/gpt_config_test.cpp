@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "core/config/config.h"
+#include "models/gpt/gpt_model.h"
 
 namespace zt::models {
 namespace {
@@ -43,6 +44,51 @@ TEST(GptConfig, ReadsTheModelBlockWithDefaults) {
   EXPECT_EQ(s.activation, "gelu");
   EXPECT_EQ(gpt_shape_from_config(model_block("model: {activation: gelu_new}"), 1).activation,
             "gelu_new");
+  EXPECT_EQ(s.loss_tile_tokens, 0);
+  EXPECT_EQ(
+      gpt_shape_from_config(model_block("model: {loss_tile_tokens: 256}"), 1).loss_tile_tokens,
+      256);
+}
+
+// loss_tile_tokens: the same mean loss and gradients as the whole logits, with padded positions
+// (-100) and a tile that does not divide the sequence; the loss is NaN without any token, as the
+// untiled mean is.
+TEST(GptConfig, TiledLossIsTheWholeLogitsLoss) {
+  GptShape s;
+  s.n_layer = 2;
+  s.d_model = 16;
+  s.n_head = 2;
+  s.vocab_size = 37;
+  s.max_seq_len = 16;
+  torch::manual_seed(0);
+  Gpt whole(s);
+  s.loss_tile_tokens = 3;
+  Gpt tiled(s);
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < whole->parameters().size(); ++i) {
+      tiled->parameters()[i].copy_(whole->parameters()[i]);
+    }
+  }
+  const at::Tensor ids = torch::randint(37, {2, 7});
+  const at::Tensor mask = torch::tensor({{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0}});
+  at::Tensor labels = ids.roll(-1, 1);
+  labels.masked_fill_(mask.roll(-1, 1).eq(0), -100);
+  labels.select(1, 6).fill_(-100);
+  const at::Tensor a = whole->causal_lm_loss(ids, mask, labels);
+  const at::Tensor b = tiled->causal_lm_loss(ids, mask, labels);
+  EXPECT_NEAR(a.item<double>(), GptImpl::loss(whole->forward(ids, mask), labels).item<double>(),
+              0.0);
+  EXPECT_NEAR(a.item<double>(), b.item<double>(), 1e-6);
+  a.backward();
+  b.backward();
+  const auto want = whole->named_parameters(), got = tiled->named_parameters();
+  for (const auto& p : want) {
+    SCOPED_TRACE(p.key());
+    EXPECT_TRUE(torch::allclose(got[p.key()].grad(), p.value().grad(), 1e-5, 1e-7));
+  }
+  EXPECT_TRUE(
+      std::isnan(tiled->causal_lm_loss(ids, mask, torch::full({2, 7}, -100L)).item<double>()));
 }
 
 // gelu_new is GPT-2's tanh approximation: the MLP computes it, and it differs from exact GELU.
@@ -91,6 +137,7 @@ TEST(GptConfig, BadBlocksAreRejectedNamingTheKey) {
        "model.activation_checkpointing: expected a boolean"},
       {"model: {n_layers: 2}", "model.n_layers: unknown key; did you mean 'n_layer'?"},
       {"model: {activation: relu}", "model.activation: must be gelu (exact) or gelu_new"},
+      {"model: {loss_tile_tokens: -1}", "model.loss_tile_tokens: must be >= 0"},
       {"data: {max_length: 8}", "the config has no `model` block"},
   };
   for (const auto& [yaml, fragment] : cases) {

@@ -1,0 +1,122 @@
+"""The Python front door's row of bench/gpu_check.sh: what a DeepSpeed user with a Hugging Face
+model runs. A transformers GPT2LMHeadModel of GPT-2 124M's shape (12 layers, width 768, 12 heads,
+vocabulary 50257, context 1024, tied head, SDPA attention, dropout off as in the other rows),
+wrapped in torch.compile (inductor; --eager leaves it out), handed to ``zerotorch.initialize``
+with a DeepSpeed config (bf16 or fp16, ZeRO --stage, optionally the optimizer offloaded to the
+host, AdamW as the other rows set it), then ``engine(...)``, ``engine.backward``,
+``engine.step`` on the same random tokens as bench/gpu/gpt2_eager.py. The warm-up steps include
+the compilation.
+
+Prints one JSON line with the fields of zt-gpu-bench (and appends it to --json FILE). A run whose
+loss is not finite, or that took no optimizer step, prints its row with "ok": false and exits 1.
+--tiny --device cpu runs a 2-layer model on the host, to try the script without a GPU.
+
+Needs PYTHONPATH to hold the build's python/ folder (bench/gpu_check.sh sets it) and
+transformers.
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import transformers
+
+import zerotorch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--stage", type=int, default=2, choices=[0, 1, 2, 3])
+    ap.add_argument("--offload", action="store_true", help="offload_optimizer: cpu")
+    ap.add_argument("--eager", action="store_true", help="no torch.compile")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--tiny", action="store_true", help="2 layers of width 64, vocabulary 512")
+    a = ap.parse_args()
+
+    torch.manual_seed(0)
+    cuda = a.device == "cuda"
+    shape = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=512) if a.tiny else dict(
+        n_layer=12, n_embd=768, n_head=12, vocab_size=50257)
+    cfg = transformers.GPT2Config(n_positions=max(a.seq, 1024), resid_pdrop=0.0, embd_pdrop=0.0,
+                                  attn_pdrop=0.0, attn_implementation="sdpa", **shape)
+    model = transformers.GPT2LMHeadModel(cfg)
+    params = sum(p.numel() for p in model.parameters())
+    zero = {"stage": a.stage}
+    if a.offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    config = {
+        "train_micro_batch_size_per_gpu": a.batch, "gradient_accumulation_steps": 1,
+        "steps_per_print": 10**9, a.dtype: {"enabled": True}, "zero_optimization": zero,
+        "optimizer": {"type": "AdamW",
+                      "params": {"lr": 3e-4, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+    }
+    given = model if a.eager else torch.compile(model)
+    engine, _, _, _ = zerotorch.initialize(model=given, config=config, device=a.device)
+    dev = engine.device
+    tokens = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device=dev)
+    nonfinite = torch.zeros((), dtype=torch.int64, device=dev)
+
+    def step():
+        # transformers shifts the labels itself: seq - 1 predicted tokens a row.
+        loss = engine(input_ids=tokens, labels=tokens).loss
+        engine.backward(loss)
+        engine.step()
+        nonfinite.add_(torch.isfinite(loss.detach()).logical_not().to(torch.int64))
+        return loss
+
+    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+    for _ in range(a.warmup):
+        step()
+    sync()
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    sync()
+    seconds = time.perf_counter() - start
+    tokens_per_s = a.batch * a.seq * a.steps / seconds
+    final_loss = loss.item()
+    bad = int(nonfinite.item())
+    skipped = int(engine.skipped_steps)
+    error = ""
+    if bad:
+        error = f"{bad} of {a.warmup + a.steps} steps had a non-finite loss"
+    elif skipped >= a.warmup + a.steps:
+        error = "no optimizer step was taken (every step skipped by the loss scaler)"
+    kind = "eager" if a.eager else "compiled"
+    row = {
+        "name": f"zerotorch python {a.dtype} stage {a.stage}{' + offload' if a.offload else ''}"
+                f" ({kind} transformers)",
+        "impl": "zerotorch-python", "compiled": not a.eager,
+        "dtype": a.dtype, "stage": a.stage, "offload": a.offload, "params": params,
+        "batch": a.batch, "seq": a.seq, "steps": a.steps, "step_s": seconds / a.steps,
+        "tokens_per_s": tokens_per_s,
+        "mfu": 6.0 * params * tokens_per_s / (a.peak_tflops * 1e12),
+        "peak_tflops": a.peak_tflops,
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(dev) if cuda else 0,
+        "final_loss": final_loss if math.isfinite(final_loss) else None,
+        "skipped_steps": skipped, "ok": not error, "torch": torch.__version__,
+        "device_name": torch.cuda.get_device_name(dev) if cuda else "cpu",
+    }
+    if error:
+        row["error"] = error
+    line = json.dumps(row)
+    print(line, flush=True)
+    if a.json:
+        with open(a.json, "a") as f:
+            f.write(line + "\n")
+    engine.destroy()
+    return 1 if error else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

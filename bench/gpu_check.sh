@@ -182,11 +182,11 @@ if ! configure_and_build; then
 fi
 status build ok $(( $(date +%s) - b0 ))
 log "build done in $(( $(date +%s) - b0 )) s"
-# The Python package, for the front-door rows (not in a dry run, which stops before the rows): a
+# The Python package, for the front-door rows (full mode only: --quick and --dry-run have none): a
 # build of its own, so that its failure costs those rows only. python_why says why there are none.
 python_why=""
-if [ "$mode" = dry ]; then
-  python_why="dry run"
+if [ "$mode" != full ]; then
+  python_why="no front-door rows in this mode"
 elif [ "$config_deps_failed" = 1 ]; then
   python_why="the build with yaml-cpp and Boost failed (build_with_config_deps.log)"
   status python "skipped: build with yaml-cpp and Boost failed"
@@ -419,7 +419,8 @@ zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-til
     return
   fi
   bench "$name" zerotorch "$1" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" \
-    ${3:+--offload} ${4:+--offload-param "$4"} "${tile[@]}" --comm-timeout-s 60 "${common[@]}"
+    ${3:+--offload --breakdown} ${4:+--offload-param "$4"} "${tile[@]}" --comm-timeout-s 60 \
+    "${common[@]}"
 }
 eager_row() {  # dtype [--compile]
   local name="eager_$1" impl=pytorch-eager cap=90

@@ -1,5 +1,6 @@
 #include "core/engine.h"
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <string>
@@ -63,7 +64,7 @@ bool Engine::is_gradient_accumulation_boundary() const {
 }
 
 at::Tensor Engine::forward(const std::function<at::Tensor()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
+  if (impl_->timer_) impl_->timer_->start(profile::PhaseTimer::kForward);
   begin_checkpointed_forward();  // number_checkpoints counts per forward pass
   const bool counted = impl_->flops_ && at::GradMode::is_enabled();  // evaluation is not
   if (counted) impl_->flops_->begin_forward(impl_->global_step_);
@@ -77,13 +78,13 @@ at::Tensor Engine::forward(const std::function<at::Tensor()>& fn) {
   if (!(at::GradMode::is_enabled() && out.requires_grad()) && !impl_->gather_->in_scope()) {
     impl_->gather_->release_all();  // evaluation: no backward will follow
   }
-  impl_->breakdown_.forward += seconds_since(start);
+  if (impl_->timer_) impl_->timer_->stop(profile::PhaseTimer::kForward);
   return out;
 }
 
 void Engine::backward(const at::Tensor& loss, bool scale_wrt_gas) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, "engine.backward needs a scalar loss");
-  const auto start = std::chrono::steady_clock::now();
+  if (impl_->timer_) impl_->timer_->start(profile::PhaseTimer::kBackward);
   impl_->in_backward_ = true;
   impl_->gather_->set_in_backward(true);
   // fp16: the loss is multiplied by the loss scale (in fp32, so the product itself cannot
@@ -112,7 +113,7 @@ void Engine::backward(const at::Tensor& loss, bool scale_wrt_gas) {
   impl_->gather_->set_in_backward(false);
   finish_backward();
   impl_->in_backward_ = false;
-  impl_->breakdown_.backward += seconds_since(start);
+  if (impl_->timer_) impl_->timer_->stop(profile::PhaseTimer::kBackward);
 }
 
 void Engine::on_bucket_complete(size_t b) {
@@ -131,6 +132,7 @@ void Engine::step() {
   ++impl_->micro_steps_;
   if (!boundary) return;
   const auto start = std::chrono::steady_clock::now();
+  if (impl_->timer_) impl_->timer_->start(profile::PhaseTimer::kStep);
   const zero::StepOutcome outcome =
       impl_->sharded_step_->step(step_hyper(), impl_->scaler_.get(), impl_->global_step_);
   for (auto& b : impl_->buckets_) b->zero_grads();
@@ -144,25 +146,26 @@ void Engine::step() {
   } else {
     impl_->last_grad_norm_ = outcome.grad_norm;
   }
-  impl_->breakdown_.step += seconds_since(start);
+  if (impl_->timer_) impl_->timer_->stop(profile::PhaseTimer::kStep);
   if (impl_->flops_) impl_->flops_->end_step(impl_->global_step_, seconds_since(start));
-  if (impl_->options_.wall_clock_breakdown && impl_->options_.steps_per_print > 0 &&
+  if (impl_->timer_ && impl_->options_.steps_per_print > 0 &&
       impl_->global_step_ % impl_->options_.steps_per_print == 0) {
     log_breakdown();
   }
 }
 
 // DeepSpeed's wall_clock_breakdown: where the time of the last steps_per_print optimizer steps
-// went, in milliseconds per optimizer step, on rank 0.
+// went, in milliseconds per optimizer step, on rank 0; on an accelerator the phases are the
+// device's times (core/profile/phase_timer.h), the communication wait the host's.
 void Engine::log_breakdown() {
   const double n = impl_->options_.steps_per_print;
-  const double comm = impl_->clock_.seconds() - impl_->breakdown_.comm_wait_at_start;
+  const std::array<double, profile::PhaseTimer::kPhases> ms = impl_->timer_->take();
+  const double comm = impl_->clock_.seconds() - impl_->comm_wait_at_report_;
   ZT_LOG_INFO("time (ms/step) at step ", impl_->global_step_, ": forward ",
-              impl_->breakdown_.forward * 1e3 / n, " | backward ",
-              impl_->breakdown_.backward * 1e3 / n, " | step ", impl_->breakdown_.step * 1e3 / n,
-              " | comm wait ", comm * 1e3 / n);
-  impl_->breakdown_ = Impl::Breakdown{};
-  impl_->breakdown_.comm_wait_at_start = impl_->clock_.seconds();
+              ms[profile::PhaseTimer::kForward] / n, " | backward ",
+              ms[profile::PhaseTimer::kBackward] / n, " | step ",
+              ms[profile::PhaseTimer::kStep] / n, " | comm wait ", comm * 1e3 / n);
+  impl_->comm_wait_at_report_ = impl_->clock_.seconds();
 }
 
 void Engine::zero_grad() {

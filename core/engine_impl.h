@@ -14,6 +14,7 @@
 #include "core/engine.h"
 #include "core/precision/loss_scaler.h"
 #include "core/profile/flops_profiler.h"
+#include "core/profile/phase_timer.h"
 #include "core/zero/bucket.h"
 #include "core/zero/grad_sync.h"
 #include "core/zero/host_caching_allocator.h"
@@ -72,10 +73,10 @@ struct Engine::Impl {
   double last_grad_norm_ = 0.0;
   bool in_backward_ = false;
   std::unique_ptr<profile::FlopsProfiler> flops_;  // flops_profiler.enabled
-  // wall_clock_breakdown: seconds since the last report.
-  struct Breakdown {
-    double forward = 0, backward = 0, step = 0, comm_wait_at_start = 0;
-  } breakdown_;
+  // wall_clock_breakdown: the phases' times since the last report (null when off), and the
+  // communication wait clock's reading at that report.
+  std::unique_ptr<profile::PhaseTimer> timer_;
+  double comm_wait_at_report_ = 0;
 };
 
 }  // namespace zt

@@ -199,6 +199,15 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
       impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
       [this](size_t b) { on_bucket_complete(b); }, impl_->plan_.units.size() - 1);
+  if (impl_->options_.wall_clock_breakdown) {
+    c10::Device device(c10::kCPU);
+    for (const at::Tensor& p : impl_->model_->parameters()) {
+      device = p.device();
+      break;
+    }
+    impl_->timer_ = std::make_unique<profile::PhaseTimer>(device);
+    impl_->comm_wait_at_report_ = impl_->clock_.seconds();
+  }
   if (impl_->options_.flops_profiler.enabled) {
     profile::ProfileContext ctx;
     ctx.rank = impl_->rank_;

@@ -4,10 +4,14 @@
 //
 //   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--offload-param cpu|nvme] [--batch 16]
 //                [--seq 1024] [--steps 10] [--warmup 3] [--peak-tflops 989]
-//                [--loss-tile N] [--comm-timeout-s 60] [--json FILE]
+//                [--loss-tile N] [--breakdown] [--comm-timeout-s 60] [--json FILE]
 //
 // --loss-tile N: the head and the loss N positions at a time (the model's loss_tile_tokens,
 // models/tiled_loss.h), so that the logits are never held whole.
+// --breakdown: wall_clock_breakdown every step (steps_per_print 1): one line a step on stderr with
+// the device's forward / backward / step times (core/profile/phase_timer.h). Reading the events
+// waits for each step's end, so the host cannot run ahead into the next step: the row is a little
+// slower for it.
 //
 // --offload-param (stage 3): the 16-bit shards in pinned host memory (cpu) or in files under the
 // system's temp directory (nvme, every shard: max_in_cpu 0), copied to the GPU per unit.
@@ -57,6 +61,7 @@ struct Args {
   double peak_tflops = 989.0;
   int comm_timeout_s = 60;
   int64_t loss_tile = 0;
+  bool breakdown = false;
   std::string json;
 };
 
@@ -88,6 +93,8 @@ Args parse(int argc, char** argv) {
       a.peak_tflops = std::stod(value());
     else if (k == "--comm-timeout-s")
       a.comm_timeout_s = std::stoi(value());
+    else if (k == "--breakdown")
+      a.breakdown = true;
     else if (k == "--loss-tile")
       a.loss_tile = std::stoll(value());
     else if (k == "--json")
@@ -143,6 +150,8 @@ int run(int argc, char** argv) {
   o.hyper.beta2 = 0.95;
   o.param_groups.no_decay_patterns = {"bias", "ln"};
   o.units = model->unit_names();
+  o.wall_clock_breakdown = a.breakdown;
+  if (a.breakdown) o.steps_per_print = 1;
   o.fp16.initial_scale_power = 16;
   zt::dist::CommOptions co;
   co.backend = zt::dist::Backend::kNccl;

@@ -47,7 +47,9 @@
 #        3, and stage 3 with the optimizer offloaded and the parameter shards on NVMe), within the
 #        same budget (under 8 minutes from a cold build on one H200).
 #        --dry-run: on a machine without a GPU (a CPU-only one with the project's full
-#        dependencies): builds as above plus the host-backed test device, then runs every check
+#        dependencies): builds as above, without what the GPU image lacks (spdlog,
+#        SentencePiece; yaml-cpp and Boost unless .gpu-deps/ brings them), plus the host-backed
+#        test device, then runs every check
 #        (each in its own process, as on the GPU) on that device (`zt-gpu-checks --device
 #        zttest`: the placement, copy and offload paths against the same references; the two
 #        checks of CUDA kernels SKIP), and stops before the training rows. The build has no
@@ -130,7 +132,7 @@ build_limit() { if [ "$mode" = dry ]; then echo 7200; else limit "$budget"; fi; 
 # yaml-cpp and Boost.Program_options carried as Debian packages (bench/gpu/fetch_config_deps.sh
 # put them in .gpu-deps/): unpacked here, nothing installed, for the config reader and the Python
 # package. Without them the build has neither, and the front-door rows are skipped.
-deps_args=()
+deps_args=() carried=0
 if compgen -G "$root/.gpu-deps/*.deb" >/dev/null; then
   if command -v dpkg >/dev/null; then
     rm -rf "$build/deps" && mkdir -p "$build/deps"
@@ -138,14 +140,26 @@ if compgen -G "$root/.gpu-deps/*.deb" >/dev/null; then
     cmake_dir="$(dirname "$(find "$build/deps" -path '*/cmake/yaml-cpp' -type d | head -1)")"
     deps_args=(-Dyaml-cpp_DIR="$cmake_dir/yaml-cpp"
                -DBoost_DIR="$(find "$cmake_dir" -maxdepth 1 -name 'Boost-*' | head -1)")
+    carried=1
     log "yaml-cpp and Boost from .gpu-deps/ (unpacked into $build/deps)"
   else
     log "warning: .gpu-deps/ holds packages but dpkg is missing: no config reader, no Python"
   fi
 fi
-# A dry run also builds the test device (ZT_BUILD_TESTS) that its checks run on.
-dry_tests=OFF dry_targets=()
-[ "$mode" = dry ] && dry_tests=ON dry_targets=(zt_testdevice)
+# A dry run also builds the test device (ZT_BUILD_TESTS) that its checks run on, and leaves out
+# what the GPU image lacks (spdlog, SentencePiece, and yaml-cpp and Boost unless .gpu-deps/ brings
+# them), so that a build only such a machine would fail fails here first. MPI and gloo stay: the
+# checks' collectives on the test device go through one of them.
+# Every switch is given each time (OFF too), since the build folder's cache keeps them.
+dry_tests=OFF dry_targets=() leave_out=OFF leave_config=OFF
+if [ "$mode" = dry ]; then
+  dry_tests=ON dry_targets=(zt_testdevice) leave_out=ON
+  [ "$carried" = 1 ] || leave_config=ON
+fi
+deps_args+=(-DCMAKE_DISABLE_FIND_PACKAGE_spdlog=$leave_out
+            -DCMAKE_DISABLE_FIND_PACKAGE_SentencePiece=$leave_out
+            -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=$leave_config
+            -DCMAKE_DISABLE_FIND_PACKAGE_Boost=$leave_config)
 # configure_and_build: the reduced build of the GPU programs; its output goes to build.log.
 configure_and_build() {
   log "configuring $build"
@@ -167,13 +181,15 @@ b0=$(date +%s)
 config_deps_failed=0
 : >"$res/build.log"
 if ! configure_and_build; then
-  [ "${#deps_args[@]}" -gt 0 ] || fail "build failed or timed out (build.log)" build
+  [ "$carried" = 1 ] || fail "build failed or timed out (build.log)" build
   # With yaml-cpp and Boost more of the libraries compile (the config reader, checkpoints, the
   # training run), with a compiler CI does not use: when that fails, the GPU programs are built
   # without them rather than not at all.
   log "retrying the build without yaml-cpp and Boost (the Python rows will be skipped)"
   mv "$res/build.log" "$res/build_with_config_deps.log"
   deps_args=(-Uyaml-cpp_DIR -UBoost_DIR -Uboost_program_options_DIR
+             -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=$leave_out
+             -DCMAKE_DISABLE_FIND_PACKAGE_SentencePiece=$leave_out
              -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
   configure_and_build || fail "build failed or timed out (build.log)" build
   status build_with_config_deps "failed: build_with_config_deps.log"

@@ -29,9 +29,9 @@ void PhaseTimer::start(Phase p) {
 
 void PhaseTimer::stop(Phase p) {
   if (!on_device()) {
-    host_ms_[p] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             host_start_[p])
-                       .count();
+    host_ms_[p] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start_[p])
+            .count();
     return;
   }
   ZT_CHECK(!intervals_.empty() && intervals_.back().phase == p && !intervals_.back().end,

@@ -198,7 +198,12 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       impl_->options_.stage3_prefetch_bucket_size, impl_->options_.stage3_max_reuse_distance);
   impl_->grad_sync_ = std::make_unique<zero::GradSync>(
       impl_->buckets_, *impl_->shard_comm_, impl_->clock_, impl_->options_.max_inflight_reductions,
-      [this](size_t b) { on_bucket_complete(b); }, impl_->plan_.units.size() - 1);
+      [this](size_t b) { on_bucket_complete(b); },
+      // The last micro-batch's reduction makes the gradient the step takes.
+      [this](size_t b) {
+        if (is_gradient_accumulation_boundary()) impl_->sharded_step_->gradient_reduced(b);
+      },
+      impl_->plan_.units.size() - 1);
   if (impl_->options_.wall_clock_breakdown) {
     c10::Device device(c10::kCPU);
     for (const at::Tensor& p : impl_->model_->parameters()) {

@@ -24,12 +24,13 @@ class GradSync::Hook : public torch::autograd::PostAccumulateGradHook {
 
 GradSync::GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
                    WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete,
-                   size_t root_unit)
+                   std::function<void(size_t)> on_reduced, size_t root_unit)
     : buckets_(buckets),
       comm_(comm),
       clock_(clock),
       max_inflight_(static_cast<size_t>(std::max<int64_t>(1, max_inflight))),
-      on_complete_(std::move(on_complete)) {
+      on_complete_(std::move(on_complete)),
+      on_reduced_(std::move(on_reduced)) {
   // Backward meets the declared units last to first and the root's embeddings at the end; the
   // root's head, which completes first, is guessed too late (its one staging buffer waits),
   // until learn_order corrects it.
@@ -88,10 +89,15 @@ void GradSync::launch_ready() {
     buckets_[b]->start_grad_sync(comm_);
     inflight_.push_back(b);
     while (inflight_.size() > max_inflight_) {
-      buckets_[inflight_.front()]->finish_grad_sync(clock_);
+      finish_reduction(inflight_.front());
       inflight_.pop_front();
     }
   }
+}
+
+void GradSync::finish_reduction(size_t b) {
+  buckets_[b]->finish_grad_sync(clock_);
+  if (on_reduced_) on_reduced_(b);
 }
 
 void GradSync::finish_backward() {
@@ -102,7 +108,7 @@ void GradSync::finish_backward() {
       on_bucket_complete(b);
     }
   }
-  for (size_t b : inflight_) buckets_[b]->finish_grad_sync(clock_);
+  for (size_t b : inflight_) finish_reduction(b);
   inflight_.clear();
   if (!order_learned_) learn_order();
   completed_.clear();

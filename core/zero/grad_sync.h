@@ -36,11 +36,13 @@ namespace zt::zero {
 class GradSync {
  public:
   // on_complete(b) runs when bucket b has every gradient of this micro-step, before its
-  // reduction starts (stage 3 frees the bucket's full parameters there). root_unit: the root
+  // reduction starts (stage 3 frees the bucket's full parameters there); on_reduced(b) when its
+  // reduction was waited for (the reduced gradient is in the bucket, as far as the host can tell:
+  // on an accelerator, ordered before what the current stream runs next). root_unit: the root
   // unit's index (core/zero/units.h: the last).
   GradSync(std::vector<std::unique_ptr<Bucket>>& buckets, dist::Communicator& comm,
            WaitClock& clock, int64_t max_inflight, std::function<void(size_t)> on_complete,
-           size_t root_unit);
+           std::function<void(size_t)> on_reduced, size_t root_unit);
   // Removes the hooks from the parameters.
   ~GradSync();
   GradSync(const GradSync&) = delete;
@@ -57,6 +59,8 @@ class GradSync {
   void on_bucket_complete(size_t bucket);
   // Starts the reductions of the completed buckets whose turn it is in order_.
   void launch_ready();
+  // Waits for bucket b's reduction, then runs on_reduced(b).
+  void finish_reduction(size_t b);
   // After the first backward: order_ becomes rank 0's completion order.
   void learn_order();
 
@@ -65,6 +69,7 @@ class GradSync {
   WaitClock& clock_;
   size_t max_inflight_;
   std::function<void(size_t)> on_complete_;
+  std::function<void(size_t)> on_reduced_;
   bool reduce_ = false;
   std::deque<size_t> inflight_;  // buckets with a reduction in flight, oldest first
   std::vector<size_t> order_;    // launch order, the same on every rank

@@ -61,6 +61,12 @@ at::Tensor HostOffload::wait_grad(size_t i) {
   return s.grad_host;
 }
 
+void HostOffload::order_after_grad_copies() {
+  c10::Event done(device_.type());
+  done.record(side_);
+  done.block(current_stream(device_));
+}
+
 at::Tensor HostOffload::param_staging(size_t i, int64_t numel, at::ScalarType dtype) {
   Slot& s = slot(i);
   if (!s.param_host.defined() || s.param_host.numel() != numel ||

@@ -3,13 +3,16 @@
 // Per flat buffer ("slot"), pinned host memory for the owned gradient slice (fp32) and for the
 // updated 16-bit parameters, and one side stream of the GPU for both copy directions:
 //
-//   compute stream  ..backward..|grads final|─ ready ─┐                     ┌─ wait all ─> next fwd
-//   side stream                                       └ D2H g0, D2H g1 ... ─┴ H2D p0, H2D p1 ...
-//   host (CpuAdam)                     wait g0 → step 0 → wait g1 → step 1 → ...
+//   compute stream  ..backward: g1 reduced ┐ .. g0 reduced ┐ ..|end          ┌ wait all ─> next fwd
+//   side stream                            └ D2H g1        └ D2H g0 .. H2D p0, H2D p1 ┘
+//   host (CpuAdam)                                             |wait g0 → step 0 → wait g1 → step 1
 //
-// start_grad_copy() enqueues every slot's device-to-host copy at once; the host then steps slot
-// after slot as soon as its gradient landed (wait_grad), and each slot's updated parameters go
-// back with start_param_copy() while the next slot steps, so the copies overlap CPU Adam.
+// start_grad_copy() enqueues a slot's device-to-host copy after what the compute stream has
+// queued so far: the sharded step starts each as the slot's gradient becomes final
+// (ShardedStep::gradient_reduced, during backward, where nothing changes it later; else all at
+// the step's start). The host then steps slot after slot as soon as its gradient landed
+// (wait_grad), and each slot's updated parameters go back with start_param_copy() while the next
+// slot steps, so the copies overlap backward and CPU Adam.
 // finish() makes LibTorch's current stream wait for the parameter copies: later kernels see the
 // new weights, the host never blocks on them. Pinned buffers are reused across steps; a slot's
 // host buffers are rewritten only after its previous copies completed (wait_grad waits on an
@@ -36,6 +39,10 @@ class HostOffload {
   void start_grad_copy(size_t slot, const at::Tensor& grad);
   // Blocks the host until slot's gradient landed; returns it (pinned fp32, CPU).
   at::Tensor wait_grad(size_t slot);
+  // LibTorch's current stream waits for every gradient copy started so far: what it writes next
+  // into a gradient (the next backward) comes after the copies read it. For a step that started
+  // copies and then waited for none (an overflow skipped it).
+  void order_after_grad_copies();
   // Pinned host buffer of dtype and numel for slot's updated 16-bit parameters.
   at::Tensor param_staging(size_t slot, int64_t numel, at::ScalarType dtype);
   // Enqueues param_staging(slot) -> target (on device) on the side stream.

@@ -34,6 +34,7 @@ class MuonGradients : public StepGradients {
   bool norm_needs_raw_sum() const override { return false; }
   double prepare(const std::vector<size_t>& stepped, double inv, double raw_sq) override;
   at::Tensor gradient(size_t b) const override;
+  bool final_at_reduction() const override { return false; }  // prepare makes a new buffer
   double factor(double inv) const override {
     (void)inv;  // the prepared gradients carry it
     return 1.0;

@@ -258,6 +258,25 @@ double ShardedStep::global_grad_norm_squared() {
   return clock_.read<double>(comm_.all_reduce(t, dist::ReduceOp::kSum), t);
 }
 
+bool ShardedStep::downloads_at_reduction() const {
+  return host_offload_ != nullptr && replica_ == nullptr &&
+         !(tensor_ != nullptr && replicated_differ_) && store_->grad_spill() == nullptr &&
+         step_grads_->final_at_reduction();
+}
+
+void ShardedStep::gradient_reduced(size_t b) {
+  if (!downloads_at_reduction()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor g = step_grads_->gradient(b);
+  // A 16-bit gradient (grad_accum_dtype) goes over widened, and widened now its fp32 copy would
+  // sit on the device beside the activations: it waits for the step. So does a bucket that no
+  // gradient reached (the step does not step it).
+  if (!g.defined() || g.scalar_type() != at::kFloat) return;
+  host_offload_->start_grad_copy(b, g);
+  if (downloading_.size() < buckets_.size()) downloading_.resize(buckets_.size(), false);
+  downloading_[b] = true;
+}
+
 void ShardedStep::set_split_group(dist::Communicator* split, bool replicated_differ) {
   ZT_INTERNAL_ASSERT(store_->grad_spill() == nullptr,
                      "spilled gradients are not summed over a tensor or expert split");
@@ -345,6 +364,8 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
       scaler->update(true);
     }
     out.skipped = true;
+    if (host_offload_) host_offload_->order_after_grad_copies();
+    downloading_.assign(downloading_.size(), false);
     return out;
   } else if (scaler) {
     scaler->update(false);
@@ -427,9 +448,11 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
                          const optim::GroupHyper& hyper) {
   if (host_offload_) {
     for (size_t b : stepped) {
+      if (b < downloading_.size() && downloading_[b]) continue;  // started by gradient_reduced
       at::Tensor g = step_grads_->gradient(b);
       host_offload_->start_grad_copy(b, g.scalar_type() == at::kFloat ? g : g.to(at::kFloat));
     }
+    downloading_.assign(downloading_.size(), false);
   }
   const std::vector<std::string>& names = store_->state_names();
   std::vector<int64_t> step_before(buckets_.size(), 0);

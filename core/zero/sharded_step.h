@@ -94,6 +94,18 @@ class ShardedStep {
   // in errors.
   StepOutcome step(const optim::GroupHyper& hyper, DynamicLossScaler* scaler, int64_t step_index);
 
+  // Bucket b's reduction of the step's last micro-batch ended (the engine calls it then, from
+  // backward). Where the master is in host memory and the gradient the optimizer steps with is
+  // final already (downloads_at_reduction()) and fp32 (grad_accum_dtype's default), its copy to
+  // the host starts now, on the side stream, and overlaps the rest of backward; update() then
+  // only waits for it.
+  void gradient_reduced(size_t b);
+  // Whether gradient_reduced starts the copies: a model on an accelerator with its master in
+  // host memory (HostOffload), owned gradients as the optimizer steps them (not Muon's), and
+  // nothing that changes them between backward and the step (a sum across MiCS replicas or over
+  // an expert split, gradients spilled to NVMe). Otherwise the copies start in the step.
+  bool downloads_at_reduction() const;
+
   // Where the fp32 masters and the optimizer state live; checkpoints stream them through it.
   MasterStore& masters() const { return *store_; }
   optim::ShardOptimizer* optimizer(size_t b) const { return slots_[b].optimizer.get(); }
@@ -154,6 +166,7 @@ class ShardedStep {
   // The master in host memory of a model on a GPU: gradients come over, parameters go back,
   // through pinned buffers on a side stream.
   std::unique_ptr<HostOffload> host_offload_;
+  std::vector<bool> downloading_;  // by bucket: gradient_reduced started its copy this step
 };
 
 }  // namespace zt::zero

@@ -17,6 +17,7 @@ class OwnedGradients : public StepGradients {
     return std::sqrt(raw_sq) * std::abs(inv);
   }
   at::Tensor gradient(size_t b) const override { return buckets_[b]->owned_grad(); }
+  bool final_at_reduction() const override { return true; }
   double factor(double inv) const override { return inv; }
 
  private:

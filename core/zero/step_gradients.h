@@ -36,6 +36,9 @@ class StepGradients {
   virtual double prepare(const std::vector<size_t>& stepped, double inv, double raw_sq) = 0;
   // The gradient bucket b steps with (after prepare).
   virtual at::Tensor gradient(size_t b) const = 0;
+  // Whether gradient(b) is already the one bucket b steps with as soon as its reduction of the
+  // step's last micro-batch ended (before prepare): true for the owned gradient as it is.
+  virtual bool final_at_reduction() const = 0;
   // The factor of the gradient the optimizer multiplies in, before the clipping factor.
   virtual double factor(double inv) const = 0;
   // Bucket b's group ranges as the optimizer steps them (Muon cuts them at its matrices' edges).

@@ -244,7 +244,7 @@ const std::vector<Case>& cases() {
        OffloadDevice::kCpu},
       {"s2_fp32_transformer_sgd_acc2", MK::kTransformer, 2, at::kFloat, 2, 0.0,
        OffloadDevice::kNone, OffloadDevice::kNone, OptimizerKind::kSgd},
-      {"s2_fp16_mlp_offload_cpu_clip", MK::kMlp, 2, at::kHalf, 1, 1.0, OffloadDevice::kCpu},
+      {"s2_fp16_mlp_offload_cpu_clip_acc2", MK::kMlp, 2, at::kHalf, 2, 1.0, OffloadDevice::kCpu},
       {"s2_bf16_mlp_offload_nvme_acc2", MK::kMlp, 2, at::kBFloat16, 2, 0.0, OffloadDevice::kNvme},
       {"s2_fp32_transformer_lamb", MK::kTransformer, 2, at::kFloat, 1, 0.0, OffloadDevice::kNone,
        OffloadDevice::kNone, OptimizerKind::kLamb},

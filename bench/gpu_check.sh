@@ -48,13 +48,14 @@
 #        same budget (under 8 minutes from a cold build on one H200).
 #        --dry-run: on a machine without a GPU (a CPU-only one with the project's full
 #        dependencies): builds as above, without what the GPU image lacks (spdlog,
-#        SentencePiece; yaml-cpp and Boost unless .gpu-deps/ brings them), plus the host-backed
-#        test device, then runs every check
-#        (each in its own process, as on the GPU) on that device (`zt-gpu-checks --device
-#        zttest`: the placement, copy and offload paths against the same references; the two
-#        checks of CUDA kernels SKIP), and stops before the training rows. The build has no
-#        deadline (a slow machine); the checks have the budget from the build's end. Without
-#        --dry-run, a machine without a GPU stops after the build (exit 3).
+#        SentencePiece; yaml-cpp and Boost from .gpu-deps/ when it is there), plus the
+#        host-backed test device, then runs every check (each in its own process, as on the
+#        GPU) on that device (`zt-gpu-checks --device zttest`: the placement, copy and offload
+#        paths against the same references; the two checks of CUDA kernels SKIP), then builds
+#        the GPU programs once more without yaml-cpp and Boost (what a GPU machine without
+#        .gpu-deps/ builds; build_noconfig.log), and stops before the training rows. The builds
+#        have no deadline (a slow machine); the checks have the budget from the build's end.
+#        Without --dry-run, a machine without a GPU stops after the build (exit 3).
 # Environment: PYTHON (python3), ZT_GPU_BUILD_DIR (build-gpu), ZT_JOBS (16), ZT_BENCH_STEPS (10),
 # ZT_BENCH_BATCH (16), ZT_GPU_CHECK_BUDGET_S (570 / 450), ZT_WERROR (OFF), ZT_GPU_CHECK_CMAKE_ARGS
 # (extra configure arguments).
@@ -147,35 +148,36 @@ if compgen -G "$root/.gpu-deps/*.deb" >/dev/null; then
   fi
 fi
 # A dry run also builds the test device (ZT_BUILD_TESTS) that its checks run on, and leaves out
-# what the GPU image lacks (spdlog, SentencePiece, and yaml-cpp and Boost unless .gpu-deps/ brings
-# them), so that a build only such a machine would fail fails here first. MPI and gloo stay: the
-# checks' collectives on the test device go through one of them.
+# what the GPU image lacks (spdlog, SentencePiece), so that a build only such a machine would fail
+# fails here first. It keeps MPI and gloo (the checks' collectives on the test device go through
+# one of them) and yaml-cpp and Boost (the test device's driver is in zt_train, which needs the
+# config): those from .gpu-deps/ when it is there, as on the GPU machine.
 # Every switch is given each time (OFF too), since the build folder's cache keeps them.
-dry_tests=OFF dry_targets=() leave_out=OFF leave_config=OFF
+dry_tests=OFF dry_targets=() leave_out=OFF
 if [ "$mode" = dry ]; then
   dry_tests=ON dry_targets=(zt_testdevice) leave_out=ON
-  [ "$carried" = 1 ] || leave_config=ON
 fi
 deps_args+=(-DCMAKE_DISABLE_FIND_PACKAGE_spdlog=$leave_out
             -DCMAKE_DISABLE_FIND_PACKAGE_SentencePiece=$leave_out
-            -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=$leave_config
-            -DCMAKE_DISABLE_FIND_PACKAGE_Boost=$leave_config)
-# configure_and_build: the reduced build of the GPU programs; its output goes to build.log.
+            -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Boost=OFF)
+# configure_and_build [DIR LOG]: the reduced build of the GPU programs in DIR ($build), its output
+# in LOG (build.log).
 configure_and_build() {
-  log "configuring $build"
+  local dir="${1:-$build}" out="$res/${2:-build.log}"
+  log "configuring $dir"
   # shellcheck disable=SC2086
-  timeout -k 5 "$(build_limit)" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  timeout -k 5 "$(build_limit)" cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DTorch_DIR="$torch_prefix/Torch" -DZT_WITH_CUDA=ON -DZT_REQUIRE_ALL_DEPS=OFF \
     -DZT_PYTHON="$(command -v "$py")" "${deps_args[@]}" \
     -DZT_BUILD_TESTS="$dry_tests" -DZT_WERROR="${ZT_WERROR:-OFF}" -DCMAKE_CUDA_COMPILER="$nvcc" \
-    ${nccl_root:+-DZT_NCCL_ROOT="$nccl_root"} ${ZT_GPU_CHECK_CMAKE_ARGS:-} >>"$res/build.log" 2>&1 ||
-    { tail -40 "$res/build.log"; log "CMake configure failed (build.log)"; return 1; }
-  grep -E "zerotorch:" "$res/build.log" | sed 's/^-- /  /'
+    ${nccl_root:+-DZT_NCCL_ROOT="$nccl_root"} ${ZT_GPU_CHECK_CMAKE_ARGS:-} >>"$out" 2>&1 ||
+    { tail -40 "$out"; log "CMake configure failed ($out)"; return 1; }
+  grep -E "zerotorch:" "$out" | sed 's/^-- /  /'
   log "building zt_cuda zt-gpu-checks zt-gpu-bench ${dry_targets[*]} with $jobs jobs" \
     "(limit $(build_limit)s)"
-  timeout -k 5 "$(build_limit)" cmake --build "$build" --target zt_cuda zt-gpu-checks \
-    zt-gpu-bench "${dry_targets[@]}" -j "$jobs" >>"$res/build.log" 2>&1 ||
-    { grep -E "error|Error" "$res/build.log" | head -30; log "build failed or timed out"; return 1; }
+  timeout -k 5 "$(build_limit)" cmake --build "$dir" --target zt_cuda zt-gpu-checks \
+    zt-gpu-bench "${dry_targets[@]}" -j "$jobs" >>"$out" 2>&1 ||
+    { grep -E "error|Error" "$out" | head -30; log "build failed or timed out"; return 1; }
 }
 b0=$(date +%s)
 config_deps_failed=0
@@ -402,6 +404,19 @@ else
 fi
 
 if [ "$mode" = dry ]; then
+  # What a GPU machine without .gpu-deps/ builds: the GPU programs without yaml-cpp and Boost, in
+  # a folder of its own. Built only: their test-device driver needs zt_train, which needs both.
+  deps_args=(-DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON -DCMAKE_DISABLE_FIND_PACKAGE_SentencePiece=ON
+             -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
+  dry_tests=OFF dry_targets=()
+  b0=$(date +%s)
+  : >"$res/build_noconfig.log"
+  if configure_and_build "$build/noconfig" build_noconfig.log; then
+    status build_noconfig ok $(( $(date +%s) - b0 ))
+  else
+    status build_noconfig "failed: build_noconfig.log" $(( $(date +%s) - b0 ))
+    failures=$((failures + 1))
+  fi
   log "dry run done in $(( $(date +%s) - t0 )) s; $failures step(s) failed or skipped"
   [ "$failures" = 0 ]
   exit

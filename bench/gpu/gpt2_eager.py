@@ -9,13 +9,13 @@ same: what a user who wants speed writes. Its warm-up steps include the compilat
 Prints one JSON line with the fields of zt-gpu-bench (and appends it to --json FILE).
 """
 import argparse
-import json
 import math
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from timed_row import emit, row, timed
 
 
 class Block(nn.Module):
@@ -105,36 +105,12 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
-    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(dev)
-    for _ in range(a.warmup):
-        step()
-    sync()
-    start = time.perf_counter()
-    for _ in range(a.steps):
-        loss = step()
-    sync()
-    seconds = time.perf_counter() - start
-    tokens_per_s = a.batch * a.seq * a.steps / seconds
+    seconds, loss = timed(step, a.warmup, a.steps, dev)
     kind = "compile" if a.compile else "eager"
-    row = {
-        "name": f"{kind} {a.dtype} (autocast, fused AdamW{', torch.compile' if a.compile else ''})",
-        "impl": f"pytorch-{kind}",
-        "dtype": a.dtype, "stage": None, "offload": False, "params": params, "batch": a.batch,
-        "seq": a.seq, "steps": a.steps, "step_s": seconds / a.steps,
-        "tokens_per_s": tokens_per_s,
-        "mfu": 6.0 * params * tokens_per_s / (a.peak_tflops * 1e12),
-        "peak_tflops": a.peak_tflops,
-        "peak_mem_bytes": torch.cuda.max_memory_allocated(dev) if cuda else 0,
-        "final_loss": loss.item(), "torch": torch.__version__,
-        "device_name": torch.cuda.get_device_name(dev) if cuda else "cpu",
-    }
-    line = json.dumps(row)
-    print(line, flush=True)
-    if a.json:
-        with open(a.json, "a") as f:
-            f.write(line + "\n")
+    emit(row(a, dev, params, seconds,
+             name=f"{kind} {a.dtype} (autocast, fused AdamW"
+                  f"{', torch.compile' if a.compile else ''})",
+             impl=f"pytorch-{kind}", stage=None, offload=False, final_loss=loss.item()), a.json)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ Needs PYTHONPATH to hold the build's python/ folder (bench/gpu_check.sh sets it)
 transformers.
 """
 import argparse
-import json
 import math
-import time
 
 import torch
 import transformers
 
 import zerotorch
+from timed_row import emit, row, timed
 
 
 def main():
@@ -42,7 +41,6 @@ def main():
     a = ap.parse_args()
 
     torch.manual_seed(0)
-    cuda = a.device == "cuda"
     shape = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=512) if a.tiny else dict(
         n_layer=12, n_embd=768, n_head=12, vocab_size=50257)
     cfg = transformers.GPT2Config(n_positions=max(a.seq, 1024), resid_pdrop=0.0, embd_pdrop=0.0,
@@ -72,18 +70,7 @@ def main():
         nonfinite.add_(torch.isfinite(loss.detach()).logical_not().to(torch.int64))
         return loss
 
-    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(dev)
-    for _ in range(a.warmup):
-        step()
-    sync()
-    start = time.perf_counter()
-    for _ in range(a.steps):
-        loss = step()
-    sync()
-    seconds = time.perf_counter() - start
-    tokens_per_s = a.batch * a.seq * a.steps / seconds
+    seconds, loss = timed(step, a.warmup, a.steps, dev)
     final_loss = loss.item()
     bad = int(nonfinite.item())
     skipped = int(engine.skipped_steps)
@@ -93,27 +80,15 @@ def main():
     elif skipped >= a.warmup + a.steps:
         error = "no optimizer step was taken (every step skipped by the loss scaler)"
     kind = "eager" if a.eager else "compiled"
-    row = {
-        "name": f"zerotorch python {a.dtype} stage {a.stage}{' + offload' if a.offload else ''}"
-                f" ({kind} transformers)",
-        "impl": "zerotorch-python", "compiled": not a.eager,
-        "dtype": a.dtype, "stage": a.stage, "offload": a.offload, "params": params,
-        "batch": a.batch, "seq": a.seq, "steps": a.steps, "step_s": seconds / a.steps,
-        "tokens_per_s": tokens_per_s,
-        "mfu": 6.0 * params * tokens_per_s / (a.peak_tflops * 1e12),
-        "peak_tflops": a.peak_tflops,
-        "peak_mem_bytes": torch.cuda.max_memory_allocated(dev) if cuda else 0,
-        "final_loss": final_loss if math.isfinite(final_loss) else None,
-        "skipped_steps": skipped, "ok": not error, "torch": torch.__version__,
-        "device_name": torch.cuda.get_device_name(dev) if cuda else "cpu",
-    }
+    r = row(a, dev, params, seconds,
+            name=f"zerotorch python {a.dtype} stage {a.stage}"
+                 f"{' + offload' if a.offload else ''} ({kind} transformers)",
+            impl="zerotorch-python", compiled=not a.eager, stage=a.stage, offload=a.offload,
+            final_loss=final_loss if math.isfinite(final_loss) else None,
+            skipped_steps=skipped, ok=not error)
     if error:
-        row["error"] = error
-    line = json.dumps(row)
-    print(line, flush=True)
-    if a.json:
-        with open(a.json, "a") as f:
-            f.write(line + "\n")
+        r["error"] = error
+    emit(r, a.json)
     engine.destroy()
     return 1 if error else 0
 

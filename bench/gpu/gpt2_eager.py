@@ -8,14 +8,13 @@ same: what a user who wants speed writes. Its warm-up steps include the compilat
 
 Prints one JSON line with the fields of zt-gpu-bench (and appends it to --json FILE).
 """
-import argparse
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from timed_row import emit, row, timed
+from timed_row import emit, parser, row, timed
 
 
 class Block(nn.Module):
@@ -65,17 +64,8 @@ class Gpt(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--peak-tflops", type=float, default=989.0)
-    ap.add_argument("--json", default="")
+    ap = parser()
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
-    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    ap.add_argument("--tiny", action="store_true", help="2 layers of width 64, vocabulary 512")
     a = ap.parse_args()
 
     torch.manual_seed(0)

@@ -14,30 +14,20 @@ loss is not finite, or that took no optimizer step, prints its row with "ok": fa
 Needs PYTHONPATH to hold the build's python/ folder (bench/gpu_check.sh sets it) and
 transformers.
 """
-import argparse
 import math
 
 import torch
 import transformers
 
 import zerotorch
-from timed_row import emit, row, timed
+from timed_row import emit, parser, row, timed
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap = parser()
     ap.add_argument("--stage", type=int, default=2, choices=[0, 1, 2, 3])
     ap.add_argument("--offload", action="store_true", help="offload_optimizer: cpu")
     ap.add_argument("--eager", action="store_true", help="no torch.compile")
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--peak-tflops", type=float, default=989.0)
-    ap.add_argument("--json", default="")
-    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    ap.add_argument("--tiny", action="store_true", help="2 layers of width 64, vocabulary 512")
     a = ap.parse_args()
 
     torch.manual_seed(0)

@@ -1,15 +1,31 @@
 """What the Python rows of bench/gpu_check.sh share with zt-gpu-bench's: the timed steps and the
 JSON row (its fields: tokens/s, MFU = 6 * params * tokens/s over the peak, peak memory).
 
-timed(step, warmup, steps, device) runs step() `warmup` times, then `steps` times between two
+parser() holds the arguments every row takes (dtype, shape of the run, peak, JSON file, device,
+--tiny); timed(step, warmup, steps, device) runs step() `warmup` times, then `steps` times between two
 device synchronisations, and returns (seconds of the timed steps, the last step's result); the
 allocator's peak is reset first. row(...) builds the row; emit(row, path) prints it as one JSON
 line and appends it to path (when given).
 """
+import argparse
 import json
 import time
 
 import torch
+
+
+def parser():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--tiny", action="store_true", help="2 layers of width 64, vocabulary 512")
+    return ap
 
 
 def timed(step, warmup, steps, device):

@@ -19,8 +19,9 @@
 #   3. trains GPT-2 124M: zerotorch bf16 and fp16 at ZeRO stage 0, 2, 3 and 2 + optimizer
 #      offload (bf16 also stage 3 + optimizer offload with the parameter shards in pinned host
 #      memory and on NVMe, offload_param cpu/nvme), the plain PyTorch eager baseline (autocast,
-#      fused AdamW) in each dtype, the same step with the model under torch.compile (bf16), and
-#      the Python front door: a torch.compile'd transformers GPT-2 through zerotorch.initialize at
+#      fused AdamW) in each dtype, the same step with the model under torch.compile (bf16),
+#      zerotorch bf16 stage 0 with the loss tiled and with LibTorch's loss instead of the fused
+#      cross-entropy kernel (the kernel's gain), and the Python front door: a torch.compile'd transformers GPT-2 through zerotorch.initialize at
 #      bf16 stage 2 and 3 (bench/gpu/gpt2_front_door.py; skipped, and said why, without the
 #      Python package). A run with a non-finite loss or no optimizer step fails (its row says
 #      FAIL); one that died before printing a row gets a FAIL row written here;
@@ -51,7 +52,7 @@
 #        SentencePiece; yaml-cpp and Boost from .gpu-deps/ when it is there), plus the
 #        host-backed test device, then runs every check (each in its own process, as on the
 #        GPU) on that device (`zt-gpu-checks --device zttest`: the placement, copy and offload
-#        paths against the same references; the two checks of CUDA kernels SKIP), then builds
+#        paths against the same references; the checks of CUDA kernels SKIP), then builds
 #        the GPU programs once more without yaml-cpp and Boost (what a GPU machine without
 #        .gpu-deps/ builds; build_noconfig.log), and stops before the training rows. The builds
 #        have no deadline (a slow machine); the checks have the budget from the build's end.
@@ -439,10 +440,18 @@ bench() {
       error "$run_why$(last_output "$name")" >>"$res/bench.jsonl"
   fi
 }
-zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-tile N]
-  local tile=()
-  [ "${*: -2:1}" = --loss-tile ] && tile=(--loss-tile "${*: -1}") && set -- "${@:1:$#-2}"
+zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-tile N] [--unfused-loss]
+  local tile=() unfused=() pos=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --loss-tile) tile=(--loss-tile "$2"); shift 2 ;;
+      --unfused-loss) unfused=(--unfused-loss); shift ;;
+      *) pos+=("$1"); shift ;;
+    esac
+  done
+  set -- "${pos[@]}"
   local name="zt_$1_stage$2${3:+_offload}${4:+_param_$4}${tile[1]:+_loss_tile_${tile[1]}}"
+  name="$name${unfused[0]:+_unfused_loss}"
   if [ "$nccl_hung" = 1 ]; then
     log "skip $name: the one-rank NCCL check timed out"
     status "$name" "skipped: NCCL check timed out"
@@ -450,8 +459,8 @@ zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-til
     return
   fi
   bench "$name" zerotorch "$1" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" \
-    ${3:+--offload --breakdown} ${4:+--offload-param "$4"} "${tile[@]}" --comm-timeout-s 60 \
-    "${common[@]}"
+    ${3:+--offload --breakdown} ${4:+--offload-param "$4"} "${tile[@]}" "${unfused[@]}" \
+    --comm-timeout-s 60 "${common[@]}"
 }
 eager_row() {  # dtype [--compile]
   local name="eager_$1" impl=pytorch-eager cap=90
@@ -488,6 +497,8 @@ else
   front_row bf16 3
   # The head and the loss 256 positions of each row at a time: the logits never whole.
   zt_row bf16 0 --loss-tile 256
+  # The loss through LibTorch's ops instead of the fused cross-entropy kernel: the kernel's gain.
+  zt_row bf16 0 --unfused-loss
   zt_row bf16 2
   zt_row bf16 2 offload
   zt_row bf16 3 offload cpu

@@ -1,26 +1,24 @@
 #include "models/causal_lm_loss.h"
 
-#include <torch/nn/functional/loss.h>
+#include "core/ops/cross_entropy.h"
 
 namespace zt::models {
 namespace {
 
-torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels,
-                                  torch::nn::functional::CrossEntropyFuncOptions options) {
-  return torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.reshape({-1}),
-      options.ignore_index(-100));
+torch::Tensor rows_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels,
+                                 ops::TokenReduction reduction) {
+  return ops::token_cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}),
+                                  reduction);
 }
 
 }  // namespace
 
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return token_cross_entropy(logits, labels, {});
+  return rows_cross_entropy(logits, labels, ops::TokenReduction::kMean);
 }
 
 torch::Tensor causal_lm_loss_total(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return token_cross_entropy(
-      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return rows_cross_entropy(logits, labels, ops::TokenReduction::kSum);
 }
 
 int64_t causal_lm_tokens(const torch::Tensor& labels) {

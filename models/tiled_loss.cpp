@@ -1,17 +1,17 @@
 #include "models/tiled_loss.h"
 
 #include <torch/autograd.h>
-#include <torch/nn/functional/loss.h>
 
 #include "base/error.h"
+#include "core/ops/cross_entropy.h"
 
 namespace zt::models {
 namespace {
 
-// One tile's logits in fp32, as the untiled loss computes them: the matmul in the compute dtype,
-// then the cast.
+// One tile's logits as (positions, V) rows in the compute dtype, as the untiled loss computes
+// them; the loss and its gradient (core/ops/cross_entropy.h) take them from there.
 torch::Tensor tile_logits(const torch::Tensor& h, const torch::Tensor& weight) {
-  return at::linear(h, weight).to(torch::kFloat);
+  return at::linear(h, weight).reshape({-1, weight.size(0)});
 }
 
 struct TiledLoss : torch::autograd::Function<TiledLoss> {
@@ -22,14 +22,12 @@ struct TiledLoss : torch::autograd::Function<TiledLoss> {
     ctx->saved_data["tile"] = tile;
     torch::NoGradGuard no_grad;
     torch::Tensor total = torch::zeros({}, hidden.options().dtype(torch::kFloat));
-    const int64_t t = hidden.size(1), v = weight.size(0);
+    const int64_t t = hidden.size(1);
     for (int64_t begin = 0; begin < t; begin += tile) {
       const int64_t n = std::min(tile, t - begin);
-      torch::Tensor logits = tile_logits(hidden.narrow(1, begin, n), weight);
-      total += torch::nn::functional::cross_entropy(
-          logits.reshape({-1, v}), labels.narrow(1, begin, n).reshape({-1}),
-          torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(
-              torch::kSum));
+      total += ops::token_cross_entropy(tile_logits(hidden.narrow(1, begin, n), weight),
+                                        labels.narrow(1, begin, n).reshape({-1}),
+                                        ops::TokenReduction::kSum);
     }
     return total;
   }
@@ -41,20 +39,15 @@ struct TiledLoss : torch::autograd::Function<TiledLoss> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &hidden = saved[0], &weight = saved[1], &labels = saved[2];
     const int64_t tile = ctx->saved_data["tile"].toInt();
-    const torch::Tensor scale = grads[0].to(torch::kFloat);
-    const int64_t t = hidden.size(1), v = weight.size(0);
+    const torch::Tensor& scale = grads[0];
+    const int64_t t = hidden.size(1);
     torch::Tensor grad_hidden = torch::empty_like(hidden);
     torch::Tensor grad_weight = torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat));
     for (int64_t begin = 0; begin < t; begin += tile) {
       const int64_t n = std::min(tile, t - begin);
       const torch::Tensor h = hidden.narrow(1, begin, n);
       const torch::Tensor y = labels.narrow(1, begin, n).reshape({-1});
-      torch::Tensor g = torch::softmax(tile_logits(h, weight).reshape({-1, v}), -1);
-      const torch::Tensor counted = y.ne(-100);
-      const torch::Tensor rows = torch::arange(y.size(0), y.options());
-      g.index_put_({rows, y.clamp_min(0)}, g.index({rows, y.clamp_min(0)}) - 1.0);
-      g.mul_(counted.unsqueeze(1).to(g.scalar_type())).mul_(scale);
-      const torch::Tensor gd = g.to(hidden.scalar_type());  // (B*n, V)
+      const torch::Tensor gd = ops::token_cross_entropy_grad(tile_logits(h, weight), y, scale);
       grad_hidden.narrow(1, begin, n).copy_(at::matmul(gd, weight).view(h.sizes()));
       grad_weight.add_(at::matmul(gd.t(), h.reshape({-1, h.size(-1)})).to(torch::kFloat));
     }

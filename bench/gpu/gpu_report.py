@@ -123,16 +123,26 @@ def print_targets(bench, checks, unreadable):
     implementation, dtype and stage without offload."""
     ok = [r for r in bench if bench_ok(r)]
     compiled = baseline(bench, "pytorch-compile")
-    # The offload rows' reference: the same step without offload (and without a loss tile).
+    # The offload rows' reference: the same step without offload (without a loss tile, with the
+    # fused loss).
     plain = {(r.get("impl"), r.get("dtype"), r.get("stage")): r
              for r in ok if str(r.get("impl", "")).startswith("zerotorch") and not r["offload"]
-             and not r.get("loss_tile")}
+             and not r.get("loss_tile") and r.get("fused_loss", True)}
     print()
     print("targets:")
     for r in ok:
         if not str(r.get("impl", "")).startswith("zerotorch"):
             continue
         name = str(r.get("name", "?"))
+        if r.get("fused_loss") is False:
+            # A comparison row (LibTorch's loss instead of the fused kernel), not a target: the
+            # kernel's gain is the fused row's speed over it.
+            base = plain.get((r.get("impl"), r.get("dtype"), r.get("stage")))
+            if base:
+                x = base["tokens_per_s"] / r["tokens_per_s"]
+                print(f"  {str(base.get('name', '?')) + ' over ' + name + ':':<84}{x:>6.2f}x  "
+                      "(the fused loss's gain)")
+            continue
         if r.get("offload"):
             base = plain.get((r.get("impl"), r.get("dtype"), r.get("stage")))
             if base:

@@ -4,10 +4,13 @@
 //
 //   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--offload-param cpu|nvme] [--batch 16]
 //                [--seq 1024] [--steps 10] [--warmup 3] [--peak-tflops 989]
-//                [--loss-tile N] [--breakdown] [--comm-timeout-s 60] [--json FILE]
+//                [--loss-tile N] [--unfused-loss] [--breakdown] [--comm-timeout-s 60]
+//                [--json FILE]
 //
 // --loss-tile N: the head and the loss N positions at a time (the model's loss_tile_tokens,
 // models/tiled_loss.h), so that the logits are never held whole.
+// --unfused-loss: the loss through LibTorch's ops (logits widened to fp32, log-softmax, NLL)
+// instead of the fused cross-entropy kernel (core/ops/cross_entropy.h), to time the kernel's gain.
 // --breakdown: wall_clock_breakdown every step (steps_per_print 1): one line a step on stderr with
 // the device's forward / backward / step times (core/profile/phase_timer.h). Reading the events
 // waits for each step's end, so the host cannot run ahead into the next step: the row is a little
@@ -44,6 +47,7 @@
 #include "base/error.h"
 #include "base/main_guard.h"
 #include "core/engine.h"
+#include "core/ops/cross_entropy.h"
 #include "models/gpt/gpt_model.h"
 #include "parallel/dist.h"
 
@@ -61,6 +65,7 @@ struct Args {
   double peak_tflops = 989.0;
   int comm_timeout_s = 60;
   int64_t loss_tile = 0;
+  bool unfused_loss = false;
   bool breakdown = false;
   std::string json;
 };
@@ -95,6 +100,8 @@ Args parse(int argc, char** argv) {
       a.comm_timeout_s = std::stoi(value());
     else if (k == "--breakdown")
       a.breakdown = true;
+    else if (k == "--unfused-loss")
+      a.unfused_loss = true;
     else if (k == "--loss-tile")
       a.loss_tile = std::stoll(value());
     else if (k == "--json")
@@ -116,6 +123,7 @@ Args parse(int argc, char** argv) {
 int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   ZT_CHECK(torch::cuda::is_available(), "zt-gpu-bench needs a CUDA device");
+  zt::ops::set_fused_kernels(!a.unfused_loss);
   const torch::Device gpu(torch::kCUDA, 0);
   zt::models::GptShape shape;
   shape.n_layer = 12;
@@ -204,24 +212,27 @@ int run(int argc, char** argv) {
   const std::string name = "zt " + a.dtype + " stage " + std::to_string(a.stage) +
                            (a.offload ? " + offload" : "") +
                            (a.offload_param.empty() ? "" : " + param " + a.offload_param) +
-                           (a.loss_tile > 0 ? " + loss tile " + std::to_string(a.loss_tile) : "");
+                           (a.loss_tile > 0 ? " + loss tile " + std::to_string(a.loss_tile) : "") +
+                           (a.unfused_loss ? " + unfused loss" : "");
   // JSON has no NaN: a non-finite loss is written as null.
   char loss_text[32] = "null";
   if (std::isfinite(final_loss)) std::snprintf(loss_text, sizeof loss_text, "%.4f", final_loss);
   char line[1536];
-  std::snprintf(
-      line, sizeof line,
-      "{\"name\":\"%s\",\"impl\":\"zerotorch\",\"dtype\":\"%s\",\"stage\":%d,"
-      "\"offload\":%s,\"loss_tile\":%lld,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,\"steps\":%d,"
-      "\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"peak_tflops\":%.1f,"
-      "\"peak_mem_bytes\":%lld,\"final_loss\":%s,\"skipped_steps\":%lld,"
-      "\"optimizer_steps\":%lld,\"comm_wait_s\":%.4f,\"ok\":%s,\"error\":\"%s\"}",
-      name.c_str(), a.dtype.c_str(), a.stage, a.offload ? "true" : "false",
-      static_cast<long long>(a.loss_tile), static_cast<long long>(params),
-      static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.steps, seconds / a.steps,
-      tokens_per_s, mfu, a.peak_tflops, static_cast<long long>(peak), loss_text,
-      static_cast<long long>(engine.skipped_steps()), static_cast<long long>(optimizer_steps),
-      engine.comm_wait_seconds(), error.empty() ? "true" : "false", error.c_str());
+  std::snprintf(line, sizeof line,
+                "{\"name\":\"%s\",\"impl\":\"zerotorch\",\"dtype\":\"%s\",\"stage\":%d,"
+                "\"offload\":%s,\"loss_tile\":%lld,\"fused_loss\":%s,\"params\":%lld,\"batch\":%"
+                "lld,\"seq\":%lld,\"steps\":%d,"
+                "\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"peak_tflops\":%.1f,"
+                "\"peak_mem_bytes\":%lld,\"final_loss\":%s,\"skipped_steps\":%lld,"
+                "\"optimizer_steps\":%lld,\"comm_wait_s\":%.4f,\"ok\":%s,\"error\":\"%s\"}",
+                name.c_str(), a.dtype.c_str(), a.stage, a.offload ? "true" : "false",
+                static_cast<long long>(a.loss_tile), a.unfused_loss ? "false" : "true",
+                static_cast<long long>(params), static_cast<long long>(a.batch),
+                static_cast<long long>(a.seq), a.steps, seconds / a.steps, tokens_per_s, mfu,
+                a.peak_tflops, static_cast<long long>(peak), loss_text,
+                static_cast<long long>(engine.skipped_steps()),
+                static_cast<long long>(optimizer_steps), engine.comm_wait_seconds(),
+                error.empty() ? "true" : "false", error.c_str());
   std::printf("%s\n", line);
   if (!a.json.empty()) {
     std::ofstream(a.json, std::ios::app) << line << "\n";

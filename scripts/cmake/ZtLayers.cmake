@@ -41,11 +41,11 @@ set(ZT_LAYERS
 # in /; a file belongs to the first sub-layer that names it, or a folder above it) and the
 # sub-layers it may include besides its own. The options are the ground: the config and what the
 # engine is told. The mechanisms (asynchronous I/O, precision, profiling, activation
-# checkpointing, the CUDA plugin's table) build on options only, ZeRO's parts on both, and the engine and checkpointing sit
-# on top.
+# checkpointing, the CUDA plugin's table, the fused ops) build on options only, ZeRO's parts on
+# both, and the engine and checkpointing sit on top.
 set(ZT_CORE_LAYERS
     "options=defaults.h engine_options.h engine_options.cpp config/ aio/aio_options.h precision/loss_scaler_options.h activations/activation_checkpoint_options.h profile/flops_profiler_options.h:"
-    "mechanisms=aio/ precision/ profile/ activations/ cuda/:options"
+    "mechanisms=aio/ precision/ profile/ activations/ cuda/ ops/:options"
     "zero=zero/:options mechanisms"
     "plan=plan/:options mechanisms zero"
     "engine=engine.h engine_impl.h engine.cpp engine_setup.cpp checkpoint/:options mechanisms zero")

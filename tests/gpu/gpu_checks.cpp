@@ -17,6 +17,7 @@
 #include "base/cuda_plugin.h"
 #include "base/error.h"
 #include "core/engine.h"
+#include "core/ops/cross_entropy.h"
 #include "core/zero/call_unit.h"
 #include "optim/adam8bit.h"
 #include "optim/cpu_adam.h"
@@ -565,6 +566,122 @@ void check_engine_half() {
   cases.finish();
 }
 
+// ---- fused_cross_entropy ---------------------------------------------------------------------
+
+// The loss and gradient LibTorch computes in float64 from the same (already rounded) logits.
+struct CrossEntropyReference {
+  torch::Tensor mean, sum, grad_of_mean;
+};
+
+CrossEntropyReference cross_entropy_reference(const torch::Tensor& logits,
+                                              const torch::Tensor& labels) {
+  torch::Tensor x = logits.to(torch::kCPU, torch::kDouble).requires_grad_(true);
+  const torch::Tensor y = labels.cpu();
+  CrossEntropyReference r;
+  r.mean = at::cross_entropy_loss(x, y, {}, at::Reduction::Mean, -100);
+  r.sum = at::cross_entropy_loss(x.detach(), y, {}, at::Reduction::Sum, -100);
+  r.mean.backward();
+  r.grad_of_mean = x.grad();
+  return r;
+}
+
+// Rows x vocab logits of dtype on the device (some -inf, some large), labels with ignored rows.
+std::pair<torch::Tensor, torch::Tensor> cross_entropy_inputs(int64_t rows, int64_t vocab,
+                                                             at::ScalarType dtype) {
+  torch::Tensor x = torch::randn({rows, vocab}) * 3.0;
+  if (vocab > 4) {
+    x.index_put_({0, 1}, -std::numeric_limits<float>::infinity());
+    x.index_put_({rows - 1, 2}, 40.0);
+  }
+  torch::Tensor y = torch::randint(0, vocab, {rows}, torch::kLong);
+  y[0] = 0;  // not the -inf logit: an infinite loss compares as NaN
+  for (int64_t r = 2; r < rows; r += 5) y[r] = -100;
+  return {x.to(dtype).to(device()), y.to(device())};
+}
+
+// rtol from the dtype's rounding of the gradient (half an ulp, with room for the fp32 error); atol
+// from fp32's error in softmax - 1 where one class dominates a row (a few ulps of the row's lse,
+// relative to the largest entry, about the upstream scale), plus fp16's subnormal spacing (softmax
+// over tokens falls below its smallest normal for a large vocabulary).
+std::pair<double, double> gradient_tolerance(at::ScalarType dtype, const torch::Tensor& ref) {
+  const double from_lse = 4e-6 * ref.abs().max().item<double>();
+  if (dtype == at::kBFloat16) return {1.0 / 128, from_lse};
+  if (dtype == at::kHalf) return {1.0 / 1024, from_lse + 1e-7};
+  return {1e-4, from_lse};
+}
+
+void cross_entropy_case(int64_t rows, int64_t vocab, at::ScalarType dtype) {
+  auto [x, y] = cross_entropy_inputs(rows, vocab, dtype);
+  ZT_CHECK(ops::fused_cross_entropy(x), "the fused kernel is not taken for ", x.device(), " ",
+           x.scalar_type());
+  const CrossEntropyReference ref = cross_entropy_reference(x, y);
+  torch::Tensor xg = x.clone().requires_grad_(true);
+  torch::Tensor mean = ops::token_cross_entropy(xg, y, ops::TokenReduction::kMean);
+  mean.backward();
+  expect_close("mean loss", mean, ref.mean, 1e-5, 0);
+  expect_close("sum loss", ops::token_cross_entropy(x, y, ops::TokenReduction::kSum), ref.sum, 1e-5,
+               0);
+  const auto [rtol, atol] = gradient_tolerance(dtype, ref.grad_of_mean);
+  ZT_CHECK(xg.grad().scalar_type() == dtype, "gradient in ", xg.grad().scalar_type());
+  expect_close("gradient of the mean", xg.grad(), ref.grad_of_mean, rtol, atol);
+  // The recomputing backward's entry point: scale times the gradient of the sum.
+  const double scale = 0.37;
+  const torch::Tensor counted = y.ne(-100).sum().to(torch::kDouble).cpu();
+  const torch::Tensor of_sum = ref.grad_of_mean * counted * scale;
+  const auto [rtol_sum, atol_sum] = gradient_tolerance(dtype, of_sum);
+  expect_close(
+      "token_cross_entropy_grad",
+      ops::token_cross_entropy_grad(x, y, torch::full({}, scale, x.options().dtype(torch::kFloat))),
+      of_sum, rtol_sum, atol_sum);
+}
+
+void check_fused_cross_entropy() {
+  torch::manual_seed(5);
+  Cases cases;
+  for (at::ScalarType dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (auto [rows, vocab] : {std::pair<int64_t, int64_t>{37, 50257}, {300, 7}, {4, 1}}) {
+      cases.run(std::string(c10::toString(dtype)) + " " + std::to_string(rows) + "x" +
+                    std::to_string(vocab),
+                [&] { cross_entropy_case(rows, vocab, dtype); });
+    }
+  }
+  cases.run("every row ignored", [] {
+    torch::Tensor x = torch::randn({3, 11}, torch::kBFloat16).to(device()).requires_grad_(true);
+    torch::Tensor y = torch::full({3}, -100, torch::kLong).to(device());
+    torch::Tensor mean = ops::token_cross_entropy(x, y, ops::TokenReduction::kMean);
+    ZT_CHECK(std::isnan(mean.item<double>()), "mean over no token is ", mean.item<double>());
+    ZT_CHECK(ops::token_cross_entropy(x, y, ops::TokenReduction::kSum).item<double>() == 0,
+             "sum over no token is not 0");
+    ops::token_cross_entropy(x, y, ops::TokenReduction::kSum).backward();
+    ZT_CHECK(x.grad().abs().sum().item<double>() == 0, "ignored rows got a gradient");
+  });
+  cases.run("labels on the host", [] {
+    torch::Tensor x = torch::randn({2, 11}).to(device());
+    bool refused = false;
+    try {
+      ops::token_cross_entropy(x, torch::tensor({3, 4}, torch::kLong), ops::TokenReduction::kSum);
+    } catch (const Error&) {
+      refused = true;
+    }
+    ZT_CHECK(refused, "host labels with device logits were not refused");
+  });
+  cases.run("label out of range", [] {
+    torch::Tensor x = torch::randn({2, 11}).to(device());
+    torch::Tensor y = torch::tensor({3, 11}, torch::kLong).to(device());
+    const double loss = ops::token_cross_entropy(x, y, ops::TokenReduction::kSum).item<double>();
+    ZT_CHECK(std::isnan(loss), "a label past the vocabulary gave loss ", loss, ", not NaN");
+  });
+  cases.run("strided logits", [] {
+    torch::Tensor wide = torch::randn({9, 40}, torch::kBFloat16).to(device());
+    torch::Tensor x = wide.narrow(1, 3, 31);  // rows 40 elements apart
+    torch::Tensor y = torch::randint(0, 31, {9}, torch::kLong).to(device());
+    expect_close("strided vs contiguous",
+                 ops::token_cross_entropy(x, y, ops::TokenReduction::kMean),
+                 ops::token_cross_entropy(x.contiguous(), y, ops::TokenReduction::kMean), 0, 0);
+  });
+  cases.finish();
+}
+
 }  // namespace
 
 void set_device(const c10::Device& device) {
@@ -596,6 +713,7 @@ const std::vector<Check>& all_checks() {
       {"engine_param_offload", check_engine_param_offload},
       {"engine_nvme_optimizer", check_engine_nvme_optimizer},
       {"engine_half", check_engine_half},
+      {"fused_cross_entropy", check_fused_cross_entropy, /*cuda_kernels=*/true},
   };
   return checks;
 }

@@ -9,7 +9,7 @@
 // They run on cuda:0, or on another accelerator a driver chose with set_device (the host-backed
 // test device, testdevice/test_device.h, whose library the driver loaded): there the same
 // placement, copy and stream branches run against the same references, but with the device's
-// collectives (gloo or MPI behind a StagingCommunicator) and without the CUDA kernels, so the two
+// collectives (gloo or MPI behind a StagingCommunicator) and without the CUDA kernels, so the
 // checks of CUDA kernels (cuda_kernels) are skipped.
 //
 //   nccl_one_rank          the device's backend (nccl on CUDA), one rank: every collective and
@@ -25,6 +25,9 @@
 //   engine_nvme_optimizer  offload_optimizer nvme at stages 2 and 3 (also with offload_param
 //                          nvme) vs AdamW
 //   engine_half            zt::Engine on CUDA in bf16 and fp16 (loss scaling): trains, stays finite
+//   fused_cross_entropy    core/ops/cross_entropy.cu vs LibTorch's cross-entropy in float64
+//                          (fp32/fp16/bf16 logits, ignored rows, -inf and large logits, a vocab
+//                          of 50257, 7 and 1): mean and sum losses, the gradient
 
 #include <functional>
 #include <string>

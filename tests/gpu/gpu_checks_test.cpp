@@ -61,7 +61,7 @@ INSTANTIATE_TEST_SUITE_P(All, GpuCheck,
                          });
 
 TEST(GpuCheck, ListIsComplete) {
-  EXPECT_EQ(zt::gpu_checks::all_checks().size(), 7u);
+  EXPECT_EQ(zt::gpu_checks::all_checks().size(), 8u);
 }
 
 }  // namespace

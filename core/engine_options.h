@@ -47,6 +47,9 @@ struct EngineOptions : ZeroConfig {
   // engine casts the model's floating parameters and buffers; inputs are the caller's.
   at::ScalarType compute_dtype = at::kFloat;
   LossScalerOptions fp16;  // loss scaling when compute_dtype is fp16
+  // bf16.check_grad_overflow: false lets a bf16 step with inf/NaN gradients through at stages
+  // 1-2 (core/precision/overflow_vote.h has the whole rule).
+  bool bf16_check_grad_overflow = true;
   // Gradients accumulate (and are reduced) in this dtype: fp32 by default, also for bf16, where
   // DeepSpeed's bf16 accumulation is known to hurt convergence.
   at::ScalarType grad_accum_dtype = at::kFloat;

@@ -93,6 +93,9 @@ struct Bf16Config {
   bool bf16_master_weights_and_grads = false;
   // Adam's two moments in bf16 too (needs bf16_master_weights_and_grads).
   bool bf16_optimizer_states = false;
+  // false: at stages 1-2 a bf16 step whose gradients hold inf/NaN is not skipped (they reach the
+  // optimizer). Stage 0 and stage 3 skip such a step whatever it says, as DeepSpeed's.
+  bool check_grad_overflow = true;
 };
 
 // data_types: dtype gradients are accumulated in (unset = the training dtype).

@@ -57,6 +57,7 @@ EngineOptions engine_options_from_config(const Config& c, std::vector<std::strin
   } else if (c.bf16.enabled) {
     o.compute_dtype = at::kBFloat16;
   }
+  o.bf16_check_grad_overflow = c.bf16.check_grad_overflow;
   if (c.bf16.bf16_master_weights_and_grads) {
     o.master_dtype = at::kBFloat16;
     // "and grads": the gradient shard the bf16 master steps with is bf16 too, unless

@@ -580,9 +580,8 @@ void visit_config(V& v, Config& c) {
         w.unsupported({
             {"immediate_grad_update", Unsupported::kNoEffect,
              "gradients are reduced per bucket as they are ready", "true"},
-            {"check_grad_overflow", Unsupported::kNoEffect,
-             "a bf16 step with inf/NaN gradients is always skipped", "true"},
         });
+        w.field("check_grad_overflow", c.bf16.check_grad_overflow, {});
         w.field("bf16_master_weights_and_grads", c.bf16.bf16_master_weights_and_grads, {});
         w.field("bf16_optimizer_states", c.bf16.bf16_optimizer_states, {});
       },

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "core/precision/overflow_vote.h"
 #include "core/zero/host_offload.h"
 #include "optim/clip.h"
 
@@ -340,19 +341,19 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   // fp16 the loss scale, and the clipping factor are never applied to the gradients: their
   // product goes to the optimizer as GroupHyper::grad_scale, which multiplies in its one pass.
   // What is left here is one read of the owned gradients: the global sum of squares of the raw
-  // values. In fp16/bf16 that sum is also the overflow vote: an inf or NaN anywhere makes it
-  // non-finite, and after the all-reduce (stages 1-3; at stage 0 every rank holds the same
-  // reduced gradient) every rank sees the same verdict (DeepSpeed votes on the norm the same way,
-  // CheckOverflow.check_using_norm).
+  // values. Where a step with inf/NaN gradients is skipped (core/precision/overflow_vote.h) that
+  // sum is also the overflow vote: an inf or NaN anywhere makes it non-finite, and after the
+  // all-reduce (stages 1-3; at stage 0 every rank holds the same reduced gradient) every rank sees
+  // the same verdict (DeepSpeed votes on the norm the same way).
   const double inv = post_reduce_scale_ / (scaler ? scaler->scale() : 1.0);
   if (replica_ != nullptr) reduce_across_replicas();
   if (tensor_ != nullptr && replicated_differ_) reduce_replicated_over_split();
-  // fp32 runs no overflow vote: the raw sum is needed only where the norm is taken from it.
-  const bool vote = options_.compute_dtype != at::kFloat;
+  // Without the vote, the raw sum is needed only where the norm is taken from it.
+  const bool vote = skips_nonfinite_steps(options_);
   const double raw_sq =
       vote || step_grads_->norm_needs_raw_sum() ? global_grad_norm_squared() : 0.0;
   if (!vote) {
-    // No overflow vote in fp32 (as DeepSpeed): inf/NaN reach the optimizer.
+    // inf/NaN reach the optimizer, as they do under DeepSpeed there.
   } else if (!std::isfinite(raw_sq)) {
     if (scaler) {
       if (scaler->at_minimum()) {
@@ -377,7 +378,7 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
   out.grad_norm = step_grads_->prepare(stepped, inv, raw_sq);
   // Clips only a norm above the threshold (there clip_coefficient's factor is below 1). Without
   // the test, a norm at the threshold or up to 1e-6 under it would be scaled down too, and a NaN
-  // norm (fp32 runs no overflow vote) would make every element's factor NaN instead of 1.
+  // norm (where no vote skipped the step) would make every element's factor NaN instead of 1.
   double clip = 1.0;
   if (options_.gradient_clipping > 0 && out.grad_norm > options_.gradient_clipping) {
     clip = optim::clip_coefficient(out.grad_norm, options_.gradient_clipping);

@@ -4,9 +4,10 @@
 // stage 0, its owned slice otherwise):
 //
 //   1. one read of the owned gradients: the global sum of squares of their raw values (float64,
-//      all-reduced at stages 1-3). In fp16/bf16 it is also the overflow vote: inf/NaN anywhere
-//      makes it non-finite on every rank, so every rank skips together (the fp16 loss scaler then
-//      backs off)
+//      all-reduced at stages 1-3). It is also the overflow vote wherever DeepSpeed skips such a
+//      step (core/precision/overflow_vote.h: fp16 always, fp32 at stages 1-3, bf16 unless
+//      check_grad_overflow is false at stages 1-2): inf/NaN anywhere makes it non-finite on every
+//      rank, so every rank skips together (the fp16 loss scaler then backs off)
 //   2. the norm: sqrt of that sum times |post_reduce_scale / loss_scale|, and the clipping factor
 //      from it (gradient_clipping)
 //   3. the optimizer on the fp32 master of the range, with per-parameter weight decay and lr

@@ -68,6 +68,22 @@ std::vector<torch::Tensor> masters(zt::Engine& engine) {
   return out;
 }
 
+// One training step in which, on rank 1 only, one element of one gradient becomes inf before
+// accumulation.
+void step_with_inf_on_rank1(zt::Engine& engine, zt::testing::TinyTransformerImpl& model,
+                            at::ScalarType dtype) {
+  torch::Tensor w = model.head->weight;
+  auto handle = w.register_hook([](torch::Tensor g) {
+    if (g_comm->rank() != 1) return g;
+    g = g.clone();
+    // Through an fp32 tensor: a float scalar inf is refused by the Half conversion check.
+    g.view({-1}).narrow(0, 0, 1).copy_(torch::full({1}, std::numeric_limits<float>::infinity()));
+    return g;
+  });
+  train_step(engine, model, 3, dtype);
+  w.remove_hook(handle);
+}
+
 TEST(Precision, InfOnOneRankSkipsTheStepOnEveryRank) {
   for (int stage : {0, 2, 3}) {
     auto model = make_model();
@@ -76,17 +92,7 @@ TEST(Precision, InfOnOneRankSkipsTheStepOnEveryRank) {
     const int64_t skipped_before = engine.skipped_steps();
     const double scale_before = engine.loss_scale();
     auto before = masters(engine);
-    // Rank 1 only: one element of one gradient becomes inf before accumulation.
-    torch::Tensor w = model->head->weight;
-    auto handle = w.register_hook([](torch::Tensor g) {
-      if (g_comm->rank() != 1) return g;
-      g = g.clone();
-      // Through an fp32 tensor: a float scalar inf is refused by the Half conversion check.
-      g.view({-1}).narrow(0, 0, 1).copy_(torch::full({1}, std::numeric_limits<float>::infinity()));
-      return g;
-    });
-    train_step(engine, *model, 3, torch::kHalf);
-    w.remove_hook(handle);
+    step_with_inf_on_rank1(engine, *model, torch::kHalf);
     EXPECT_EQ(engine.skipped_steps(), skipped_before + 1) << "stage " << stage;
     EXPECT_EQ(engine.loss_scale(), scale_before / 2) << "stage " << stage;
     auto after = masters(engine);
@@ -98,6 +104,46 @@ TEST(Precision, InfOnOneRankSkipsTheStepOnEveryRank) {
     for (auto& p : model->parameters()) {
       EXPECT_TRUE(torch::isfinite(p).all().item<bool>()) << "stage " << stage;
     }
+  }
+}
+
+// DeepSpeed 0.19's rule (core/precision/overflow_vote.h), each case as DeepSpeed ran it: where it
+// skips a step with inf/NaN gradients, every rank skips it and the masters keep every bit; where it
+// steps, the inf reaches the optimizer and the masters become non-finite, with nothing skipped.
+TEST(Precision, InfSkipsTheStepWhereDeepSpeedSkipsIt) {
+  struct Case {
+    int stage;
+    at::ScalarType dtype;
+    bool check_grad_overflow;
+    bool skips;
+  };
+  for (const Case& c :
+       {Case{0, torch::kFloat, true, false}, Case{1, torch::kFloat, true, true},
+        Case{2, torch::kFloat, true, true}, Case{3, torch::kFloat, true, true},
+        Case{0, torch::kBFloat16, false, true}, Case{2, torch::kBFloat16, true, true},
+        Case{1, torch::kBFloat16, false, false}, Case{2, torch::kBFloat16, false, false},
+        Case{3, torch::kBFloat16, false, true}}) {
+    const std::string what = "stage " + std::to_string(c.stage) + " " + c10::toString(c.dtype) +
+                             " check_grad_overflow " + (c.check_grad_overflow ? "true" : "false");
+    auto model = make_model();
+    zt::EngineOptions o = options(c.stage, c.dtype);
+    o.bf16_check_grad_overflow = c.check_grad_overflow;
+    zt::Engine engine(model, o, g_comm);
+    for (int s = 0; s < 2; ++s) train_step(engine, *model, s, c.dtype);
+    const auto before = masters(engine);
+    step_with_inf_on_rank1(engine, *model, c.dtype);
+    EXPECT_EQ(engine.skipped_steps(), c.skips ? 1 : 0) << what;
+    const auto after = masters(engine);
+    bool all_finite = true, unchanged = true;
+    for (size_t i = 0; i < before.size(); ++i) {
+      all_finite = all_finite && torch::isfinite(after[i]).all().item<bool>();
+      unchanged = unchanged && torch::equal(before[i], after[i]);
+    }
+    // The stage-3 shard of the head may sit on the other rank: the verdict is over every rank.
+    torch::Tensor flags = torch::tensor({all_finite ? 0 : 1, unchanged ? 0 : 1}, torch::kInt);
+    g_comm->all_reduce(flags, zt::dist::ReduceOp::kMax)->wait();
+    EXPECT_EQ(flags[0].item<int>() == 0, c.skips) << what << ": masters finite";
+    EXPECT_EQ(flags[1].item<int>() == 0, c.skips) << what << ": masters unchanged";
   }
 }
 

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "core/config/config.h"
 #include "core/config/engine_config.h"
+#include "core/precision/overflow_vote.h"
 
 namespace zt {
 namespace {
@@ -323,6 +324,30 @@ TEST(ConfigLoad, Bf16MasterKeysReachTheEngine) {
       engine_options_from_config(yaml("train_batch_size: 8\nbf16: {enabled: true}\n"));
   EXPECT_EQ(plain.master_dtype, at::kFloat);
   EXPECT_EQ(plain.grad_accum_dtype, at::kFloat);
+}
+
+// bf16.check_grad_overflow (DeepSpeed's default true) reaches the engine, which decides with the
+// stage and dtype whether a step with inf/NaN gradients is skipped (core/precision/overflow_vote.h,
+// DeepSpeed 0.19's rule as run).
+TEST(ConfigLoad, Bf16CheckGradOverflowReachesTheEngine) {
+  const EngineOptions on = engine_options_from_config(
+      yaml("train_batch_size: 8\nzero_optimization: {stage: 2}\nbf16: {enabled: true}\n"));
+  EXPECT_TRUE(on.bf16_check_grad_overflow);
+  EXPECT_TRUE(skips_nonfinite_steps(on));
+  EngineOptions off =
+      engine_options_from_config(yaml("train_batch_size: 8\nzero_optimization: {stage: 2}\n"
+                                      "bf16: {enabled: true, check_grad_overflow: false}\n"));
+  EXPECT_FALSE(off.bf16_check_grad_overflow);
+  EXPECT_FALSE(skips_nonfinite_steps(off));
+  for (int stage : {0, 3}) {  // DeepSpeed skips there whatever the key says
+    off.stage = stage;
+    EXPECT_TRUE(skips_nonfinite_steps(off)) << "bf16 stage " << stage;
+  }
+  EngineOptions fp32;
+  for (int stage : {0, 1, 2, 3}) {
+    fp32.stage = stage;
+    EXPECT_EQ(skips_nonfinite_steps(fp32), stage >= 1) << "fp32 stage " << stage;
+  }
 }
 
 // The environment's behaviour switches (base/env_vars.h) reach the engine as options, read where

@@ -21,7 +21,8 @@
 #      memory and on NVMe, offload_param cpu/nvme), the plain PyTorch eager baseline (autocast,
 #      fused AdamW) in each dtype, the same step with the model under torch.compile (bf16),
 #      zerotorch bf16 stage 0 with the loss tiled and with LibTorch's loss instead of the fused
-#      cross-entropy kernel (the kernel's gain), and the Python front door: a torch.compile'd transformers GPT-2 through zerotorch.initialize at
+#      cross-entropy kernel (the kernel's gain), bf16 stage 2 + optimizer offload with
+#      check_grad_overflow false (the host steps during backward), and the Python front door: a torch.compile'd transformers GPT-2 through zerotorch.initialize at
 #      bf16 stage 2 and 3 (bench/gpu/gpt2_front_door.py; skipped, and said why, without the
 #      Python package). A run with a non-finite loss or no optimizer step fails (its row says
 #      FAIL); one that died before printing a row gets a FAIL row written here;
@@ -440,18 +441,20 @@ bench() {
       error "$run_why$(last_output "$name")" >>"$res/bench.jsonl"
   fi
 }
-zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-tile N] [--unfused-loss]
-  local tile=() unfused=() pos=()
+zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-tile N]
+            # [--unfused-loss] [--no-overflow-check]
+  local tile=() unfused=() unchecked=() pos=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --loss-tile) tile=(--loss-tile "$2"); shift 2 ;;
       --unfused-loss) unfused=(--unfused-loss); shift ;;
+      --no-overflow-check) unchecked=(--no-overflow-check); shift ;;
       *) pos+=("$1"); shift ;;
     esac
   done
   set -- "${pos[@]}"
   local name="zt_$1_stage$2${3:+_offload}${4:+_param_$4}${tile[1]:+_loss_tile_${tile[1]}}"
-  name="$name${unfused[0]:+_unfused_loss}"
+  name="$name${unfused[0]:+_unfused_loss}${unchecked[0]:+_unchecked}"
   if [ "$nccl_hung" = 1 ]; then
     log "skip $name: the one-rank NCCL check timed out"
     status "$name" "skipped: NCCL check timed out"
@@ -460,7 +463,7 @@ zt_row() {  # dtype stage [offload [param-offload device: cpu|nvme]] [--loss-til
   fi
   bench "$name" zerotorch "$1" 90 "$build/bin/zt-gpu-bench" --dtype "$1" --stage "$2" \
     ${3:+--offload --breakdown} ${4:+--offload-param "$4"} "${tile[@]}" "${unfused[@]}" \
-    --comm-timeout-s 60 "${common[@]}"
+    "${unchecked[@]}" --comm-timeout-s 60 "${common[@]}"
 }
 eager_row() {  # dtype [--compile]
   local name="eager_$1" impl=pytorch-eager cap=90
@@ -501,6 +504,8 @@ else
   zt_row bf16 0 --unfused-loss
   zt_row bf16 2
   zt_row bf16 2 offload
+  # bf16.check_grad_overflow false: each bucket's host step runs during backward.
+  zt_row bf16 2 offload --no-overflow-check
   zt_row bf16 3 offload cpu
   zt_row bf16 3 offload nvme
   eager_row fp16

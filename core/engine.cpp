@@ -105,6 +105,7 @@ void Engine::backward(const at::Tensor& loss, bool scale_wrt_gas) {
     scaled.backward();
   } catch (...) {
     if (impl_->flops_) impl_->flops_->end_backward();
+    if (is_gradient_accumulation_boundary()) impl_->sharded_step_->abandon_reductions();
     impl_->in_backward_ = false;
     impl_->gather_->set_in_backward(false);
     throw;

@@ -201,7 +201,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, EngineOptions options,
       [this](size_t b) { on_bucket_complete(b); },
       // The last micro-batch's reduction makes the gradient the step takes.
       [this](size_t b) {
-        if (is_gradient_accumulation_boundary()) impl_->sharded_step_->gradient_reduced(b);
+        if (is_gradient_accumulation_boundary()) {
+          impl_->sharded_step_->gradient_reduced(b, step_hyper());
+        }
       },
       impl_->plan_.units.size() - 1);
   if (impl_->options_.wall_clock_breakdown) {

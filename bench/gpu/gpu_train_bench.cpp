@@ -4,13 +4,16 @@
 //
 //   zt-gpu-bench --dtype bf16 --stage 3 [--offload] [--offload-param cpu|nvme] [--batch 16]
 //                [--seq 1024] [--steps 10] [--warmup 3] [--peak-tflops 989]
-//                [--loss-tile N] [--unfused-loss] [--breakdown] [--comm-timeout-s 60]
-//                [--json FILE]
+//                [--loss-tile N] [--unfused-loss] [--no-overflow-check] [--breakdown]
+//                [--comm-timeout-s 60] [--json FILE]
 //
 // --loss-tile N: the head and the loss N positions at a time (the model's loss_tile_tokens,
 // models/tiled_loss.h), so that the logits are never held whole.
 // --unfused-loss: the loss through LibTorch's ops (logits widened to fp32, log-softmax, NLL)
 // instead of the fused cross-entropy kernel (core/ops/cross_entropy.h), to time the kernel's gain.
+// --no-overflow-check: bf16.check_grad_overflow false (no step skipped for inf/NaN gradients, as
+// DeepSpeed at stages 1-2); with --offload at stage 1 or 2 each bucket's host optimizer step then
+// runs during backward, as its gradient arrives (ShardedStep::steps_at_reduction).
 // --breakdown: wall_clock_breakdown every step (steps_per_print 1): one line a step on stderr with
 // the device's forward / backward / step times (core/profile/phase_timer.h). Reading the events
 // waits for each step's end, so the host cannot run ahead into the next step: the row is a little
@@ -66,6 +69,7 @@ struct Args {
   int comm_timeout_s = 60;
   int64_t loss_tile = 0;
   bool unfused_loss = false;
+  bool no_overflow_check = false;
   bool breakdown = false;
   std::string json;
 };
@@ -102,6 +106,8 @@ Args parse(int argc, char** argv) {
       a.breakdown = true;
     else if (k == "--unfused-loss")
       a.unfused_loss = true;
+    else if (k == "--no-overflow-check")
+      a.no_overflow_check = true;
     else if (k == "--loss-tile")
       a.loss_tile = std::stoll(value());
     else if (k == "--json")
@@ -159,6 +165,7 @@ int run(int argc, char** argv) {
   o.param_groups.no_decay_patterns = {"bias", "ln"};
   o.units = model->unit_names();
   o.wall_clock_breakdown = a.breakdown;
+  o.bf16_check_grad_overflow = !a.no_overflow_check;
   if (a.breakdown) o.steps_per_print = 1;
   o.fp16.initial_scale_power = 16;
   zt::dist::CommOptions co;
@@ -213,24 +220,26 @@ int run(int argc, char** argv) {
                            (a.offload ? " + offload" : "") +
                            (a.offload_param.empty() ? "" : " + param " + a.offload_param) +
                            (a.loss_tile > 0 ? " + loss tile " + std::to_string(a.loss_tile) : "") +
-                           (a.unfused_loss ? " + unfused loss" : "");
+                           (a.unfused_loss ? " + unfused loss" : "") +
+                           (a.no_overflow_check ? " + no overflow check" : "");
   // JSON has no NaN: a non-finite loss is written as null.
   char loss_text[32] = "null";
   if (std::isfinite(final_loss)) std::snprintf(loss_text, sizeof loss_text, "%.4f", final_loss);
   char line[1536];
   std::snprintf(line, sizeof line,
                 "{\"name\":\"%s\",\"impl\":\"zerotorch\",\"dtype\":\"%s\",\"stage\":%d,"
-                "\"offload\":%s,\"loss_tile\":%lld,\"fused_loss\":%s,\"params\":%lld,\"batch\":%"
+                "\"offload\":%s,\"loss_tile\":%lld,\"fused_loss\":%s,\"overflow_check\":%s,"
+                "\"params\":%lld,\"batch\":%"
                 "lld,\"seq\":%lld,\"steps\":%d,"
                 "\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"peak_tflops\":%.1f,"
                 "\"peak_mem_bytes\":%lld,\"final_loss\":%s,\"skipped_steps\":%lld,"
                 "\"optimizer_steps\":%lld,\"comm_wait_s\":%.4f,\"ok\":%s,\"error\":\"%s\"}",
                 name.c_str(), a.dtype.c_str(), a.stage, a.offload ? "true" : "false",
                 static_cast<long long>(a.loss_tile), a.unfused_loss ? "false" : "true",
-                static_cast<long long>(params), static_cast<long long>(a.batch),
-                static_cast<long long>(a.seq), a.steps, seconds / a.steps, tokens_per_s, mfu,
-                a.peak_tflops, static_cast<long long>(peak), loss_text,
-                static_cast<long long>(engine.skipped_steps()),
+                a.no_overflow_check ? "false" : "true", static_cast<long long>(params),
+                static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.steps,
+                seconds / a.steps, tokens_per_s, mfu, a.peak_tflops, static_cast<long long>(peak),
+                loss_text, static_cast<long long>(engine.skipped_steps()),
                 static_cast<long long>(optimizer_steps), engine.comm_wait_seconds(),
                 error.empty() ? "true" : "false", error.c_str());
   std::printf("%s\n", line);

@@ -20,16 +20,17 @@ at::Tensor pinned(int64_t numel, at::ScalarType dtype, c10::DeviceType accelerat
 
 }  // namespace
 
-HostOffload::HostOffload(c10::Device device)
+HostOffload::HostOffload(c10::Device device, size_t slots)
     : device_(device),
       side_(c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device)),
       params_done_(device.type()) {
   ZT_CHECK(!device.is_cpu(), "HostOffload is for parameters on a GPU or another accelerator, got ",
            device);
+  for (size_t i = 0; i < slots; ++i) slots_.emplace_back(device_.type());
 }
 
 HostOffload::Slot& HostOffload::slot(size_t i) {
-  while (slots_.size() <= i) slots_.emplace_back(device_.type());
+  ZT_INTERNAL_ASSERT(i < slots_.size(), "HostOffload: slot ", i, " of ", slots_.size());
   return slots_[i];
 }
 

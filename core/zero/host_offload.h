@@ -12,7 +12,9 @@
 // (ShardedStep::gradient_reduced, during backward, where nothing changes it later; else all at
 // the step's start). The host then steps slot after slot as soon as its gradient landed
 // (wait_grad), and each slot's updated parameters go back with start_param_copy() while the next
-// slot steps, so the copies overlap backward and CPU Adam.
+// slot steps, so the copies overlap backward and CPU Adam. Where nothing in the step waits for
+// every bucket (ShardedStep::steps_at_reduction), a worker thread steps each slot as its gradient
+// lands, during backward, and its parameters' copy follows at once.
 // finish() makes LibTorch's current stream wait for the parameter copies: later kernels see the
 // new weights, the host never blocks on them. Pinned buffers are reused across steps; a slot's
 // host buffers are rewritten only after its previous copies completed (wait_grad waits on an
@@ -32,7 +34,9 @@ namespace zt {
 
 class HostOffload {
  public:
-  explicit HostOffload(c10::Device device);
+  // slots: how many (the sharded step's buckets), fixed, so that the sharded step's worker thread
+  // (core/zero/serial_worker.h) and backward can use different slots at once.
+  HostOffload(c10::Device device, size_t slots);
 
   // Enqueues grad (on device, contiguous) -> pinned fp32 host slot, after the work already on
   // the current stream. grad must stay allocated until wait_grad(slot).
@@ -45,7 +49,11 @@ class HostOffload {
   void order_after_grad_copies();
   // Pinned host buffer of dtype and numel for slot's updated 16-bit parameters.
   at::Tensor param_staging(size_t slot, int64_t numel, at::ScalarType dtype);
-  // Enqueues param_staging(slot) -> target (on device) on the side stream.
+  // Enqueues param_staging(slot) -> target (on device) on the side stream, after what the calling
+  // thread's current stream has queued. From another thread (the sharded step's worker) that
+  // orders nothing against the compute stream; the copy then comes after the compute stream's
+  // point at the slot's start_grad_copy through the side stream's own order, which is all a slot
+  // stepped at its reduction needs (backward reads its parameters no more).
   void start_param_copy(size_t slot, at::Tensor& target);
   // LibTorch's current stream waits for every parameter copy started so far.
   void finish();
@@ -63,7 +71,7 @@ class HostOffload {
   c10::Stream side_;
   c10::Event params_done_;
   bool params_pending_ = false;
-  std::deque<Slot> slots_;  // a deque: slots (and their events) never move
+  std::deque<Slot> slots_;  // a deque: Slot (its event) cannot be moved
 };
 
 }  // namespace zt

@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "core/precision/overflow_vote.h"
 #include "core/zero/host_offload.h"
+#include "core/zero/serial_worker.h"
 #include "optim/clip.h"
 
 namespace zt::zero {
@@ -37,6 +38,7 @@ ShardedStep::ShardedStep(const EngineOptions& options,
   // One optimizer kind for every bucket, resolved once from the master's device.
   const optim::OptimizerSpec spec = optim::resolve_for_device(
       options_.optimizer, master_device(compute_device(), options_.optimizer_offloaded()));
+  optimizer_kind_ = spec.type;
   size_t next = 0;
   for (auto& b : buckets_) {
     Slot slot;
@@ -77,7 +79,7 @@ ShardedStep::ShardedStep(const EngineOptions& options,
       [this](size_t b) -> optim::ShardOptimizer& { return *slots_[b].optimizer; },
       store_->device());
   if (store_->device().is_cpu() && !compute_device().is_cpu() && !store_->holds_state()) {
-    host_offload_ = std::make_unique<HostOffload>(compute_device());
+    host_offload_ = std::make_unique<HostOffload>(compute_device(), buckets_.size());
   }
 }
 
@@ -265,7 +267,19 @@ bool ShardedStep::downloads_at_reduction() const {
          step_grads_->final_at_reduction();
 }
 
-void ShardedStep::gradient_reduced(size_t b) {
+bool ShardedStep::steps_at_reduction() const {
+  // Nothing in the step may depend on another bucket's gradient: no overflow vote, no clipping
+  // (the reported norm is still taken in step()), and the step of one bucket must be CpuAdam's
+  // elementwise pass on an fp32 master the optimizer holds in memory. Stage 3 always votes
+  // (core/precision/overflow_vote.h), so this is stages 1-2.
+  return downloads_at_reduction() && !skips_nonfinite_steps(options_) &&
+         options_.gradient_clipping == 0 && options_.stage <= 2 &&
+         optimizer_kind_ == optim::OptimizerKind::kCpuAdam && !options_.optimizer.swa.enabled &&
+         options_.master_dtype == at::kFloat && store_->state_names().empty() &&
+         store_->swap_directory().empty();
+}
+
+void ShardedStep::gradient_reduced(size_t b, const optim::GroupHyper& hyper) {
   if (!downloads_at_reduction()) return;
   at::NoGradGuard no_grad;
   const at::Tensor g = step_grads_->gradient(b);
@@ -276,6 +290,37 @@ void ShardedStep::gradient_reduced(size_t b) {
   host_offload_->start_grad_copy(b, g);
   if (downloading_.size() < buckets_.size()) downloading_.resize(buckets_.size(), false);
   downloading_[b] = true;
+  if (!steps_at_reduction()) return;
+  if (stepped_early_.size() < buckets_.size()) stepped_early_.resize(buckets_.size(), false);
+  if (stepped_early_[b]) return;
+  stepped_early_[b] = true;
+  // What step() would step this bucket with: no loss scale (no vote means no fp16), no clipping.
+  std::vector<optim::GroupRange> ranges = groups(b, hyper, step_grads_->factor(post_reduce_scale_));
+  const int64_t step_before = slots_[b].optimizer->step_count();
+  if (!early_) early_ = std::make_unique<SerialWorker>();
+  early_->post([this, b, ranges = std::move(ranges), step_before] {
+    at::NoGradGuard no_grad_here;  // grad mode is per thread
+    ChunkTargets targets(buckets_, /*read=*/false, /*written=*/true);
+    store_->for_each_chunk(
+        {b}, [&](MasterChunk& c) { step_chunk(c, targets.of(c), ranges, step_before); },
+        /*read=*/true, /*write_back=*/true);
+    targets.close();
+  });
+}
+
+void ShardedStep::abandon_reductions() {
+  if (early_) {
+    try {
+      early_->wait_idle();
+    } catch (const std::exception&) {
+    }
+  }
+  if (host_offload_) {
+    host_offload_->order_after_grad_copies();
+    host_offload_->finish();
+  }
+  downloading_.assign(downloading_.size(), false);
+  stepped_early_.assign(stepped_early_.size(), false);
 }
 
 void ShardedStep::set_split_group(dist::Communicator* split, bool replicated_differ) {
@@ -337,6 +382,8 @@ StepOutcome ShardedStep::step(const optim::GroupHyper& hyper, DynamicLossScaler*
                               int64_t step_index) {
   at::NoGradGuard no_grad;
   StepOutcome out;
+  // The buckets stepped at their reduction are done before anything reads the masters.
+  if (early_) early_->wait_idle();
   // The rest of the average over ranks (each rank's loss is the mean over its micro-batch), in
   // fp16 the loss scale, and the clipping factor are never applied to the gradients: their
   // product goes to the optimizer as GroupHyper::grad_scale, which multiplies in its one pass.
@@ -437,18 +484,83 @@ void ShardedStep::step_widened(MasterChunk& c, optim::ShardOptimizer& opt, const
   opt.load_state_dict({{"step", at::scalar_tensor(step_before, at::kLong)}});
 }
 
-// The one step loop. Per chunk of the master store: the gradient chunk on the master's device
-// (a GPU model's gradients with a host master come through pinned buffers, every copy started up
-// front; a chunk streamed from NVMe takes a synchronous copy, as there the disk sets the pace),
-// the optimizer on the chunk with its state (the store's chunk views, or the optimizer's own),
-// and the updated values into the bucket's target: in the optimizer's pass where the target is a
-// 16-bit tensor beside the master, else copied (to a GPU through a pinned staging buffer and the
-// side stream). Chunking changes no bit: the optimizer that steps chunks (CpuAdam) updates each
-// element on its own.
+// One chunk of the step: the chunk's gradient on the master's device (a GPU model's gradients
+// with a host master come through pinned buffers; a chunk streamed from NVMe brings its own), the
+// optimizer on the chunk with its state (the store's chunk views, or the optimizer's own), and the
+// updated values into `target` (the chunk's part of its bucket's stepped range): in the
+// optimizer's pass where the target is a 16-bit tensor beside the master, else copied (to a GPU
+// through a pinned staging buffer and the side stream).
+void ShardedStep::step_chunk(MasterChunk& c, const at::Tensor& target,
+                             const std::vector<optim::GroupRange>& bucket_ranges,
+                             int64_t step_before) {
+  const std::vector<std::string>& names = store_->state_names();
+  auto step_tensor = [](int64_t n) { return at::scalar_tensor(n, at::kLong); };
+  Slot& slot = slots_[c.slot];
+  // The chunk's gradient: brought with it from the files where it was spilled, else a slice of
+  // the bucket's.
+  at::Tensor g = c.grad.defined() ? c.grad
+                 : host_offload_  ? host_offload_->wait_grad(c.slot).narrow(0, c.begin, c.numel)
+                                  : step_grads_->gradient(c.slot).narrow(0, c.begin, c.numel);
+  if (c.master.scalar_type() != at::kFloat) {
+    step_widened(c, *slot.optimizer, g, bucket_ranges, step_before, target);
+    return;
+  }
+  at::Tensor g32 = g.to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));
+  // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
+  std::vector<optim::GroupRange> ranges;
+  for (optim::GroupRange r : bucket_ranges) {
+    r.begin = std::max(r.begin, c.begin) - c.begin;
+    r.end = std::min(r.end, c.begin + c.numel) - c.begin;
+    if (r.begin < r.end) ranges.push_back(r);
+  }
+  // State the store holds is the optimizer's for this chunk only: CpuAdam steps it where it
+  // lies (no copy in or out), another optimizer loads copies that go back after the step.
+  // Either way the optimizer lets go of it after the chunk.
+  bool in_place = true;
+  if (!names.empty()) {
+    slot.optimizer->load_state_dict({{"step", step_tensor(step_before)}});
+    std::map<std::string, at::Tensor> state;
+    for (size_t i = 0; i < names.size(); ++i) state[names[i]] = c.states[i];
+    in_place = slot.optimizer->adopt_state(state);
+  }
+  const bool to_gpu = host_offload_ && !target.is_cpu();
+  at::Tensor out =
+      to_gpu ? host_offload_->param_staging(c.slot, c.numel, target.scalar_type()) : target;
+  if (out.scalar_type() == at::kFloat && out.data_ptr() == c.master.data_ptr()) {
+    slot.optimizer->step(c.master, g32, ranges);  // the fp32 parameters are the master
+  } else if (out.scalar_type() != at::kFloat && out.device() == c.master.device()) {
+    slot.optimizer->step(c.master, g32, ranges, &out);  // 16-bit copy in the same pass
+  } else {
+    slot.optimizer->step(c.master, g32, ranges);
+    out.copy_(c.master);
+  }
+  if (to_gpu) {
+    at::Tensor device_target = target;
+    host_offload_->start_param_copy(c.slot, device_target);
+  }
+  if (!names.empty()) {
+    if (!in_place) {
+      const auto state = slot.optimizer->state_dict();
+      for (size_t i = 0; i < names.size(); ++i) c.states[i].copy_(state.at(names[i]));
+    }
+    slot.optimizer->load_state_dict({{"step", step_tensor(step_before)}});
+  }
+}
+
+// The one step loop: step_chunk() per chunk of the master store (a GPU model's gradient copies to
+// a host master all started up front; a chunk streamed from NVMe takes a synchronous copy, as
+// there the disk sets the pace), then the parameters published. Buckets stepped at their
+// reduction (steps_at_reduction()) are only published. Chunking changes no bit: the optimizer
+// that steps chunks (CpuAdam) updates each element on its own.
 void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
                          const optim::GroupHyper& hyper) {
+  std::vector<size_t> pending;
+  for (size_t b : stepped) {
+    if (b >= stepped_early_.size() || !stepped_early_[b]) pending.push_back(b);
+  }
+  stepped_early_.assign(stepped_early_.size(), false);
   if (host_offload_) {
-    for (size_t b : stepped) {
+    for (size_t b : pending) {
       if (b < downloading_.size() && downloading_[b]) continue;  // started by gradient_reduced
       at::Tensor g = step_grads_->gradient(b);
       host_offload_->start_grad_copy(b, g.scalar_type() == at::kFloat ? g : g.to(at::kFloat));
@@ -459,67 +571,17 @@ void ShardedStep::update(const std::vector<size_t>& stepped, double grad_scale,
   std::vector<int64_t> step_before(buckets_.size(), 0);
   // Each bucket's group ranges once per step, not once per chunk.
   std::vector<std::vector<optim::GroupRange>> bucket_ranges(buckets_.size());
-  for (size_t b : stepped) {
-    step_before[b] = slots_[b].optimizer->step_count();
-    bucket_ranges[b] = groups(b, hyper, grad_scale);
-  }
+  for (size_t b : stepped) step_before[b] = slots_[b].optimizer->step_count();
+  for (size_t b : pending) bucket_ranges[b] = groups(b, hyper, grad_scale);
   auto step_tensor = [](int64_t n) { return at::scalar_tensor(n, at::kLong); };
-
-  auto step_chunk = [&](MasterChunk& c, ChunkTargets& targets) {
-    Slot& slot = slots_[c.slot];
-    // The chunk's gradient: brought with it from the files where it was spilled, else a slice of
-    // the bucket's.
-    at::Tensor g = c.grad.defined() ? c.grad
-                   : host_offload_  ? host_offload_->wait_grad(c.slot).narrow(0, c.begin, c.numel)
-                                    : step_grads_->gradient(c.slot).narrow(0, c.begin, c.numel);
-    if (c.master.scalar_type() != at::kFloat) {
-      step_widened(c, *slot.optimizer, g, bucket_ranges[c.slot], step_before[c.slot],
-                   targets.of(c));
-      return;
-    }
-    at::Tensor g32 = g.to(at::TensorOptions().dtype(at::kFloat).device(c.master.device()));
-    // The bucket's group ranges, cut to the chunk and shifted to its coordinates.
-    std::vector<optim::GroupRange> ranges;
-    for (optim::GroupRange r : bucket_ranges[c.slot]) {
-      r.begin = std::max(r.begin, c.begin) - c.begin;
-      r.end = std::min(r.end, c.begin + c.numel) - c.begin;
-      if (r.begin < r.end) ranges.push_back(r);
-    }
-    // State the store holds is the optimizer's for this chunk only: CpuAdam steps it where it
-    // lies (no copy in or out), another optimizer loads copies that go back after the step.
-    // Either way the optimizer lets go of it after the chunk.
-    bool in_place = true;
-    if (!names.empty()) {
-      slot.optimizer->load_state_dict({{"step", step_tensor(step_before[c.slot])}});
-      std::map<std::string, at::Tensor> state;
-      for (size_t i = 0; i < names.size(); ++i) state[names[i]] = c.states[i];
-      in_place = slot.optimizer->adopt_state(state);
-    }
-    at::Tensor target = targets.of(c);
-    const bool to_gpu = host_offload_ && !target.is_cpu();
-    at::Tensor out =
-        to_gpu ? host_offload_->param_staging(c.slot, c.numel, target.scalar_type()) : target;
-    if (out.scalar_type() == at::kFloat && out.data_ptr() == c.master.data_ptr()) {
-      slot.optimizer->step(c.master, g32, ranges);  // the fp32 parameters are the master
-    } else if (out.scalar_type() != at::kFloat && out.device() == c.master.device()) {
-      slot.optimizer->step(c.master, g32, ranges, &out);  // 16-bit copy in the same pass
-    } else {
-      slot.optimizer->step(c.master, g32, ranges);
-      out.copy_(c.master);
-    }
-    if (to_gpu) host_offload_->start_param_copy(c.slot, target);
-    if (!names.empty()) {
-      if (!in_place) {
-        const auto state = slot.optimizer->state_dict();
-        for (size_t i = 0; i < names.size(); ++i) c.states[i].copy_(state.at(names[i]));
-      }
-      slot.optimizer->load_state_dict({{"step", step_tensor(step_before[c.slot])}});
-    }
-  };
   auto run = [&] {
     ChunkTargets targets(buckets_, /*read=*/false, /*written=*/true);
     store_->for_each_chunk(
-        stepped, [&](MasterChunk& c) { step_chunk(c, targets); }, /*read=*/true,
+        pending,
+        [&](MasterChunk& c) {
+          step_chunk(c, targets.of(c), bucket_ranges[c.slot], step_before[c.slot]);
+        },
+        /*read=*/true,
         /*write_back=*/true, /*with_grads=*/store_->grad_spill() != nullptr);
     targets.close();
   };

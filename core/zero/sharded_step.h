@@ -55,6 +55,9 @@
 namespace zt {
 class HostOffload;
 }
+namespace zt::zero {
+class SerialWorker;
+}
 
 namespace zt::zero {
 
@@ -96,16 +99,30 @@ class ShardedStep {
   StepOutcome step(const optim::GroupHyper& hyper, DynamicLossScaler* scaler, int64_t step_index);
 
   // Bucket b's reduction of the step's last micro-batch ended (the engine calls it then, from
-  // backward). Where the master is in host memory and the gradient the optimizer steps with is
-  // final already (downloads_at_reduction()) and fp32 (grad_accum_dtype's default), its copy to
-  // the host starts now, on the side stream, and overlaps the rest of backward; update() then
-  // only waits for it.
-  void gradient_reduced(size_t b);
+  // backward, with the hyperparameters step() will get). Where the master is in host memory and
+  // the gradient the optimizer steps with is final already (downloads_at_reduction()) and fp32
+  // (grad_accum_dtype's default), its copy to the host starts now, on the side stream, and
+  // overlaps the rest of backward; update() then only waits for it. Where, moreover, nothing in
+  // the step depends on the other buckets (steps_at_reduction()), the bucket's host optimizer step
+  // and its parameters' copy back are posted to a worker thread too, so they overlap the rest of
+  // backward as well; step() waits for them and publishes.
+  void gradient_reduced(size_t b, const optim::GroupHyper& hyper);
   // Whether gradient_reduced starts the copies: a model on an accelerator with its master in
   // host memory (HostOffload), owned gradients as the optimizer steps them (not Muon's), and
   // nothing that changes them between backward and the step (a sum across MiCS replicas or over
   // an expert split, gradients spilled to NVMe). Otherwise the copies start in the step.
   bool downloads_at_reduction() const;
+  // Whether gradient_reduced also steps the bucket: downloads_at_reduction(), no overflow vote
+  // (core/precision/overflow_vote.h: bf16 with check_grad_overflow false at stages 1-2), no
+  // gradient clipping, CpuAdam on an fp32 master in memory, no SWA. A backward on the
+  // accumulation boundary then takes part of the step: an exception in it leaves the buckets
+  // already stepped stepped.
+  bool steps_at_reduction() const;
+  // A backward on the boundary failed: waits for the host steps gradient_reduced posted (their
+  // errors dropped: the backward's own is the one reported), orders the device after their copies
+  // and forgets the step's early work, so that the next boundary starts over. Buckets already
+  // stepped stay stepped until the next step publishes every bucket again.
+  void abandon_reductions();
 
   // Where the fp32 masters and the optimizer state live; checkpoints stream them through it.
   MasterStore& masters() const { return *store_; }
@@ -144,6 +161,10 @@ class ShardedStep {
               const optim::GroupHyper& hyper);
   // Steps one chunk of a 16-bit master (see the definition) with the chunk's gradient `grad` and
   // writes it into `target`.
+  // One chunk of the step into `target`, its part of the bucket's stepped range (see the
+  // definition).
+  void step_chunk(MasterChunk& c, const at::Tensor& target,
+                  const std::vector<optim::GroupRange>& bucket_ranges, int64_t step_before);
   void step_widened(MasterChunk& c, optim::ShardOptimizer& opt, const at::Tensor& grad,
                     const std::vector<optim::GroupRange>& bucket_ranges, int64_t step_before,
                     const at::Tensor& target);
@@ -167,7 +188,11 @@ class ShardedStep {
   // The master in host memory of a model on a GPU: gradients come over, parameters go back,
   // through pinned buffers on a side stream.
   std::unique_ptr<HostOffload> host_offload_;
-  std::vector<bool> downloading_;  // by bucket: gradient_reduced started its copy this step
+  std::vector<bool> downloading_;        // by bucket: gradient_reduced started its copy this step
+  std::vector<bool> stepped_early_;      // by bucket: gradient_reduced stepped it this step
+  optim::OptimizerKind optimizer_kind_;  // the resolved kind every bucket steps with
+  // The host steps posted by gradient_reduced (created at the first).
+  std::unique_ptr<SerialWorker> early_;
 };
 
 }  // namespace zt::zero

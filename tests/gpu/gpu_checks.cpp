@@ -554,6 +554,45 @@ void engine_half_case(at::ScalarType dtype, int stage, const Batches& data) {
   ZT_CHECK(engine.skipped_steps() <= 2, engine.skipped_steps(), " steps skipped for overflow");
 }
 
+// bf16 stage 2 with optimizer offload, bf16.check_grad_overflow false: each bucket's host step
+// runs at its reduction during backward (ShardedStep::steps_at_reduction), and trains bit for bit
+// as the same run whose host steps wait for the step (the check on, no overflow happening).
+void engine_step_at_reduction_case(const Batches& data) {
+  auto run = [&](bool check_grad_overflow) {
+    torch::manual_seed(4);
+    Mlp model;
+    model->to(device());
+    EngineOptions o = engine_options(2, true, at::kBFloat16);
+    o.bf16_check_grad_overflow = check_grad_overflow;
+    Engine engine(model.ptr(), o, one_rank_comm());
+    std::vector<double> losses;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (const auto& batch : data) {
+        torch::Tensor loss = engine.forward([&] {
+          return torch::cross_entropy_loss(
+              model->forward(batch.first.to(at::kBFloat16)).to(torch::kFloat), batch.second);
+        });
+        engine.backward(loss);
+        engine.step();
+        losses.push_back(loss.item<double>());
+      }
+    }
+    std::vector<torch::Tensor> params;
+    for (const auto& p : model->parameters()) params.push_back(p.detach().cpu());
+    return std::make_pair(losses, params);
+  };
+  const auto [early_losses, early_params] = run(false);
+  const auto [losses, params] = run(true);
+  for (size_t i = 0; i < losses.size(); ++i) {
+    ZT_CHECK(early_losses[i] == losses[i], "step ", i, ": loss ", early_losses[i],
+             " with the host steps at reduction, ", losses[i], " in the step");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    expect_equal("parameter " + std::to_string(i) + " (host steps at reduction vs in the step)",
+                 early_params[i], params[i]);
+  }
+}
+
 void check_engine_half() {
   const Batches data = batches(8);
   Cases cases;
@@ -563,6 +602,8 @@ void check_engine_half() {
                 [&] { engine_half_case(dtype, stage, data); });
     }
   }
+  cases.run("bf16 stage 2 offload, host steps at reduction",
+            [&] { engine_step_at_reduction_case(data); });
   cases.finish();
 }
 

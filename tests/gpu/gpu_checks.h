@@ -24,7 +24,10 @@
 //                          the bf16 engine without offload
 //   engine_nvme_optimizer  offload_optimizer nvme at stages 2 and 3 (also with offload_param
 //                          nvme) vs AdamW
-//   engine_half            zt::Engine on CUDA in bf16 and fp16 (loss scaling): trains, stays finite
+//   engine_half            zt::Engine on CUDA in bf16 and fp16 (loss scaling): trains, stays
+//   finite;
+//                          bf16 stage 2 offload with the host steps at reduction
+//                          (check_grad_overflow false) bit for bit as with them in the step
 //   fused_cross_entropy    core/ops/cross_entropy.cu vs LibTorch's cross-entropy in float64
 //                          (fp32/fp16/bf16 logits, ignored rows, -inf and large logits, a vocab
 //                          of 50257, 7 and 1): mean and sum losses, the gradient

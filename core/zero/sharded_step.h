@@ -120,8 +120,9 @@ class ShardedStep {
   bool steps_at_reduction() const;
   // A backward on the boundary failed: waits for the host steps gradient_reduced posted (their
   // errors dropped: the backward's own is the one reported), orders the device after their copies
-  // and forgets the step's early work, so that the next boundary starts over. Buckets already
-  // stepped stay stepped until the next step publishes every bucket again.
+  // and forgets the step's early work, so that nothing runs on behind the caller's back while it
+  // handles the error (an emergency checkpoint, closing the engine). The buckets already stepped
+  // stay stepped.
   void abandon_reductions();
 
   // Where the fp32 masters and the optimizer state live; checkpoints stream them through it.

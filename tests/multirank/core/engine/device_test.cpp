@@ -18,6 +18,7 @@
 
 #include "train/device.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -323,7 +324,7 @@ TEST_P(DeviceEquivalence, TrainsAsOnTheCpu) {
   expect_same(got, want, exact(c), what);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pairwise, DeviceEquivalence, ::testing::Range<size_t>(0, 22),
+INSTANTIATE_TEST_SUITE_P(Pairwise, DeviceEquivalence, ::testing::Range<size_t>(0, cases().size()),
                          [](const ::testing::TestParamInfo<size_t>& i) {
                            return cases()[i.param].name;
                          });
@@ -493,6 +494,48 @@ TEST(DeviceSharing, TwoRanksOnOneDeviceAreRefusedOnEveryRank) {
     EXPECT_NE(std::string(e.what()).find("ranks 0 and 1 train on one device"), std::string::npos)
         << e.what();
   }
+}
+
+// A backward that throws on the accumulation boundary after buckets were already stepped at their
+// reduction (ShardedStep::steps_at_reduction): the caller gets the backward's own error, with the
+// worker's host steps finished behind it (nothing runs on while the caller handles it), and the
+// engine then closes cleanly. Training on after a failed backward is not offered (the reductions
+// in flight are not undone), so the test stops there.
+TEST(DeviceStepAtReduction, ABackwardThatThrowsReportsItsErrorAndCloses) {
+  const Case& c = case_named("s2_bf16_transformer_offload_cpu_unchecked_acc2");
+  auto model = make_model(c.kind);
+  model->to(test_device());
+  zt::EngineOptions o = options_of(c);
+  o.gradient_accumulation_steps = 1;
+  auto engine = std::make_unique<zt::Engine>(model, o, device_comm());
+  const int world = g_comm->size(), rank = g_comm->rank();
+  const int64_t micro = kGlobalBatch / world;
+  auto [x, y] = global_batch(c.kind, 0);
+  const torch::Tensor xs = x.narrow(0, rank * micro, micro).to(test_device(), c.dtype);
+  const torch::Tensor ys = y.narrow(0, rank * micro, micro).to(test_device());
+  auto loss_of = [&] {
+    return engine->forward(
+        [&] { return torch::mse_loss(run_model(*model, c.kind, xs).to(torch::kFloat), ys); });
+  };
+  // One good step, so the worker has run before.
+  engine->backward(loss_of());
+  engine->step();
+  // The embedding's gradient comes last in backward: every later bucket is reduced (and its
+  // host step posted) by then.
+  torch::Tensor embed = model->named_parameters()["embed.weight"];
+  auto handle = embed.register_hook([](torch::Tensor) -> torch::Tensor {
+    throw std::runtime_error("injected backward failure");
+  });
+  try {
+    engine->backward(loss_of());
+    ADD_FAILURE() << "the backward did not throw";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("injected backward failure"), std::string::npos)
+        << e.what();
+  }
+  embed.remove_hook(handle);
+  engine.reset();
+  g_comm->barrier()->wait();
 }
 
 // The device is real where it matters: a host tensor next to a device tensor fails, as on CUDA,

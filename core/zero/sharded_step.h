@@ -55,11 +55,10 @@
 namespace zt {
 class HostOffload;
 }
-namespace zt::zero {
-class SerialWorker;
-}
 
 namespace zt::zero {
+
+class SerialWorker;
 
 struct StepOutcome {
   bool skipped = false;    // inf/NaN gradients: nothing was updated
@@ -160,12 +159,12 @@ class ShardedStep {
   // Steps every chunk of the buckets in `stepped` and publishes them.
   void update(const std::vector<size_t>& stepped, double grad_scale,
               const optim::GroupHyper& hyper);
-  // Steps one chunk of a 16-bit master (see the definition) with the chunk's gradient `grad` and
-  // writes it into `target`.
   // One chunk of the step into `target`, its part of the bucket's stepped range (see the
   // definition).
   void step_chunk(MasterChunk& c, const at::Tensor& target,
                   const std::vector<optim::GroupRange>& bucket_ranges, int64_t step_before);
+  // Steps one chunk of a 16-bit master (see the definition) with the chunk's gradient `grad` and
+  // writes it into `target`.
   void step_widened(MasterChunk& c, optim::ShardOptimizer& opt, const at::Tensor& grad,
                     const std::vector<optim::GroupRange>& bucket_ranges, int64_t step_before,
                     const at::Tensor& target);
